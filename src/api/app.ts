@@ -1,0 +1,89 @@
+/**
+ * The API Worker's HTTP surface: the routes, the request log, and the error model that every
+ * refusal goes through (contract §1).
+ */
+import { Hono } from "hono";
+import { logLine } from "../shared/log.ts";
+import { apiConfig } from "./config.ts";
+import type { ApiBindings, ApiContext } from "./context.ts";
+import {
+  ApiError,
+  UNCONFIGURED_SUPPORT,
+  errorBody,
+  internalErrorBody,
+  jsonResponse,
+  type SupportPointer,
+} from "./errors.ts";
+import { login } from "./routes/login.ts";
+
+/** The operations of receipts.v2 (seed §4); all answer POST only. */
+export const OPERATIONS = {
+  "/receipts/v2/login": login,
+} as const;
+
+/** Builds the Hono app; exported for tests that need a fresh one. */
+export function createApp(): Hono<ApiBindings> {
+  const app = new Hono<ApiBindings>();
+  app.use(requestLog, loadConfig);
+  for (const [path, handler] of Object.entries(OPERATIONS)) {
+    app.post(path, handler);
+    app.all(path, methodNotAllowed);
+  }
+  app.notFound((c) => {
+    throw new ApiError(404, `Path ${truncate(c.req.path)} is not an operation of receipts.v2.`);
+  });
+  app.onError(renderError);
+  return app;
+}
+
+async function requestLog(c: ApiContext, next: () => Promise<void>): Promise<void> {
+  const started = Date.now();
+  c.set("requestId", c.req.header("cf-ray") ?? crypto.randomUUID());
+  await next();
+  const status = c.res.status;
+  const error = c.error;
+  logLine(status >= 500 ? "error" : "info", "request", {
+    request_id: c.get("requestId"),
+    method: c.req.method,
+    route: truncate(c.req.path),
+    status,
+    client_id: c.get("clientId"),
+    latency_ms: Date.now() - started,
+    outcome: status < 400 ? "ok" : status >= 500 ? "failed" : "refused",
+    cause: error instanceof ApiError ? (error.options.cause ?? error.detail) : error ? describe(error) : undefined,
+  });
+}
+
+async function loadConfig(c: ApiContext, next: () => Promise<void>): Promise<void> {
+  c.set("config", apiConfig(c.env));
+  await next();
+}
+
+function methodNotAllowed(c: ApiContext): never {
+  throw new ApiError(405, `Method ${truncate(c.req.method)} is not allowed on ${c.req.path}; use POST.`, {
+    headers: { allow: "POST" },
+  });
+}
+
+function renderError(error: Error, c: ApiContext): Response {
+  const support = supportPointer(c);
+  if (error instanceof ApiError) {
+    return jsonResponse(errorBody(error, support), error.status, error.options.headers);
+  }
+  return jsonResponse(internalErrorBody(c.get("requestId"), support), 500);
+}
+
+// A ConfigError leaves no config behind, and then the pointer cannot be named.
+function supportPointer(c: ApiContext): SupportPointer {
+  return c.get("config") ?? UNCONFIGURED_SUPPORT;
+}
+
+// The log is for operators, but a name and message are enough there: a stack would only repeat
+// what the request reference already locates.
+function describe(error: Error): string {
+  return truncate(`${error.name}: ${error.message}`);
+}
+
+function truncate(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}

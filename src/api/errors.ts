@@ -1,0 +1,96 @@
+/**
+ * The error model shared by every route (seed §7, contract §1): one JSON shape, fixed status
+ * words, and messages that name the header or field at fault.
+ */
+import type { ErrorResponse as ErrorBody } from "../shared/schemas.ts";
+
+/** Status words of contract §1. */
+export const STATUS_WORDS = {
+  200: "OK",
+  400: "Bad Request",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  406: "Not Acceptable",
+  409: "Conflict",
+  413: "Payload Too Large",
+  415: "Unsupported Media Type",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+} as const;
+
+export type ErrorStatus = Exclude<keyof typeof STATUS_WORDS, 200>;
+
+
+/**
+ * A refusal that the client is meant to see. Routes throw it; the app's error handler renders it
+ * with the operator's docs and support pointer and logs `cause` (never shown to the client).
+ */
+export class ApiError extends Error {
+  override name = "ApiError";
+  constructor(
+    readonly status: ErrorStatus,
+    /** What is wrong, naming the header or field: "Header client_id is missing." */
+    readonly detail: string,
+    readonly options: {
+      /** Overrides the status word; only login's 403 needs it (seed §7.1). */
+      statusWord?: string;
+      headers?: Record<string, string>;
+      /** The real reason, for the log line only. */
+      cause?: string;
+    } = {},
+  ) {
+    super(detail);
+  }
+}
+
+/** Where the operator's documentation and support live; from wrangler vars. */
+export interface SupportPointer {
+  docsUrl: string;
+  supportContact: string;
+}
+
+/** The generic remark every client-error message ends with (seed §7). */
+export function invalidSyntaxRemark(support: SupportPointer): string {
+  return `The request has invalid syntax. See ${support.docsUrl} or contact ${support.supportContact}.`;
+}
+
+/** Renders an ApiError as the documented body. */
+export function errorBody(error: ApiError, support: SupportPointer): ErrorBody {
+  return {
+    message: `${error.detail} ${invalidSyntaxRemark(support)}`,
+    status: error.options.statusWord ?? STATUS_WORDS[error.status],
+    status_code: error.status,
+  };
+}
+
+/** The body of a 500: no stack, SQL or binding name, only a reference found in the log line. */
+export function internalErrorBody(requestId: string, support: SupportPointer): ErrorBody {
+  return {
+    message: `Unknown error; contact support (${support.supportContact}) quoting reference ${requestId}.`,
+    status: STATUS_WORDS[500],
+    status_code: 500,
+  };
+}
+
+/** Used when even the settings are unreadable, so the pointer cannot be named. */
+export const UNCONFIGURED_SUPPORT: SupportPointer = {
+  docsUrl: "the operator's documentation",
+  supportContact: "the operator's support",
+};
+
+/** JSON with the charset contract §1 asks for, never cached (tokens and receipts). */
+export function jsonResponse(
+  body: unknown,
+  status: number,
+  headers: Record<string, string> = {},
+): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: {
+      "content-type": "application/json; charset=utf-8",
+      "cache-control": "no-store",
+      ...headers,
+    },
+  });
+}

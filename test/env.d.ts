@@ -1,0 +1,13 @@
+import type { D1Migration } from "cloudflare:test";
+import type { ApiEnv } from "../src/shared/types.ts";
+
+declare global {
+  namespace Cloudflare {
+    interface Env extends ApiEnv {
+      TEST_MIGRATIONS: D1Migration[];
+    }
+    interface GlobalProps {
+      mainModule: typeof import("../src/api/index.ts");
+    }
+  }
+}

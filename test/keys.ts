@@ -1,0 +1,10 @@
+/**
+ * The signing keys the test Workers run with. Fixed, so a test can sign a token of its own
+ * (expired, wrong audience, ...) with the very key the Worker trusts.
+ */
+export const TEST_TOKEN_KEYS = {
+  keys: [
+    { kty: "oct", kid: "test-2026-11", alg: "HS256", k: "dGVzdC1rZXktb25lLXRoaXJ0eS10d28tYnl0ZXMtbG9uZy0w" },
+    { kty: "oct", kid: "test-2026-10", alg: "HS256", k: "dGVzdC1rZXktdHdvLXRoaXJ0eS10d28tYnl0ZXMtbG9uZy0w" },
+  ],
+};

@@ -1,0 +1,46 @@
+import path from "node:path";
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+import { TEST_TOKEN_KEYS } from "./test/keys.ts";
+
+const root = import.meta.dirname;
+
+export default defineConfig(async () => {
+  const migrations = await readD1Migrations(path.join(root, "migrations"));
+  return {
+    test: {
+      projects: [
+        {
+          // The Workers themselves, inside workerd against local D1, KV and Queues.
+          plugins: [
+            cloudflareTest({
+              main: "./src/api/index.ts",
+              wrangler: { configPath: "./wrangler.toml" },
+              miniflare: {
+                bindings: {
+                  TEST_MIGRATIONS: migrations,
+                  TOKEN_KEYS: JSON.stringify(TEST_TOKEN_KEYS),
+                  // Tests change client records and expect the next request to see it.
+                  CLIENT_CACHE_SECONDS: "0",
+                },
+              },
+            }),
+          ],
+          test: {
+            name: "workers",
+            include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts"],
+            setupFiles: ["./test/apply-migrations.ts"],
+          },
+        },
+        {
+          // Operator scripts and documents, which run on Node.
+          test: {
+            name: "node",
+            environment: "node",
+            include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts"],
+          },
+        },
+      ],
+    },
+  };
+});
