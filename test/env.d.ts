@@ -1,5 +1,5 @@
 import type { D1Migration } from "cloudflare:test";
-import type { ApiEnv } from "../src/shared/types.ts";
+import type { ApiEnv } from "../src/shared/env.ts";
 
 declare global {
   namespace Cloudflare {

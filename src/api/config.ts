@@ -1,11 +1,7 @@
-import type { ApiEnv } from "../shared/types.ts";
+import type { ApiEnv } from "../shared/env.ts";
+import { ConfigError, parseTokenKeys, type TokenKey } from "../shared/token-keys.ts";
 
-/** One HS256 signing key from `TOKEN_KEYS`. */
-export interface TokenKey {
-  kid: string;
-  /** base64url key bytes, at least 256 bits. */
-  k: string;
-}
+export { ConfigError };
 
 /** The API Worker's settings, checked once per isolate. */
 export interface ApiConfig {
@@ -18,10 +14,6 @@ export interface ApiConfig {
   clientCacheMs: number;
 }
 
-/** A setting that is missing or malformed; the message names the setting, never its value. */
-export class ConfigError extends Error {
-  override name = "ConfigError";
-}
 
 let cached: { env: ApiEnv; config: ApiConfig } | undefined;
 
@@ -44,41 +36,6 @@ export function parseApiConfig(env: ApiEnv): ApiConfig {
     supportContact: requiredText(env, "SUPPORT_CONTACT"),
     clientCacheMs: seconds(env, "CLIENT_CACHE_SECONDS") * 1000,
   };
-}
-
-const MIN_KEY_BYTES = 32;
-
-/** Parses a JSON Web Key Set of `oct` HS256 keys (contract §2). */
-export function parseTokenKeys(raw: string | undefined): TokenKey[] {
-  if (!raw) throw new ConfigError("TOKEN_KEYS is not set");
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch {
-    throw new ConfigError("TOKEN_KEYS is not JSON");
-  }
-  const keys = (parsed as { keys?: unknown })?.keys;
-  if (!Array.isArray(keys) || keys.length === 0) {
-    throw new ConfigError("TOKEN_KEYS has no keys array");
-  }
-  const seen = new Set<string>();
-  return keys.map((key: Record<string, unknown>, i) => {
-    const { kty, kid, alg, k } = key ?? {};
-    if (kty !== "oct" || alg !== "HS256" || typeof kid !== "string" || kid === "" || typeof k !== "string") {
-      throw new ConfigError(`TOKEN_KEYS key ${i} must be {kty:"oct", alg:"HS256", kid, k}`);
-    }
-    if (seen.has(kid)) throw new ConfigError(`TOKEN_KEYS repeats kid at key ${i}`);
-    seen.add(kid);
-    if (base64urlByteLength(k) < MIN_KEY_BYTES) {
-      throw new ConfigError(`TOKEN_KEYS key ${i} is shorter than 256 bits`);
-    }
-    return { kid, k };
-  });
-}
-
-function base64urlByteLength(text: string): number {
-  if (!/^[A-Za-z0-9_-]*$/.test(text)) return 0;
-  return Math.floor((text.length * 6) / 8);
 }
 
 function requiredText(env: ApiEnv, name: keyof ApiEnv): string {

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { ApiEnv } from "../shared/types.ts";
+import type { ApiEnv } from "../shared/env.ts";
 import type { ApiConfig } from "./config.ts";
 
 /** What the request-log middleware and the routes share about one request. */

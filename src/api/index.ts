@@ -1,6 +1,6 @@
 /** Entry of the API Worker. */
 import { createApp } from "./app.ts";
-import type { ApiEnv } from "../shared/types.ts";
+import type { ApiEnv } from "../shared/env.ts";
 
 const app = createApp();
 

@@ -1,6 +1,7 @@
 /** Entry of the notifier Worker: consumes deletion notices. */
 import { logLine } from "../shared/log.ts";
-import type { DeletionNotice, NotifierEnv } from "../shared/types.ts";
+import type { NotifierEnv } from "../shared/env.ts";
+import type { DeletionNotice } from "../shared/types.ts";
 
 export default {
   async queue(batch: MessageBatch<DeletionNotice>): Promise<void> {

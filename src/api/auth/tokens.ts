@@ -4,7 +4,8 @@
  * reviewer can audit it alone.
  */
 import { SignJWT, base64url, decodeProtectedHeader, errors, jwtVerify } from "jose";
-import type { ApiConfig, TokenKey } from "../config.ts";
+import type { TokenKey } from "../../shared/token-keys.ts";
+import type { ApiConfig } from "../config.ts";
 
 /** Seed §4.1: tokens live one hour. */
 export const TOKEN_LIFETIME_SECONDS = 3600;

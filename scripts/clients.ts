@@ -1,0 +1,168 @@
+/**
+ * Operators issue, list, show, disable, enable and rotate POS clients (contract §6). Records go
+ * to the CLIENTS KV namespace through `wrangler kv`; the secret is printed once and only its hash
+ * is stored.
+ */
+import { base64url } from "jose";
+import { headerText } from "../src/shared/schemas.ts";
+import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
+import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
+import { UsageError, parse, runCli } from "./lib/cli.ts";
+import { targetFlags, wrangler, type Target } from "./lib/wrangler.ts";
+
+const USAGE = `Usage: npm run clients -- <command> [options]
+
+  issue --chain <chain_id> [--chain <another>] [--client-id <id>] [--json]
+                       issue a client; prints its secret once
+  list [--json]        every client with its chains and state
+  show <client_id> [--json]
+  disable <client_id>  refuse its logins and its live tokens
+  enable <client_id>
+  rotate <client_id> [--json]
+                       a new secret; the old one stops working
+
+Every command acts on the local state of 'npm start' unless --remote is given
+(--persist-to <dir> picks another local state directory).`;
+
+const COMMON = {
+  remote: { type: "boolean" },
+  "persist-to": { type: "string" },
+  json: { type: "boolean" },
+} as const;
+
+await runCli(USAGE, async (argv) => {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "issue":
+      return issue(rest);
+    case "list":
+      return list(rest);
+    case "show":
+    case "disable":
+    case "enable":
+    case "rotate":
+      return onOneClient(command, rest);
+    default:
+      throw new UsageError(command ? `Unknown command: ${command}` : "No command given.");
+  }
+});
+
+async function issue(argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, {
+    ...COMMON,
+    chain: { type: "string", multiple: true },
+    "client-id": { type: "string" },
+  });
+  noPositionals(positionals);
+  const chains = values.chain ?? [];
+  if (chains.length === 0) throw new UsageError("issue needs at least one --chain <chain_id>.");
+  chains.forEach((chain) => usableId("--chain", chain));
+  const clientId = values["client-id"] ?? `pos_${base64url.encode(crypto.getRandomValues(new Uint8Array(9)))}`;
+  usableId("--client-id", clientId);
+  const target = targetOf(values);
+  if (readRecord(target, clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
+
+  const secret = makeClientSecret();
+  const now = new Date().toISOString();
+  const record: ClientRecord = {
+    client_id: clientId,
+    secret_hash: await hashClientSecret(secret),
+    chains: [...new Set(chains)],
+    scopes: [POS_SCOPE],
+    disabled: false,
+    created_at: now,
+    updated_at: now,
+  };
+  writeRecord(target, record);
+  printSecret(values.json, record, secret, "Issued");
+}
+
+function list(argv: string[]): void {
+  const { values, positionals } = parse(argv, COMMON);
+  noPositionals(positionals);
+  const target = targetOf(values);
+  const keys = JSON.parse(
+    wrangler(["kv", "key", "list", "--binding", "CLIENTS", "--prefix", "client:", ...targetFlags(target)]),
+  ) as { name: string }[];
+  const records = keys
+    .map(({ name }) => readRecord(target, name.slice("client:".length)))
+    .filter((record): record is ClientRecord => record !== null)
+    .map(publicView);
+  if (values.json) console.log(JSON.stringify(records));
+  else if (records.length === 0) console.log("No clients.");
+  else for (const record of records) console.log(describe(record));
+}
+
+async function onOneClient(command: "show" | "disable" | "enable" | "rotate", argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, COMMON);
+  if (positionals.length !== 1) throw new UsageError(`${command} needs exactly one client_id.`);
+  const clientId = usableId("client_id", positionals[0]!);
+  const target = targetOf(values);
+  const record = readRecord(target, clientId);
+  if (!record) throw new Error(`No client ${clientId}.`);
+  const now = new Date().toISOString();
+
+  if (command === "show") {
+    console.log(values.json ? JSON.stringify(publicView(record)) : describe(publicView(record)));
+  } else if (command === "rotate") {
+    const secret = makeClientSecret();
+    const rotated = { ...record, secret_hash: await hashClientSecret(secret), updated_at: now };
+    writeRecord(target, rotated);
+    printSecret(values.json, rotated, secret, "Rotated");
+  } else {
+    writeRecord(target, { ...record, disabled: command === "disable", updated_at: now });
+    console.log(
+      `${command === "disable" ? "Disabled" : "Enabled"} client ${clientId}. ` +
+        "Logins see it at once; live tokens within about a minute (KV spread and isolate cache).",
+    );
+  }
+}
+
+function printSecret(json: boolean | undefined, record: ClientRecord, secret: string, verb: string): void {
+  if (json) {
+    console.log(JSON.stringify({ client_id: record.client_id, client_secret: secret, chains: record.chains }));
+    return;
+  }
+  console.log(`${verb} client ${record.client_id} for chains ${record.chains.join(", ")}.
+  client_id:     ${record.client_id}
+  client_secret: ${secret}
+The secret is shown only this once: put it into the POS configuration now.`);
+}
+
+/** A record without its hash: nothing an operator's terminal needs to show. */
+function publicView({ secret_hash: _hash, ...rest }: ClientRecord): Omit<ClientRecord, "secret_hash"> {
+  return rest;
+}
+
+function describe(record: Omit<ClientRecord, "secret_hash">): string {
+  const state = record.disabled ? "disabled" : "enabled";
+  return `${record.client_id}\t${state}\tchains=${record.chains.join(",")}\tscopes=${record.scopes.join(",")}\tupdated=${record.updated_at}`;
+}
+
+function readRecord(target: Target, clientId: string): ClientRecord | null {
+  const flags = ["--binding", "CLIENTS", "--text", ...targetFlags(target)];
+  const text = wrangler(["kv", "key", "get", clientKey(clientId), ...flags]).trim();
+  // wrangler prints "Value not found" for a missing key rather than failing.
+  if (text === "" || text === "Value not found") return null;
+  return JSON.parse(text) as ClientRecord;
+}
+
+function writeRecord(target: Target, record: ClientRecord): void {
+  wrangler(["kv", "key", "put", clientKey(record.client_id), JSON.stringify(record), "--binding", "CLIENTS", ...targetFlags(target)]);
+}
+
+/** IDs travel as HTTP headers, so they obey the same rule (contract §1). */
+function usableId(flag: string, value: string): string {
+  const result = headerText.safeParse(value);
+  if (!result.success) throw new UsageError(`${flag} ${result.error.issues[0]!.message}: ${JSON.stringify(value)}`);
+  return value;
+}
+
+function noPositionals(positionals: string[]): void {
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
+}
+
+function targetOf(values: { remote?: boolean; "persist-to"?: string }): Target {
+  if (values.remote && values["persist-to"]) throw new UsageError("--remote and --persist-to exclude each other.");
+  return values["persist-to"] ? { remote: false, persistTo: values["persist-to"] } : { remote: values.remote ?? false };
+}

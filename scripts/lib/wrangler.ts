@@ -1,0 +1,38 @@
+/**
+ * Runs wrangler for the operator scripts. They are started through `npm run`, which puts the
+ * project's own Node and wrangler first on PATH.
+ */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+/** The project root, so scripts work from any directory. */
+export const PROJECT_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+/** Where a command acts: the local state of `npm start`, or the deployed resources. */
+export interface Target {
+  remote: boolean;
+  /** Local state directory other than `.wrangler/state` (wrangler's --persist-to). */
+  persistTo?: string;
+}
+
+/** Wrangler's flags that select local or remote storage for a target. */
+export function targetFlags(target: Target): string[] {
+  if (target.remote) return ["--remote"];
+  return target.persistTo ? ["--local", "--persist-to", target.persistTo] : ["--local"];
+}
+
+/** Runs wrangler and returns its standard output; throws with its error output on failure. */
+export function wrangler(args: string[], options: { input?: string } = {}): string {
+  const result = spawnSync("wrangler", args, {
+    cwd: PROJECT_ROOT,
+    input: options.input,
+    encoding: "utf8",
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (result.error) throw result.error;
+  if (result.status !== 0) {
+    throw new Error(`wrangler ${args[0]} ${args[1] ?? ""} failed:\n${result.stderr || result.stdout}`);
+  }
+  return result.stdout;
+}

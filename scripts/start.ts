@@ -1,0 +1,71 @@
+/**
+ * `npm start`: everything a newcomer needs to run the service locally (contract §7). Applies the
+ * local D1 migrations, writes each Worker's `.dev.vars` when missing, then serves both Workers in
+ * one `wrangler dev`, so the queue flows between them. Arguments after `--` go to wrangler dev.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
+import { newTokenKey } from "../src/shared/token-keys.ts";
+
+const API_CONFIG = "wrangler.toml";
+const NOTIFIER_CONFIG = "src/notifier/wrangler.toml";
+
+const extra = process.argv.slice(2);
+const port = flagValue(extra, "--port") ?? "8787";
+const host = flagValue(extra, "--ip") ?? "127.0.0.1";
+
+writeOnce(".dev.vars", `# Local settings of the API Worker; never commit this file.\nTOKEN_KEYS='${JSON.stringify({ keys: [newTokenKey()] })}'\n`);
+writeOnce(
+  path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars"),
+  "# Local settings of the notifier Worker; never commit this file.\n" +
+    "# Without APP_PUSH_URL the notifier logs each notice as one JSON line.\n" +
+    "# APP_PUSH_URL='http://127.0.0.1:9999/push'\n" +
+    `APP_PUSH_SECRET='whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}'\n`,
+);
+
+console.log("Applying local D1 migrations...");
+process.stdout.write(wrangler(["d1", "migrations", "apply", "DB", "--local", "-c", API_CONFIG]));
+
+console.log(`
+receipts.v2 is starting at http://${host}:${port}
+
+Issue a client:
+  npm run clients -- issue --chain c1
+Log in with it:
+  curl -s -X POST http://${host}:${port}/receipts/v2/login \\
+    -H "client_id: <client_id>" -H "client_secret: <client_secret>" \\
+    -H "token_type: Bearer" -H "scope: service.pos"
+`);
+
+const dev = spawn(
+  "wrangler",
+  ["dev", "-c", API_CONFIG, "-c", NOTIFIER_CONFIG, "--ip", host, "--port", port, ...withoutFlags(extra, ["--port", "--ip"])],
+  { cwd: PROJECT_ROOT, stdio: "inherit" },
+);
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => dev.kill(signal));
+dev.on("exit", (code) => process.exit(code ?? 0));
+
+function writeOnce(relative: string, content: string): void {
+  const file = path.join(PROJECT_ROOT, relative);
+  if (existsSync(file)) return;
+  writeFileSync(file, content, { mode: 0o600 });
+  console.log(`Wrote ${relative} with fresh local secrets.`);
+}
+
+function flagValue(args: string[], flag: string): string | undefined {
+  const index = args.indexOf(flag);
+  if (index >= 0) return args[index + 1];
+  return args.find((arg) => arg.startsWith(`${flag}=`))?.slice(flag.length + 1);
+}
+
+function withoutFlags(args: string[], flags: string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < args.length; i += 1) {
+    const arg = args[i]!;
+    if (flags.includes(arg)) i += 1;
+    else if (!flags.some((flag) => arg.startsWith(`${flag}=`))) kept.push(arg);
+  }
+  return kept;
+}

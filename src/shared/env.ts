@@ -1,0 +1,37 @@
+/**
+ * What each Worker may touch: its bindings and settings, declared by hand rather than generated
+ * so that one file says it. Kept apart from types.ts because the operator scripts, which run on
+ * Node, share those types but not the Workers runtime's.
+ */
+import type { DeletionNotice } from "./types.ts";
+
+/** Bindings and settings of the API Worker (see wrangler.toml). */
+export interface ApiEnv {
+  /** Receipts, idempotency keys and the notice outbox. */
+  DB: D1Database;
+  /** Client records, written only by operators (`npm run clients`). */
+  CLIENTS: KVNamespace;
+  /** Producer side of the deletion-notice queue. */
+  NOTICES: Queue<DeletionNotice>;
+  /** Slows down repeated failed logins for one client_id. */
+  LOGIN_LIMITER: RateLimit;
+  /** JSON Web Key Set of HS256 keys; the first key signs, every key verifies. */
+  TOKEN_KEYS: string;
+  TOKEN_ISSUER: string;
+  TOKEN_AUDIENCE: string;
+  DOCS_URL: string;
+  SUPPORT_CONTACT: string;
+  /** How long one isolate may reuse a client record read from KV, in seconds. */
+  CLIENT_CACHE_SECONDS: string;
+}
+
+/** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
+export interface NotifierEnv {
+  DB: D1Database;
+  /** Producer side of the dead-letter queue, for notices that retrying cannot fix. */
+  FAILED_NOTICES: Queue<DeletionNotice>;
+  /** Where notices are POSTed; unset in plain local development, where they are logged. */
+  APP_PUSH_URL?: string;
+  /** Standard Webhooks signing secret, `whsec_<base64 key>`. */
+  APP_PUSH_SECRET?: string;
+}
