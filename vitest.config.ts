@@ -37,6 +37,8 @@ export default defineConfig(async () => {
           test: {
             name: "node",
             environment: "node",
+            // Each operator command starts wrangler, which takes a second or two.
+            testTimeout: 60_000,
             include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts"],
           },
         },

@@ -3,6 +3,9 @@
  * to the CLIENTS KV namespace through `wrangler kv`; the secret is printed once and only its hash
  * is stored.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { base64url } from "jose";
 import { headerText } from "../src/shared/schemas.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
@@ -29,6 +32,9 @@ const COMMON = {
   "persist-to": { type: "string" },
   json: { type: "boolean" },
 } as const;
+
+// KV's bulk read takes at most 100 keys a call.
+const BULK_GET_LIMIT = 100;
 
 await runCli(USAGE, async (argv) => {
   const [command, ...rest] = argv;
@@ -84,10 +90,7 @@ function list(argv: string[]): void {
   const keys = JSON.parse(
     wrangler(["kv", "key", "list", "--binding", "CLIENTS", "--prefix", "client:", ...targetFlags(target)]),
   ) as { name: string }[];
-  const records = keys
-    .map(({ name }) => readRecord(target, name.slice("client:".length)))
-    .filter((record): record is ClientRecord => record !== null)
-    .map(publicView);
+  const records = readRecords(target, keys.map(({ name }) => name)).map(publicView);
   if (values.json) console.log(JSON.stringify(records));
   else if (records.length === 0) console.log("No clients.");
   else for (const record of records) console.log(describe(record));
@@ -145,6 +148,24 @@ function readRecord(target: Target, clientId: string): ClientRecord | null {
   // wrangler prints "Value not found" for a missing key rather than failing.
   if (text === "" || text === "Value not found") return null;
   return JSON.parse(text) as ClientRecord;
+}
+
+function readRecords(target: Target, keys: string[]): ClientRecord[] {
+  const records: ClientRecord[] = [];
+  const dir = mkdtempSync(path.join(tmpdir(), "receipts-clients-"));
+  try {
+    for (let start = 0; start < keys.length; start += BULK_GET_LIMIT) {
+      const file = path.join(dir, "keys.json");
+      writeFileSync(file, JSON.stringify(keys.slice(start, start + BULK_GET_LIMIT)));
+      const values = JSON.parse(
+        wrangler(["kv", "bulk", "get", file, "--binding", "CLIENTS", ...targetFlags(target)]),
+      ) as Record<string, { value: string | null }>;
+      for (const { value } of Object.values(values)) if (value) records.push(JSON.parse(value) as ClientRecord);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return records;
 }
 
 function writeRecord(target: Target, record: ClientRecord): void {

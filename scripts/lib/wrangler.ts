@@ -3,10 +3,10 @@
  * project's own Node and wrangler first on PATH.
  */
 import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import path from "node:path";
 
 /** The project root, so scripts work from any directory. */
-export const PROJECT_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const PROJECT_ROOT = path.resolve(import.meta.dirname, "../..");
 
 /** Where a command acts: the local state of `npm start`, or the deployed resources. */
 export interface Target {

@@ -1,0 +1,184 @@
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashClientSecret } from "../../src/shared/secrets.ts";
+import { newTokenKey } from "../../src/shared/token-keys.ts";
+import { ROOT, freshState, runScript } from "./run-script.ts";
+
+const state = freshState();
+const clients = (...args: string[]) => runScript("clients", [...args, "--persist-to", state]);
+
+function issued(...args: string[]): { client_id: string; client_secret: string; chains: string[] } {
+  const result = clients("issue", ...args, "--json");
+  expect(result.stderr).toBe("");
+  expect(result.status).toBe(0);
+  return JSON.parse(result.stdout);
+}
+
+function stored(clientId: string): Record<string, unknown> {
+  const result = clients("show", clientId, "--json");
+  expect(result.status).toBe(0);
+  return JSON.parse(result.stdout);
+}
+
+function kvValue(clientId: string): string {
+  const args = ["kv", "key", "get", `client:${clientId}`, "--binding", "CLIENTS", "--text", "--local", "--persist-to", state];
+  return spawnSync("wrangler", args, { cwd: ROOT, encoding: "utf8" }).stdout;
+}
+
+describe("contract §6 npm run clients", () => {
+  it("issue --json prints the client_id, the secret once and the chains; KV holds only the secret's hash", async () => {
+    const client = issued("--chain", "c1", "--chain", "c2", "--client-id", "pos-store-7");
+    expect(client).toEqual({ client_id: "pos-store-7", client_secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), chains: ["c1", "c2"] });
+    const raw = kvValue("pos-store-7");
+    expect(raw).not.toContain(client.client_secret);
+    expect(JSON.parse(raw)).toMatchObject({
+      client_id: "pos-store-7",
+      secret_hash: await hashClientSecret(client.client_secret),
+      chains: ["c1", "c2"],
+      scopes: ["service.pos"],
+      disabled: false,
+    });
+  });
+
+  it("issue makes a client_id when none is given, and two issues never share one", () => {
+    const first = issued("--chain", "c1");
+    const second = issued("--chain", "c1");
+    expect(first.client_id).toMatch(/^pos_[A-Za-z0-9_-]{12}$/);
+    expect(second.client_id).not.toBe(first.client_id);
+  });
+
+  it("issue refuses an existing client_id rather than overwrite its secret", () => {
+    issued("--chain", "c1", "--client-id", "pos-taken");
+    const again = clients("issue", "--chain", "c9", "--client-id", "pos-taken");
+    expect(again.status).toBe(1);
+    expect(again.stderr).toContain("already exists");
+    expect(stored("pos-taken")).toMatchObject({ chains: ["c1"] });
+  });
+
+  it("without --json, issue prints the secret once with a warning to store it", () => {
+    const result = clients("issue", "--chain", "c1");
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/client_secret: [A-Za-z0-9_-]{43}/);
+    expect(result.stdout).toContain("only this once");
+  });
+
+  it("show and list never print the hash", () => {
+    const client = issued("--chain", "c1");
+    expect(stored(client.client_id)).not.toHaveProperty("secret_hash");
+    const listed = clients("list", "--json");
+    expect(listed.status).toBe(0);
+    const records = JSON.parse(listed.stdout) as Record<string, unknown>[];
+    expect(records.map((record) => record.client_id)).toContain(client.client_id);
+    expect(listed.stdout).not.toContain("sha256:");
+    expect(clients("list").stdout).toContain(`${client.client_id}\tenabled\tchains=c1`);
+  });
+
+  it("disable and enable flip the record; rotate replaces the hash and prints a new secret", async () => {
+    const client = issued("--chain", "c1");
+    expect(clients("disable", client.client_id).status).toBe(0);
+    expect(stored(client.client_id)).toMatchObject({ disabled: true });
+    expect(clients("enable", client.client_id).status).toBe(0);
+    expect(stored(client.client_id)).toMatchObject({ disabled: false });
+    const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
+    expect(rotated.client_id).toBe(client.client_id);
+    expect(rotated.client_secret).not.toBe(client.client_secret);
+    expect(JSON.parse(kvValue(client.client_id)).secret_hash).toBe(await hashClientSecret(rotated.client_secret));
+  });
+
+  it("acting on an unknown client fails with status 1 and writes nothing", () => {
+    for (const command of ["show", "disable", "enable", "rotate"]) {
+      const result = clients(command, "pos-nobody");
+      expect(result.status).toBe(1);
+      expect(result.stderr).toContain("No client pos-nobody");
+    }
+    expect(kvValue("pos-nobody").trim()).toBe("Value not found");
+  });
+
+  describe("bad arguments: a usage message, exit status 2, nothing written", () => {
+    const cases: [string, string[]][] = [
+      ["no command", []],
+      ["an unknown command", ["create", "--chain", "c1"]],
+      ["issue without --chain", ["issue", "--client-id", "pos-bad-1"]],
+      ["issue with an unknown flag", ["issue", "--chain", "c1", "--client-id", "pos-bad-2", "--force"]],
+      ["issue with --chain missing its value", ["issue", "--client-id", "pos-bad-3", "--chain"]],
+      ["issue with an unusable client_id", ["issue", "--chain", "c1", "--client-id", "pos bad\t4"]],
+      ["issue with an unusable chain", ["issue", "--chain", "", "--client-id", "pos-bad-5"]],
+      ["issue with a stray argument", ["issue", "--chain", "c1", "--client-id", "pos-bad-6", "extra"]],
+      ["show without an id", ["show"]],
+      ["disable with two ids", ["disable", "a", "b"]],
+      ["--remote with --persist-to", ["list", "--remote"]],
+    ];
+    it.each(cases)("%s", (_label, args) => {
+      const result = clients(...args);
+      expect(result.status).toBe(2);
+      expect(result.stderr).toContain("Usage: npm run clients --");
+      expect(result.stdout).toBe("");
+    });
+
+    it("left no client behind", () => {
+      const ids = (JSON.parse(clients("list", "--json").stdout) as { client_id: string }[]).map((r) => r.client_id);
+      expect(ids.filter((id) => id.startsWith("pos-bad"))).toEqual([]);
+    });
+  });
+});
+
+describe("contract §6 an issued client logs in against the real Worker; disable and rotate stop it", () => {
+  let mf: Miniflare;
+  const outdir = path.join(state, "build");
+
+  beforeAll(async () => {
+    const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
+    expect(build.status, build.stderr).toBe(0);
+    // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
+    mf = new Miniflare(
+      convertV4MiniflareOptions({
+      modules: true,
+      scriptPath: path.join(outdir, "index.js"),
+      modulesRoot: outdir,
+      compatibilityDate: "2026-10-20",
+      // Wrangler keys local KV by the namespace id that wrangler.toml gives the binding.
+      kvNamespaces: { CLIENTS: "00000000000000000000000000000002" },
+      // Where `wrangler --persist-to <state>` keeps local resources.
+      resourcePersistencePath: path.join(state, "v3"),
+      d1Databases: ["DB"],
+      queueProducers: { NOTICES: "receipts-v2-notices" },
+      bindings: {
+        TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
+        TOKEN_ISSUER: "https://receipts.test",
+        TOKEN_AUDIENCE: "receipts.v2",
+        DOCS_URL: "https://docs.test",
+        SUPPORT_CONTACT: "support@test",
+        CLIENT_CACHE_SECONDS: "0",
+      },
+      ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
+      }),
+    );
+  }, 60_000);
+  afterAll(() => mf?.dispose());
+
+  const login = async (clientId: string, secret: string) => {
+    const response = await mf.dispatchFetch("http://localhost/receipts/v2/login", {
+      method: "POST",
+      headers: { client_id: clientId, client_secret: secret, token_type: "Bearer", scope: "service.pos" },
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, any> };
+  };
+
+  it("issue → 200; disable → 403; enable → 200; rotate → old secret 403, new secret 200", async () => {
+    const client = issued("--chain", "c1");
+    const ok = await login(client.client_id, client.client_secret);
+    expect(ok.status).toBe(200);
+    expect(ok.body.data.token_type).toBe("Bearer");
+
+    clients("disable", client.client_id);
+    expect((await login(client.client_id, client.client_secret)).status).toBe(403);
+    clients("enable", client.client_id);
+    expect((await login(client.client_id, client.client_secret)).status).toBe(200);
+
+    const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
+    expect((await login(client.client_id, client.client_secret)).status).toBe(403);
+    expect((await login(client.client_id, rotated.client_secret)).status).toBe(200);
+  }, 60_000);
+});

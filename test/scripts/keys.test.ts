@@ -1,0 +1,42 @@
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { parseTokenKeys } from "../../src/shared/token-keys.ts";
+import { freshState, runScript } from "./run-script.ts";
+
+describe("contract §6 npm run keys", () => {
+  it("new prints a key set the Worker accepts: one HS256 key of 256 bits with a kid", () => {
+    const result = runScript("keys", ["new"]);
+    expect(result.status).toBe(0);
+    const set = JSON.parse(result.stdout);
+    expect(set.keys).toHaveLength(1);
+    expect(set.keys[0]).toMatchObject({ kty: "oct", alg: "HS256", kid: expect.any(String) });
+    expect(Buffer.from(set.keys[0].k, "base64url").byteLength).toBe(32);
+    expect(parseTokenKeys(result.stdout)).toHaveLength(1);
+  });
+
+  it("new --from puts a fresh signing key in front and keeps the old ones verifying", () => {
+    const old = runScript("keys", ["new"]).stdout;
+    const file = path.join(freshState(), "keys.json");
+    writeFileSync(file, old);
+    const fromFile = JSON.parse(runScript("keys", ["new", "--from", file]).stdout);
+    const fromStdin = JSON.parse(runScript("keys", ["new", "--from", "-"], old).stdout);
+    for (const set of [fromFile, fromStdin]) {
+      expect(set.keys).toHaveLength(2);
+      expect(set.keys[1]).toEqual(JSON.parse(old).keys[0]);
+      expect(set.keys[0].kid).not.toBe(set.keys[1].kid);
+    }
+  });
+
+  it.each([
+    ["no command", []],
+    ["an unknown command", ["rotate"]],
+    ["an unknown flag", ["new", "--size", "512"]],
+    ["a key set that is not one", ["new", "--from", "-"]],
+  ])("bad arguments (%s): usage and exit status 2", (_label, args) => {
+    const result = runScript("keys", args as string[], "{}");
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain("Usage: npm run keys --");
+    expect(result.stdout).toBe("");
+  });
+});
