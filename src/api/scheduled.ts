@@ -4,11 +4,16 @@
  */
 import type { ApiEnv } from "../shared/env.ts";
 import { logLine } from "../shared/log.ts";
+import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 
 /** A maintenance job run on every cron tick; returns what it did, for the log line. */
 type ScheduledJob = (env: ApiEnv, now: Date) => Promise<Record<string, number>>;
 
-const JOBS: Record<string, ScheduledJob> = {};
+const JOBS: Record<string, ScheduledJob> = {
+  "idempotency-keys.delete-expired": async (env, now) => ({
+    deleted: await deleteExpiredIdempotencyKeys(env.DB, now),
+  }),
+};
 
 /** Runs every job once. */
 export async function runScheduledJobs(env: ApiEnv, now = new Date()): Promise<void> {

@@ -9,18 +9,22 @@ const printableAscii = /^[\x20-\x7E]*$/;
 
 /**
  * A header value usable as a string (contract §1): present values that are empty, longer than
- * 256 characters, or hold anything but printable ASCII are refused with 406.
+ * `maxLength`, or hold anything but printable ASCII are refused with 406.
  */
-export const headerText = z.string().check(
-  z.maxLength(256, "is longer than 256 characters"),
-  z.regex(printableAscii, "holds control or non-ASCII characters"),
-  z.refine((value) => value.trim() !== "", "is empty"),
-);
+function usableHeader(maxLength?: number) {
+  const length = maxLength === undefined ? [] : [z.maxLength(maxLength, `is longer than ${maxLength} characters`)];
+  return z.string().check(
+    ...length,
+    z.regex(printableAscii, "holds control or non-ASCII characters"),
+    z.refine((value) => value.trim() !== "", "is empty"),
+  );
+}
+
+/** The usual header value: at most 256 characters (contract §1). */
+export const headerText = usableHeader(256);
 
 /** `Authorization` is exempt from the length rule: an over-long token is simply invalid (403). */
-export const authorizationHeader = z.string().check(
-  z.regex(printableAscii, "holds control or non-ASCII characters"),
-  z.refine((value) => value.trim() !== "", "is empty"),
+export const authorizationHeader = usableHeader().check(
   z.meta({ description: "Bearer <ACCESS_TOKEN>, the token from login", example: "Bearer eyJhbGciOiJIUzI1NiIs..." }),
 );
 
@@ -52,6 +56,177 @@ export const loginResponse = z.object({
 });
 export type LoginResponse = z.infer<typeof loginResponse>;
 
+/** Headers of `POST /receipts/v2/add` (contract §3). */
+export const addHeaders = z.object({
+  Authorization: authorizationHeader,
+  client_id: clientIdHeader,
+  chain_id: documentedHeader("ID of the retail chain the receipt belongs to; one of the client's chains", "chain-nord"),
+  app_user_id: documentedHeader("Internal ID of the app user who holds the receipt", "au-7f3c9e"),
+  "Content-Type": documentedHeader("application/json; a charset parameter, if sent, must be utf-8", "application/json"),
+  "Idempotency-Key": z.optional(
+    usableHeader(255).check(
+      z.meta({
+        description:
+          "Optional, 1–255 printable ASCII characters chosen by the client. Repeating it within 24 hours returns the first answer instead of adding a second receipt.",
+        example: "till-7-20261122-000123",
+      }),
+    ),
+  ),
+});
+export type AddHeaders = z.infer<typeof addHeaders>;
+
+/** An amount in minor units (cents): an integer JSON numbers can carry exactly. */
+function minorUnits(description: string, example: number) {
+  // One wording for a fraction, a string and a number beyond 2^53; a missing field keeps its own.
+  const error = (issue: { input?: unknown }) =>
+    issue.input === undefined
+      ? undefined
+      : `must be an integer of minor units from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}`;
+  return z.int({ error }).check(z.meta({ description, example }));
+}
+
+/**
+ * A string of `min`–`max` characters, counted as Unicode code points the way JSON Schema's
+ * minLength/maxLength count them, so that the OpenAPI document and the Worker agree; zod's own
+ * length checks count UTF-16 units and would refuse 200 emoji.
+ */
+function characters(min: number, max: number, meta: { description: string; example: string }) {
+  return z.string().check(
+    z.refine((value) => {
+      const length = [...value].length;
+      return length >= min && length <= max;
+    }, min === 0 ? `must be at most ${max} characters` : `must be ${min}–${max} characters`),
+    z.meta({ ...meta, minLength: min, maxLength: max }),
+  );
+}
+
+// RFC 3339 §5.6 date-time: seconds required, an offset required ("Z" or ±hh:mm); "T" and "Z"
+// may be lower case there, and a leap second is 60, which zod's iso.datetime both refuses.
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+
+function isRfc3339DateTime(value: string): boolean {
+  const match = RFC3339.exec(value);
+  if (!match) return false;
+  const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = match
+    .slice(1)
+    .map((part) => (part === undefined ? 0 : Number(part)));
+  const leap = year! % 4 === 0 && (year! % 100 !== 0 || year! % 400 === 0);
+  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month! - 1];
+  return (
+    daysInMonth !== undefined &&
+    day! >= 1 &&
+    day! <= daysInMonth &&
+    hour! <= 23 &&
+    minute! <= 59 &&
+    second! <= 60 &&
+    offsetHour! <= 23 &&
+    offsetMinute! <= 59
+  );
+}
+
+/** One line of a receipt. Fields beyond these are kept as sent: tills add their own. */
+export const lineItem = z.looseObject({
+  description: characters(1, 200, { description: "What was sold, as printed on the receipt", example: "Oat milk 1 l" }),
+  quantity: z.number().check(
+    z.refine((value) => value !== 0, "must not be 0"),
+    z.meta({ description: "How many; not 0, negative for a returned item, fractional for weighed goods", example: 2 }),
+  ),
+  unit_price: minorUnits("Price of one unit in minor units (cents)", 149),
+  total: minorUnits("Amount of the line in minor units; a discount line may be negative", 298),
+  sku: z.optional(z.string().check(z.meta({ description: "Stock keeping unit", example: "4006381333931" }))),
+  vat_rate: z.optional(
+    z.number().check(
+      z.gte(0, "must be a percentage from 0 to 100"),
+      z.lte(100, "must be a percentage from 0 to 100"),
+      z.meta({ description: "VAT rate in percent, 0–100", example: 7 }),
+    ),
+  ),
+});
+export type LineItem = z.infer<typeof lineItem>;
+
+/** One payment that settled the receipt. */
+export const payment = z.looseObject({
+  method: z.string().check(z.meta({ description: "How it was paid", example: "card" })),
+  amount: minorUnits("Amount paid this way, in minor units", 298),
+});
+
+/**
+ * The body of `POST /receipts/v2/add` (contract §3): one JSON object of at most 64 KiB. Unknown
+ * top-level fields are refused, so that a typo cannot vanish silently.
+ */
+export const receiptBody = z
+  .strictObject({
+    purchased_at: z.string().check(
+      z.refine(isRfc3339DateTime, "must be an RFC 3339 timestamp with an offset, e.g. 2026-11-22T14:03:00+01:00"),
+      z.meta({ description: "When the purchase happened: RFC 3339 with an offset", format: "date-time", example: "2026-11-22T14:03:00+01:00" }),
+    ),
+    currency: z.string().check(
+      z.regex(/^[A-Z]{3}$/, "must be an ISO 4217 code of 3 upper-case letters"),
+      z.meta({ description: "ISO 4217 currency code", example: "EUR" }),
+    ),
+    total: minorUnits("Amount of the receipt in minor units; equals the sum of line_items[].total", 298),
+    line_items: z.array(lineItem).check(
+      z.minLength(1, "must hold at least 1 item"),
+      z.maxLength(500, "must hold at most 500 items"),
+      z.meta({ description: "The lines of the receipt, 1–500" }),
+    ),
+    store_id: z.optional(z.string().check(z.meta({ description: "The chain's ID of the store", example: "store-0042" }))),
+    pos_receipt_number: z.optional(
+      z.string().check(z.meta({ description: "The number printed at the till", example: "0042-7-000123" })),
+    ),
+    payments: z.optional(z.array(payment).check(z.meta({ description: "How the receipt was paid" }))),
+    metadata: z.optional(
+      z
+        .record(z.string(), characters(0, 200, { description: "A value of at most 200 characters", example: "4711" }))
+        .check(
+          z.refine((value) => Object.keys(value).length <= 20, "must hold at most 20 keys"),
+          z.meta({ description: "The client's own string keys and values, at most 20", maxProperties: 20, example: { loyalty_card: "4711" } }),
+        ),
+    ),
+  })
+  .check(
+    z.superRefine((receipt, context) => {
+      const sum = sumOfLineTotals(receipt.line_items);
+      // An unusable total or line total has its own issue already; a sum of them would only mislead.
+      if (sum === undefined || !Number.isSafeInteger(receipt.total) || BigInt(receipt.total) === sum) return;
+      context.issues.push({
+        code: "custom",
+        message: `must equal the sum of line_items[].total, which is ${sum}`,
+        path: ["total"],
+        input: receipt.total,
+      });
+    }),
+  );
+export type ReceiptBody = z.infer<typeof receiptBody>;
+
+// Exact even where 500 lines of large amounts would pass 2^53 as a float sum.
+function sumOfLineTotals(items: readonly { total: number }[]): bigint | undefined {
+  let sum = 0n;
+  for (const item of items) {
+    if (!Number.isSafeInteger(item.total)) return undefined;
+    sum += BigInt(item.total);
+  }
+  return sum;
+}
+
+/** Success body of add. */
+export const addResponse = z.object({
+  data: z.object({
+    receipt_id: z.string().check(
+      z.meta({ description: "The service's ID of the receipt: a UUIDv7", example: "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17" }),
+    ),
+    chain_id: z.string(),
+    client_id: z.string(),
+    app_user_id: z.string(),
+    created_at: z.string().check(
+      z.meta({ description: "When the service stored the receipt (UTC)", format: "date-time", example: "2026-11-22T13:03:05.123Z" }),
+    ),
+  }),
+  status: z.literal("OK"),
+  status_code: z.literal(200),
+});
+export type AddResponse = z.infer<typeof addResponse>;
+
 /** The body of every error response (seed §7). */
 export const errorResponse = z.object({
   message: z.string(),
@@ -59,3 +234,4 @@ export const errorResponse = z.object({
   status_code: z.int(),
 });
 export type ErrorResponse = z.infer<typeof errorResponse>;
+

@@ -1,0 +1,149 @@
+/**
+ * Reading a JSON request body (contract §3): its media type (415), its size (413), then JSON and
+ * the schema (406 naming every field at fault by its path, such as `line_items[3].quantity`).
+ */
+import type * as z from "zod/mini";
+import { ApiError } from "./errors.ts";
+
+/** Contract §3: a body holds at most 64 KiB. */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Reads the body of a request whose Content-Type header is `contentType`, which must be one JSON
+ * object, and checks it against `schema`. Returns the checked value and the text exactly as sent,
+ * for storing as given.
+ */
+export async function readJsonBody<Schema extends z.ZodMiniType>(
+  request: Request,
+  contentType: string,
+  schema: Schema,
+): Promise<{ value: z.output<Schema>; text: string }> {
+  if (!isJsonMediaType(contentType)) {
+    throw new ApiError(415, "Header Content-Type must be application/json, in UTF-8.", {
+      cause: "content type",
+    });
+  }
+  const text = decodeUtf8(await readAtMost(request, MAX_BODY_BYTES));
+  if (text.trim() === "") {
+    throw new ApiError(406, "Body is empty; send one JSON object.", { cause: "empty body" });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new ApiError(406, "Body is not valid JSON; send one JSON object.", { cause: "JSON syntax" });
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new ApiError(406, "Body must be one JSON object.", { cause: "not an object" });
+  }
+  const result = schema.safeParse(parsed, { error: plainMessage });
+  if (!result.success) throw bodyRefusal(result.error.issues);
+  return { value: result.data, text };
+}
+
+// A message names at most this many fields: a body of 500 broken lines must not echo 500 reasons.
+const MAX_NAMED_FIELDS = 10;
+
+// application/json takes no parameters (RFC 8259), yet clients add charset; only UTF-8 is JSON.
+function isJsonMediaType(value: string): boolean {
+  const [type = "", ...parameters] = value.split(";");
+  if (type.trim().toLowerCase() !== "application/json") return false;
+  return parameters.every((parameter) => {
+    const [name = "", charset = ""] = parameter.split("=");
+    return name.trim().toLowerCase() !== "charset" || /^"?utf-?8"?$/i.test(charset.trim());
+  });
+}
+
+// Counts the bytes as they arrive, so that a Content-Length that lies, or none at all (chunked),
+// cannot make the Worker hold more than the limit.
+async function readAtMost(request: Request, maxBytes: number): Promise<Uint8Array> {
+  if (Number(request.headers.get("content-length")) > maxBytes) throw tooLarge("declared length");
+  if (!request.body) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge("streamed length");
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+function tooLarge(cause: string): ApiError {
+  return new ApiError(413, `Body is larger than ${MAX_BODY_BYTES / 1024} KiB (${MAX_BODY_BYTES} bytes).`, { cause });
+}
+
+function decodeUtf8(bytes: Uint8Array): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    throw new ApiError(406, "Body is not valid UTF-8; send one JSON object in UTF-8.", { cause: "UTF-8" });
+  }
+}
+
+function bodyRefusal(issues: readonly z.core.$ZodIssue[]): ApiError {
+  // One reason per field, the first found: a field that is missing need not also be "not a string".
+  const reasons = new Map<string, string>();
+  for (const issue of issues) {
+    if (issue.code === "unrecognized_keys") {
+      for (const key of issue.keys) {
+        reasons.set(formatFieldPath([...issue.path, key]), "is not a field of this operation (check its spelling)");
+      }
+    } else {
+      const path = formatFieldPath(issue.path);
+      if (!reasons.has(path)) reasons.set(path, issue.message);
+    }
+  }
+  const named = [...reasons].slice(0, MAX_NAMED_FIELDS).map(([path, reason]) => `Body field ${path} ${reason}`);
+  const more = reasons.size - named.length;
+  const tail = more > 0 ? `; and ${more} more field${more === 1 ? "" : "s"}` : "";
+  // No separate cause: the detail names fields and rules only, never a value, so it is the log's.
+  return new ApiError(406, `${named.join("; ")}${tail}.`);
+}
+
+// Writes a field's path as a JavaScript reader would: `line_items[3].quantity`, or
+// `metadata["till no"]` for a key that is not a plain name.
+function formatFieldPath(path: readonly PropertyKey[]): string {
+  let text = "";
+  for (const part of path) {
+    if (typeof part === "number") text += `[${part}]`;
+    else if (typeof part === "string" && PLAIN_NAME.test(part)) text += text === "" ? part : `.${part}`;
+    else text += `[${JSON.stringify(shorten(String(part)))}]`;
+  }
+  return text;
+}
+
+const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+const NOUNS: Record<string, string> = {
+  string: "a string",
+  number: "a number",
+  array: "an array",
+  object: "a JSON object",
+  record: "a JSON object",
+};
+
+// Words the type errors, which schemas leave to the reader of the issues.
+function plainMessage(issue: z.core.$ZodRawIssue): string | undefined {
+  if (issue.code !== "invalid_type") return undefined;
+  const noun = NOUNS[issue.expected] ?? issue.expected;
+  if (issue.input === undefined) return "is missing";
+  if (issue.input === null) return `must be ${noun}, not null; leave out an optional field instead`;
+  return `must be ${noun}`;
+}
+
+function shorten(text: string): string {
+  return text.length > 40 ? `${text.slice(0, 40)}…` : text;
+}

@@ -1,0 +1,65 @@
+/** POST /receipts/v2/add (contract §3). */
+import { base64url } from "jose";
+import { v7 as uuidv7 } from "uuid";
+import { addHeaders, receiptBody, type AddHeaders, type AddResponse } from "../../shared/schemas.ts";
+import { addReceipt } from "../../storage/receipts.ts";
+import { authenticateClient } from "../auth/bearer.ts";
+import { readJsonBody } from "../body.ts";
+import type { ApiContext } from "../context.ts";
+import { ApiError, jsonResponse } from "../errors.ts";
+import { readHeaders } from "../headers.ts";
+
+/**
+ * Stores a receipt for an app user. Checks run cheapest and least revealing first: headers,
+ * then who is calling and for which chain, and only then is the body read (docs/api.md "add").
+ */
+export async function add(c: ApiContext): Promise<Response> {
+  const headers = readHeaders(c.req.raw, addHeaders);
+  c.set("clientId", headers.client_id);
+  const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
+  if (!client.chains.includes(headers.chain_id)) {
+    throw new ApiError(403, "Header chain_id names a chain this client may not add receipts for.", {
+      cause: "chain not among the client's chains",
+    });
+  }
+  const { text } = await readJsonBody(c.req.raw, headers["Content-Type"], receiptBody);
+
+  const data: AddResponse["data"] = {
+    receipt_id: newReceiptId(),
+    chain_id: headers.chain_id,
+    client_id: client.client_id,
+    app_user_id: headers.app_user_id,
+    created_at: new Date().toISOString(),
+  };
+  const receipt = { ...data, body: text };
+  const response: AddResponse = { data, status: "OK", status_code: 200 };
+  const key = headers["Idempotency-Key"];
+  const outcome = await addReceipt(
+    c.env.DB,
+    receipt,
+    key === undefined ? undefined : { key, fingerprint: await requestFingerprint(headers, text), response },
+  );
+  if (outcome.kind === "conflict") {
+    throw new ApiError(
+      409,
+      "Header Idempotency-Key was used by this client within 24 hours for a different request (body, chain_id or app_user_id); use a new key for a new receipt.",
+      { cause: "idempotency key reused for a different request" },
+    );
+  }
+  return jsonResponse(outcome.kind === "replayed" ? outcome.response : response, 200);
+}
+
+// UUIDv7: the time in front keeps inserts at the end of the primary key's b-tree. uuid's default
+// spends 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs
+// partly predictable; fresh random bits for every ID keep all 73 unguessable.
+function newReceiptId(): string {
+  return uuidv7({ random: crypto.getRandomValues(new Uint8Array(16)) });
+}
+
+// Everything that decides what a retry would store: the client is part of the key already, and
+// Authorization changes when a token is renewed, so neither belongs here.
+async function requestFingerprint(headers: AddHeaders, body: string): Promise<string> {
+  const request = JSON.stringify([headers.chain_id, headers.app_user_id, body]);
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(request));
+  return base64url.encode(new Uint8Array(digest));
+}

@@ -1,0 +1,143 @@
+/**
+ * D1 statements for receipts and the Idempotency-Key records of add (migrations 0001, 0002).
+ * Every function takes the database it works on: receipts are to be spread over several
+ * databases by chain, and the caller picks the one.
+ */
+import type { AddResponse } from "../shared/schemas.ts";
+
+/** How long a client's Idempotency-Key is remembered (contract §3). */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+/** A receipt row. `body` is the JSON text exactly as the client sent it. */
+export interface StoredReceipt {
+  receipt_id: string;
+  chain_id: string;
+  client_id: string;
+  app_user_id: string;
+  body: string;
+  /** ISO 8601 in UTC with milliseconds, as `Date.prototype.toISOString` writes it. */
+  created_at: string;
+}
+
+/** What an add with an Idempotency-Key asks to remember under it. */
+export interface IdempotencyClaim {
+  key: string;
+  /** Tells a retry of the same request from a different request under the same key. */
+  fingerprint: string;
+  /** The answer a retry within the window gets again. */
+  response: AddResponse;
+}
+
+/** What became of an add. */
+export type AddOutcome =
+  | { kind: "added" }
+  /** The key was used before for the same request: nothing was stored, here is the first answer. */
+  | { kind: "replayed"; response: AddResponse }
+  /** The key was used before for a different request: nothing was stored. */
+  | { kind: "conflict" };
+
+/**
+ * Stores a receipt in one D1 round trip. With a claim, the key record and the receipt go in one
+ * batch, which D1 runs as a transaction and never beside another write: the receipt is inserted
+ * only if the key record is this request's, so of any number of requests racing with one key
+ * exactly one adds a receipt and every other one reads that request's answer.
+ */
+export async function addReceipt(
+  db: D1Database,
+  receipt: StoredReceipt,
+  claim?: IdempotencyClaim,
+): Promise<AddOutcome> {
+  const values = [
+    receipt.receipt_id,
+    receipt.chain_id,
+    receipt.client_id,
+    receipt.app_user_id,
+    receipt.body,
+    receipt.created_at,
+  ];
+  if (!claim) {
+    await db.prepare(INSERT_RECEIPT).bind(...values).run();
+    return { kind: "added" };
+  }
+  const [, , read] = await db.batch([
+    db
+      .prepare(CLAIM_KEY)
+      .bind(
+        receipt.client_id,
+        claim.key,
+        claim.fingerprint,
+        receipt.receipt_id,
+        JSON.stringify(claim.response),
+        receipt.created_at,
+        idempotencyCutoff(new Date(receipt.created_at)),
+      ),
+    db.prepare(INSERT_RECEIPT_IF_KEY_IS_OURS).bind(...values, claim.key),
+    db.prepare(READ_KEY).bind(receipt.client_id, claim.key),
+  ]);
+  const row = (read as D1Result<KeyRow>).results[0];
+  if (!row) throw new Error("idempotency key row missing after its claim");
+  if (row.receipt_id === receipt.receipt_id) return { kind: "added" };
+  if (row.fingerprint !== claim.fingerprint) return { kind: "conflict" };
+  return { kind: "replayed", response: JSON.parse(row.response) as AddResponse };
+}
+
+/**
+ * Deletes Idempotency-Key records older than the window and returns how many. Works in short
+ * chunks: D1 runs one statement at a time, and one long delete would hold up every add.
+ */
+export async function deleteExpiredIdempotencyKeys(db: D1Database, now: Date): Promise<number> {
+  const cutoff = idempotencyCutoff(now);
+  let deleted = 0;
+  for (let round = 0; round < CLEANUP_MAX_ROUNDS; round += 1) {
+    const { meta } = await db.prepare(DELETE_EXPIRED_KEYS).bind(cutoff, CLEANUP_CHUNK).run();
+    deleted += meta.changes;
+    if (meta.changes < CLEANUP_CHUNK) break;
+  }
+  return deleted;
+}
+
+// Ten chunks a minute clear 14 million keys a day; a larger backlog drains over later ticks.
+const CLEANUP_CHUNK = 1000;
+const CLEANUP_MAX_ROUNDS = 10;
+
+interface KeyRow {
+  receipt_id: string;
+  fingerprint: string;
+  response: string;
+}
+
+// Records created before this instant are expired. ISO strings of one format sort as time does.
+function idempotencyCutoff(now: Date): string {
+  return new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString();
+}
+
+const INSERT_RECEIPT = `
+  INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6)`;
+
+// An expired record counts as absent, so it is taken over rather than kept.
+const CLAIM_KEY = `
+  INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+  ON CONFLICT (client_id, idempotency_key) DO UPDATE SET
+    fingerprint = excluded.fingerprint,
+    receipt_id = excluded.receipt_id,
+    response = excluded.response,
+    created_at = excluded.created_at
+  WHERE idempotency_keys.created_at < ?7`;
+
+const INSERT_RECEIPT_IF_KEY_IS_OURS = `
+  INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
+  SELECT ?1, ?2, ?3, ?4, ?5, ?6
+  WHERE EXISTS (
+    SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?7 AND receipt_id = ?1
+  )`;
+
+const READ_KEY = `
+  SELECT receipt_id, fingerprint, response FROM idempotency_keys
+  WHERE client_id = ?1 AND idempotency_key = ?2`;
+
+const DELETE_EXPIRED_KEYS = `
+  DELETE FROM idempotency_keys WHERE rowid IN (
+    SELECT rowid FROM idempotency_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2
+  )`;
