@@ -1,0 +1,305 @@
+/**
+ * `npm run bench` (issue 6): builds both Workers, runs them under Miniflare beside the floor
+ * Worker, counts each operation's storage calls against its budget, then times every route and
+ * its floor with autocannon over loopback. Prints the table, writes bench/results.json, and
+ * exits 1 when a bundle is too large, a budget is exceeded or a route answers wrongly.
+ */
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { UsageError, parse, runCli } from "../scripts/lib/cli.ts";
+import { POS_SCOPE } from "../src/shared/types.ts";
+import { receiptBody } from "./bodies.ts";
+import { countCalls, describeCalls, type CountedRequest, type Operation } from "./budgets.ts";
+import { buildAll, bundleSizes } from "./build.ts";
+import { sample, summarize, type Measurement, type Sample, type Target } from "./load.ts";
+import { FLOOR_PATHS } from "./protocol.ts";
+import { startRuntime, type BenchClient, type Runtime } from "./runtime.ts";
+
+const ROUTES = ["trivial", "login", "add-2k", "add-40k", "delete"] as const;
+type RouteName = (typeof ROUTES)[number];
+
+const OPERATION: Record<RouteName, Operation> = {
+  trivial: "trivial",
+  login: "login",
+  "add-2k": "add",
+  "add-40k": "add",
+  delete: "delete",
+};
+
+/** Issue 6's goals: req/s at least this share of the floor's, p99 at most 1.5 times its. */
+const TARGET_RATIO: Partial<Record<RouteName, number>> = { login: 0.85, "add-2k": 0.85, "add-40k": 0.6, delete: 1 };
+const TARGET_P99_RATIO = 1.5;
+
+const USAGE = `Usage: npm run bench [-- [--seconds <n>] [--connections <n>] [--only <route>,...]]
+
+  --seconds <n>       timed seconds per route and per floor, taken in turns (default 5)
+  --connections <n>   keep-alive connections per run (default 50)
+  --only <routes>     comma-separated, among: ${ROUTES.join(", ")} (default all)`;
+
+const KIB = 1024;
+const WARMUP_SECONDS = 1;
+/** A route and its floor take turns this many times, so a burst of other work falls on both. */
+const ROUNDS = 3;
+/**
+ * Receipts seeded per side for delete: enough for this rate over warm-up and timed run, about
+ * four times what delete reaches today. A faster delete runs out and fails the run: raise it.
+ */
+const DELETE_RPS_CEILING = 1500;
+const APP_USER = "app-user-0001";
+const RESULTS_FILE = path.join(import.meta.dirname, "results.json");
+const API = { login: "/receipts/v2/login", add: "/receipts/v2/add", delete: "/receipts/v2/delete" };
+// Not an operation: the API Worker's cheapest answer (routing, config, error model, log line).
+const API_TRIVIAL = "/receipts/v2/trivial";
+
+/** One route's timings beside its floor's, as written to bench/results.json. */
+interface ResultRow {
+  route: RouteName;
+  rps: number;
+  p50_ms: number;
+  p99_ms: number;
+  floor_rps: number;
+  floor_p99_ms: number;
+  ratio: number;
+  p99_ratio: number;
+}
+
+/** Load settings; the same for every target of a run. */
+interface LoadSettings {
+  connections: number;
+  /** Timed seconds per target, split over the rounds. */
+  seconds: number;
+}
+
+/** What every route's targets are made from. */
+interface Bench {
+  runtime: Runtime;
+  client: BenchClient;
+  token: string;
+  settings: LoadSettings;
+}
+
+await runCli(USAGE, async (argv) => {
+  const started = Date.now();
+  const { values, positionals } = parse(argv, {
+    seconds: { type: "string", default: "5" },
+    connections: { type: "string", default: "50" },
+    only: { type: "string" },
+  });
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
+  const settings: LoadSettings = {
+    seconds: positiveInteger("--seconds", values.seconds),
+    connections: positiveInteger("--connections", values.connections),
+  };
+  const selected = selectRoutes(values.only);
+  const failures: string[] = [];
+
+  const bundles = buildAll();
+  console.log(`Built in ${secondsSince(started)} s.`);
+  for (const { worker, gzipBytes, limitBytes } of bundleSizes(bundles)) {
+    console.log(`  ${worker} Worker: ${kib(gzipBytes)} KiB gzip (limit ${kib(limitBytes)} KiB)`);
+    if (gzipBytes > limitBytes) failures.push(`${worker} Worker is ${kib(gzipBytes)} KiB gzip, over ${kib(limitBytes)} KiB`);
+  }
+
+  const runtime = await startRuntime(bundles);
+  console.log(`Miniflare ready at ${secondsSince(started)} s.`);
+  try {
+    const client = await runtime.issueClient("load");
+    const bench: Bench = { runtime, client, token: await logIn(runtime, client), settings };
+
+    console.log("\nStorage calls per operation (one request each, through the counting Worker):");
+    for (const operation of new Set(selected.map((route) => OPERATION[route]))) {
+      const count = await countCalls(runtime.urls.counted, operation, await countedRequest(operation, runtime));
+      console.log(`  ${operation.padEnd(8)} ${describeCalls(count.calls)}`);
+      failures.push(...count.problems.map((problem) => `${operation}: ${problem}`));
+    }
+
+    console.log(
+      `\nTiming (${settings.connections} connections; ${WARMUP_SECONDS} s warm-up, then ${settings.seconds} s ` +
+        `per target in ${ROUNDS} turns with its floor):`,
+    );
+    const rows: ResultRow[] = [];
+    for (const route of selected) {
+      const targets = await targetsFor(route, bench);
+      const [routeRun, floorRun] = await compare(targets.api, targets.floor, settings);
+      failures.push(...describeFailures(route, routeRun), ...describeFailures(`${route} floor`, floorRun));
+      rows.push(resultRow(route, routeRun, floorRun));
+      console.log(`  ${route.padEnd(8)} ${Math.round(routeRun.rps)} req/s, floor ${Math.round(floorRun.rps)} req/s`);
+    }
+    printTable(rows);
+    writeFileSync(RESULTS_FILE, `${JSON.stringify(rows, null, 2)}\n`);
+    console.log(`Wrote ${path.relative(process.cwd(), RESULTS_FILE)}.`);
+    if (failures.length > 0) {
+      const problems = runtime.recentProblems();
+      if (problems.length > 0) console.error(`\nLast warnings and errors the Workers logged:\n  ${problems.join("\n  ")}`);
+    }
+  } finally {
+    await runtime.dispose();
+  }
+  console.log(`Finished in ${secondsSince(started)} s.`);
+  if (failures.length > 0) throw new Error(`\nBENCH FAILED:\n  ${failures.join("\n  ")}`);
+});
+
+/** The request and floor request for a route, made with the run's client and token. */
+async function targetsFor(route: RouteName, bench: Bench): Promise<{ api: Target; floor: Target }> {
+  const { urls } = bench.runtime;
+  const both = (request: Omit<Target, "origin" | "path" | "expectedStatus">, apiPath: string, floorPath: string) => ({
+    api: { ...request, origin: urls.api, path: apiPath, expectedStatus: 200 },
+    floor: { ...request, origin: urls.floor, path: floorPath, expectedStatus: 200 },
+  });
+  switch (route) {
+    case "trivial": {
+      const targets = both({ method: "POST", headers: {} }, API_TRIVIAL, FLOOR_PATHS.trivial);
+      return { ...targets, api: { ...targets.api, expectedStatus: 404 } };
+    }
+    case "login":
+      return both({ method: "POST", headers: loginHeaders(bench.client) }, API.login, FLOOR_PATHS.login);
+    case "add-2k":
+    case "add-40k":
+      return both(
+        {
+          method: "POST",
+          headers: addHeaders(bench.client, bench.token),
+          body: Buffer.from(receiptBody(route === "add-2k" ? 2 * KIB : 40 * KIB)),
+          perRequest: () => ({ "idempotency-key": crypto.randomUUID() }),
+        },
+        API.add,
+        FLOOR_PATHS.add,
+      );
+    case "delete": {
+      const poolSize = DELETE_RPS_CEILING * (WARMUP_SECONDS + bench.settings.seconds);
+      const seed = () => bench.runtime.seedReceipts(bench.client, APP_USER, poolSize, receiptBody(2 * KIB));
+      const deleting = (ids: string[], origin: string, path: string): Target =>
+        deleteTarget(bench, ids, origin, path);
+      return {
+        api: deleting(await seed(), urls.api, API.delete),
+        floor: deleting(await seed(), urls.floor, FLOOR_PATHS.delete),
+      };
+    }
+  }
+}
+
+/** Deletes each of `ids` once, in order; stops before they run out. */
+function deleteTarget(bench: Bench, ids: string[], origin: string, path: string): Target {
+  let next = 0;
+  return {
+    origin,
+    path,
+    method: "POST",
+    headers: { ...tokenHeaders(bench.client, bench.token) },
+    perRequest: () => ({ receipt_id: ids[next++] ?? "exhausted" }),
+    // autocannon prepares a request per connection ahead of sending it.
+    maxRequests: () => ids.length - next - bench.settings.connections,
+    expectedStatus: 200,
+  };
+}
+
+/** One request per operation for the counting Worker, each with a client it has not seen. */
+async function countedRequest(operation: Operation, runtime: Runtime): Promise<CountedRequest> {
+  if (operation === "trivial") return { path: API_TRIVIAL, headers: {}, expectedStatus: 404 };
+  const client = await runtime.issueClient(`count-${operation}`);
+  if (operation === "login") return { path: API.login, headers: loginHeaders(client), expectedStatus: 200 };
+  const token = await logIn(runtime, client);
+  if (operation === "add") {
+    const headers = { ...addHeaders(client, token), "idempotency-key": crypto.randomUUID() };
+    return { path: API.add, headers, body: receiptBody(2 * KIB), expectedStatus: 200 };
+  }
+  const [receiptId] = await runtime.seedReceipts(client, APP_USER, 1, receiptBody(2 * KIB));
+  return { path: API.delete, headers: { ...tokenHeaders(client, token), receipt_id: receiptId! }, expectedStatus: 200 };
+}
+
+/** Warms both targets up, then times them in alternating turns. */
+async function compare(api: Target, floor: Target, settings: LoadSettings): Promise<[Measurement, Measurement]> {
+  const warmUps = [await sample(api, settings.connections, WARMUP_SECONDS), await sample(floor, settings.connections, WARMUP_SECONDS)];
+  if (warmUps.some((warmUp) => Object.keys(warmUp.failures).length > 0)) {
+    return [summarize([warmUps[0]!]), summarize([warmUps[1]!])];
+  }
+  const turns: [Sample[], Sample[]] = [[], []];
+  for (let round = 0; round < ROUNDS; round += 1) {
+    turns[0].push(await sample(api, settings.connections, settings.seconds / ROUNDS));
+    turns[1].push(await sample(floor, settings.connections, settings.seconds / ROUNDS));
+  }
+  return [summarize(turns[0]), summarize(turns[1])];
+}
+
+async function logIn(runtime: Runtime, client: BenchClient): Promise<string> {
+  const response = await fetch(runtime.urls.api + API.login, { method: "POST", headers: loginHeaders(client) });
+  const body = (await response.json()) as { data?: { access_token?: string } };
+  if (!body.data?.access_token) throw new Error(`Bench login failed (${response.status}): ${JSON.stringify(body)}`);
+  return body.data.access_token;
+}
+
+function loginHeaders(client: BenchClient): Record<string, string> {
+  return { client_id: client.clientId, client_secret: client.secret, token_type: "Bearer", scope: POS_SCOPE };
+}
+
+/** The headers add and delete share (contract §3, seed §4.3), less receipt_id. */
+function tokenHeaders(client: BenchClient, token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}`, client_id: client.clientId, chain_id: client.chainId, app_user_id: APP_USER };
+}
+
+function addHeaders(client: BenchClient, token: string): Record<string, string> {
+  return { ...tokenHeaders(client, token), "content-type": "application/json" };
+}
+
+function describeFailures(label: string, run: Measurement): string[] {
+  return Object.entries(run.failures).map(([kind, count]) => `${label}: ${count} × ${kind}`);
+}
+
+function resultRow(route: RouteName, run: Measurement, floor: Measurement): ResultRow {
+  return {
+    route,
+    rps: Math.round(run.rps),
+    p50_ms: run.p50Ms,
+    p99_ms: run.p99Ms,
+    floor_rps: Math.round(floor.rps),
+    floor_p99_ms: floor.p99Ms,
+    ratio: round2(run.rps / floor.rps),
+    p99_ratio: round2(run.p99Ms / floor.p99Ms),
+  };
+}
+
+function printTable(rows: ResultRow[]): void {
+  const header = ["route", "req/s", "p50 ms", "p99 ms", "floor req/s", "floor p99", "ratio (goal)", "p99 ratio (goal)"];
+  const lines = rows.map((row) => {
+    const goal = TARGET_RATIO[row.route];
+    return [
+      row.route,
+      String(row.rps),
+      String(row.p50_ms),
+      String(row.p99_ms),
+      String(row.floor_rps),
+      String(row.floor_p99_ms),
+      `${row.ratio.toFixed(2)} (${goal === undefined ? "-" : `≥ ${goal}`})`,
+      `${row.p99_ratio.toFixed(2)} (${goal === undefined ? "-" : `≤ ${TARGET_P99_RATIO}`})`,
+    ];
+  });
+  const widths = header.map((title, i) => Math.max(title.length, ...lines.map((line) => line[i]!.length)));
+  const format = (cells: string[]) => cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join("  ");
+  console.log(`\n${format(header)}\n${lines.map(format).join("\n")}\n`);
+}
+
+function selectRoutes(only: string | undefined): RouteName[] {
+  if (only === undefined) return [...ROUTES];
+  const names = only.split(",").map((name) => name.trim());
+  const unknown = names.filter((name) => !(ROUTES as readonly string[]).includes(name));
+  if (unknown.length > 0) throw new UsageError(`--only: unknown route ${unknown.join(", ")}`);
+  return ROUTES.filter((route) => names.includes(route));
+}
+
+function positiveInteger(flag: string, text: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) throw new UsageError(`${flag} must be a positive whole number, not ${text}`);
+  return value;
+}
+
+function secondsSince(start: number): string {
+  return ((Date.now() - start) / 1000).toFixed(1);
+}
+
+function kib(bytes: number): string {
+  return (bytes / KIB).toFixed(1);
+}
+
+function round2(value: number): number {
+  return Math.round(value * 100) / 100;
+}

@@ -1,0 +1,152 @@
+/**
+ * The bench's runtime: one Miniflare, driven straight from Node (no `wrangler dev` proxy), running
+ * the built API and notifier Workers with the bindings of their own wrangler configs, plus the
+ * floor and counting Workers with the API Worker's bindings. Storage lives in Miniflare's
+ * throwaway directory and is gone when the runtime is disposed.
+ */
+import { readFileSync, readdirSync } from "node:fs";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery, type SourcelessWorkerOptions } from "wrangler";
+import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
+import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
+import { newTokenKey } from "../src/shared/token-keys.ts";
+import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
+import type { Bundles } from "./build.ts";
+
+/** The Workers a bench run talks to, each on its own loopback socket. */
+export type WorkerName = "api" | "floor" | "counted";
+
+/** A client issued into the bench's KV, with the secret only the bench knows. */
+export interface BenchClient {
+  clientId: string;
+  secret: string;
+  chainId: string;
+}
+
+/** A started runtime and what the bench does with it. */
+export interface Runtime {
+  /** Base URL of a Worker's own socket, e.g. `http://127.0.0.1:41234`. */
+  urls: Record<WorkerName, string>;
+  /** Issues a client for one chain, as `npm run clients -- issue` would. */
+  issueClient(name: string): Promise<BenchClient>;
+  /** Stores `count` receipts of `client` for `appUserId` and returns their IDs. */
+  seedReceipts(client: BenchClient, appUserId: string, count: number, body: string): Promise<string[]>;
+  /** The last warnings and errors the Workers logged, for a failure report. */
+  recentProblems(): string[];
+  dispose(): Promise<void>;
+}
+
+const API_CONFIG = path.join(PROJECT_ROOT, "wrangler.toml");
+const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.toml");
+const MIGRATIONS = path.join(PROJECT_ROOT, "migrations");
+const LOOPBACK = "127.0.0.1";
+const KEPT_PROBLEMS = 20;
+
+/** Starts every Worker, applies the migrations and returns the runtime. */
+export async function startRuntime(bundles: Bundles): Promise<Runtime> {
+  const api = unstable_getMiniflareWorkerOptions(API_CONFIG).workerOptions;
+  const notifier = unstable_getMiniflareWorkerOptions(NOTIFIER_CONFIG).workerOptions;
+  // Wrangler's options type loses its field types to an index signature; these are vars.
+  const apiVars = api.bindings as Record<string, string>;
+  // A fresh key set per run: a developer's .dev.vars, which wrangler read above, never counts.
+  const apiBindings = { ...apiVars, TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }) };
+  // No push URL: the notifier logs and acks each notice, as in plain local development.
+  const { APP_PUSH_URL: _pushUrl, ...notifierBindings } = notifier.bindings as Record<string, string>;
+  const apiShaped = (name: WorkerName, scriptPath: string) => ({
+    ...bundled(api, name, scriptPath),
+    bindings: apiBindings,
+    // The cron would only add noise; the bench drives HTTP routes.
+    cronTriggers: [],
+    unsafeDirectSockets: [{ host: LOOPBACK, port: 0 }],
+  });
+
+  const problems: string[] = [];
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      host: LOOPBACK,
+      port: 0,
+      // Every request writes a log line; keeping them would flood the terminal, but the last
+      // warnings and errors explain a failing run.
+      handleStructuredLogs: ({ level, message }) => {
+        if (level !== "warn" && level !== "error") return;
+        problems.push(message);
+        if (problems.length > KEPT_PROBLEMS) problems.shift();
+      },
+      workers: [
+        apiShaped("api", bundles.api),
+        { ...bundled(notifier, "notifier", bundles.notifier), bindings: notifierBindings },
+        apiShaped("floor", bundles.floor),
+        apiShaped("counted", bundles.counted),
+      ],
+    }),
+  );
+  await mf.ready;
+
+  const db = await mf.getD1Database("DB", "api");
+  await applyMigrations(db);
+  const kv = await mf.getKVNamespace("CLIENTS", "api");
+  const urls = Object.fromEntries(
+    await Promise.all(
+      (["api", "floor", "counted"] as const).map(async (name) => [name, (await mf.unsafeGetDirectURL(name)).origin]),
+    ),
+  ) as Record<WorkerName, string>;
+
+  let receiptSerial = 0;
+  return {
+    urls,
+    async issueClient(name) {
+      const client: BenchClient = { clientId: `bench-${name}`, secret: makeClientSecret(), chainId: `chain-${name}` };
+      const now = new Date().toISOString();
+      const record: ClientRecord = {
+        client_id: client.clientId,
+        secret_hash: await hashClientSecret(client.secret),
+        chains: [client.chainId],
+        scopes: [POS_SCOPE],
+        disabled: false,
+        created_at: now,
+        updated_at: now,
+      };
+      await kv.put(clientKey(client.clientId), JSON.stringify(record));
+      return client;
+    },
+    async seedReceipts(client, appUserId, count, body) {
+      const first = receiptSerial;
+      receiptSerial += count;
+      // One statement makes every row inside D1: binding thousands of inserts from Node would
+      // take longer than the timed runs.
+      await db
+        .prepare(
+          `WITH RECURSIVE n(i) AS (SELECT ?1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+           INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
+           SELECT ?3 || printf('%012d', i), ?4, ?5, ?6, ?7, ?8 FROM n`,
+        )
+        .bind(first, first + count - 1, RECEIPT_ID_PREFIX, client.chainId, client.clientId, appUserId, body, new Date().toISOString())
+        .run();
+      return Array.from({ length: count }, (_, i) => RECEIPT_ID_PREFIX + String(first + i).padStart(12, "0"));
+    },
+    recentProblems: () => [...problems],
+    dispose: () => mf.dispose(),
+  };
+}
+
+/**
+ * A Worker's options from its wrangler config, running a script that is already one bundled
+ * file: no module rules apply, and module names are relative to the bundle's own folder.
+ */
+function bundled(options: SourcelessWorkerOptions, name: string, scriptPath: string) {
+  const { modulesRules: _rules, ...rest } = options;
+  return { ...rest, name, modules: true, scriptPath, modulesRoot: path.dirname(scriptPath) };
+}
+
+/** Seeded receipt IDs have the shape of the service's own (UUIDv7), so a shape check passes. */
+const RECEIPT_ID_PREFIX = "019a0000-0000-7000-8000-";
+
+/** Applies migrations/*.sql in order, split into statements the way wrangler splits them. */
+async function applyMigrations(db: Awaited<ReturnType<Miniflare["getD1Database"]>>): Promise<void> {
+  const files = readdirSync(MIGRATIONS).filter((file) => file.endsWith(".sql")).sort();
+  for (const file of files) {
+    const statements = unstable_splitSqlQuery(readFileSync(path.join(MIGRATIONS, file), "utf8"));
+    await db.batch(statements.map((sql) => db.prepare(sql)));
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * The floor Worker: for each operation, only the storage calls and crypto that the operation
+ * cannot avoid, in sequence, with no validation, no error model and no logging. A route's req/s
+ * divided by its floor's says how much the route spends beyond its unavoidable work (issue 6).
+ *
+ * Never deployed: bench/run.ts bundles it with `wrangler deploy --dry-run` and runs it beside the
+ * API Worker in the same Miniflare, with the API Worker's bindings. It trusts every request.
+ */
+import { SignJWT, base64url, jwtVerify } from "jose";
+import { v7 as uuidv7 } from "uuid";
+import type { ApiEnv } from "../../src/shared/env.ts";
+import { parseTokenKeys } from "../../src/shared/token-keys.ts";
+import { POS_SCOPE, clientKey, type ClientRecord, type DeletionNotice } from "../../src/shared/types.ts";
+import { FLOOR_PATHS } from "../protocol.ts";
+
+const TOKEN_LIFETIME_SECONDS = 3600;
+
+export default {
+  async fetch(request, env): Promise<Response> {
+    switch (new URL(request.url).pathname) {
+      case FLOOR_PATHS.trivial:
+        return Response.json({ status: "OK" });
+      case FLOOR_PATHS.login:
+        return login(request, env);
+      case FLOOR_PATHS.add:
+        return add(request, env);
+      case FLOOR_PATHS.delete:
+        return remove(request, env);
+      default:
+        return Response.json({ status: "Not Found" }, { status: 404 });
+    }
+  },
+} satisfies ExportedHandler<ApiEnv>;
+
+/** 1 KV get + HMAC sign. */
+async function login(request: Request, env: ApiEnv): Promise<Response> {
+  const record = await readClient(request, env);
+  const now = Math.floor(Date.now() / 1000);
+  const { kid, key } = signingKey(env);
+  const token = await new SignJWT({ scope: POS_SCOPE })
+    .setProtectedHeader({ alg: "HS256", kid, typ: "JWT" })
+    .setSubject(record.client_id)
+    .setIssuer(env.TOKEN_ISSUER)
+    .setAudience(env.TOKEN_AUDIENCE)
+    .setIssuedAt(now)
+    .setExpirationTime(now + TOKEN_LIFETIME_SECONDS)
+    .setJti(crypto.randomUUID())
+    .sign(await key);
+  return Response.json({ data: { access_token: token }, status: "OK" });
+}
+
+/** JWT verify + 1 KV get + 1 D1 batch() insert. */
+async function add(request: Request, env: ApiEnv): Promise<Response> {
+  await verify(request, env);
+  const record = await readClient(request, env);
+  const receiptId = uuidv7();
+  const createdAt = new Date().toISOString();
+  await env.DB.batch([
+    env.DB.prepare(
+      "INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+    ).bind(receiptId, record.chains[0], record.client_id, header(request, "app_user_id"), await request.text(), createdAt),
+  ]);
+  return Response.json({ data: { receipt_id: receiptId, created_at: createdAt }, status: "OK" });
+}
+
+/**
+ * JWT verify + 1 KV get + 1 D1 read + 1 D1 batch() + 1 queue send. The batch records the notice
+ * in the service's own outbox, so the notifier does for a floor notice what it does for a real one.
+ */
+async function remove(request: Request, env: ApiEnv): Promise<Response> {
+  await verify(request, env);
+  await readClient(request, env);
+  const receiptId = header(request, "receipt_id");
+  const receipt = await env.DB.prepare("SELECT chain_id, client_id, app_user_id FROM receipts WHERE receipt_id = ?")
+    .bind(receiptId)
+    .first<Pick<DeletionNotice, "chain_id" | "client_id" | "app_user_id">>();
+  const notice: DeletionNotice = {
+    event_id: uuidv7(),
+    type: "receipt.deleted",
+    occurred_at: new Date().toISOString(),
+    receipt_id: receiptId,
+    app_user_id: receipt!.app_user_id,
+    chain_id: receipt!.chain_id,
+    client_id: receipt!.client_id,
+  };
+  await env.DB.batch([
+    env.DB.prepare("DELETE FROM receipts WHERE receipt_id = ?").bind(receiptId),
+    env.DB.prepare("INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at) VALUES (?, ?, ?, ?)").bind(
+      notice.event_id,
+      receiptId,
+      JSON.stringify(notice),
+      notice.occurred_at,
+    ),
+  ]);
+  await env.NOTICES.send(notice, { contentType: "json" });
+  return Response.json({ message: "deleted", status: "OK" });
+}
+
+async function readClient(request: Request, env: ApiEnv): Promise<ClientRecord> {
+  return (await env.CLIENTS.get<ClientRecord>(clientKey(header(request, "client_id")), "json"))!;
+}
+
+async function verify(request: Request, env: ApiEnv): Promise<void> {
+  await jwtVerify(header(request, "authorization").slice("Bearer ".length), await signingKey(env).key, {
+    algorithms: ["HS256"],
+  });
+}
+
+function header(request: Request, name: string): string {
+  return request.headers.get(name) ?? "";
+}
+
+// Parsing the key set and importing a key is not per-request work in a careful Worker, so the
+// floor does both once per isolate.
+let signer: { kid: string; key: Promise<CryptoKey> } | undefined;
+
+function signingKey(env: ApiEnv): { kid: string; key: Promise<CryptoKey> } {
+  if (!signer) {
+    const { kid, k } = parseTokenKeys(env.TOKEN_KEYS)[0]!;
+    const key = crypto.subtle.importKey("raw", base64url.decode(k), { name: "HMAC", hash: "SHA-256" }, false, [
+      "sign",
+      "verify",
+    ]);
+    signer = { kid, key };
+  }
+  return signer;
+}
