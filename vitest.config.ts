@@ -2,6 +2,7 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { TEST_TOKEN_KEYS } from "./test/keys.ts";
+import { PUSH_LOG_NAMESPACE, notifierWorkers } from "./test/notifier-worker.ts";
 
 const root = import.meta.dirname;
 
@@ -23,11 +24,15 @@ export default defineConfig(async () => {
                   // Tests change client records and expect the next request to see it.
                   CLIENT_CACHE_SECONDS: "0",
                 },
+                // The notifier consumes the API's real queue beside it; tests read its pushes here.
+                workers: notifierWorkers(),
+                kvNamespaces: { PUSH_LOG: PUSH_LOG_NAMESPACE },
               },
             }),
           ],
           test: {
             name: "workers",
+            globalSetup: ["./test/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts"],
             setupFiles: ["./test/apply-migrations.ts"],
           },

@@ -5,6 +5,8 @@ declare global {
   namespace Cloudflare {
     interface Env extends ApiEnv {
       TEST_MIGRATIONS: D1Migration[];
+      /** Pushes the test push receiver got (test/push-receiver.js). */
+      PUSH_LOG: KVNamespace;
     }
     interface GlobalProps {
       mainModule: typeof import("../src/api/index.ts");

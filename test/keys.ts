@@ -8,3 +8,9 @@ export const TEST_TOKEN_KEYS = {
     { kty: "oct", kid: "test-2026-10", alg: "HS256", k: "dGVzdC1rZXktdHdvLXRoaXJ0eS10d28tYnl0ZXMtbG9uZy0w" },
   ],
 };
+
+/**
+ * The Standard Webhooks secret the test notifier signs with (`whsec_` + base64 of 32 bytes), so
+ * that a test verifies each push as the app side would.
+ */
+export const TEST_PUSH_SECRET = "whsec_dGVzdC1wdXNoLXNlY3JldC0zMi1ieXRlcy1sb25nISE=";

@@ -15,12 +15,14 @@ import {
   type SupportPointer,
 } from "./errors.ts";
 import { add } from "./routes/add.ts";
+import { deleteReceipt } from "./routes/delete.ts";
 import { login } from "./routes/login.ts";
 
 /** The operations of receipts.v2 (seed §4); all answer POST only. */
 export const OPERATIONS = {
   "/receipts/v2/login": login,
   "/receipts/v2/add": add,
+  "/receipts/v2/delete": deleteReceipt,
 } as const;
 
 /** Builds the Hono app; exported for tests that need a fresh one. */

@@ -5,6 +5,7 @@
 import type { ApiEnv } from "../shared/env.ts";
 import { logLine } from "../shared/log.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
+import { purgeDelivered, resendPendingNotices } from "./notices.ts";
 
 /** A maintenance job run on every cron tick; returns what it did, for the log line. */
 type ScheduledJob = (env: ApiEnv, now: Date) => Promise<Record<string, number>>;
@@ -13,6 +14,8 @@ const JOBS: Record<string, ScheduledJob> = {
   "idempotency-keys.delete-expired": async (env, now) => ({
     deleted: await deleteExpiredIdempotencyKeys(env.DB, now),
   }),
+  "notices.resend": resendPendingNotices,
+  "notices.purge-delivered": purgeDelivered,
 };
 
 /** Runs every job once. */

@@ -1,13 +1,22 @@
-/** Entry of the notifier Worker: consumes deletion notices. */
-import { logLine } from "../shared/log.ts";
+/**
+ * Entry of the notifier Worker: consumes the deletion notices and delivers them to the app push
+ * service, and consumes their dead-letter queue (contract §5). Both queues come to this one
+ * handler; `batch.queue` tells them apart.
+ */
 import type { NotifierEnv } from "../shared/env.ts";
 import type { DeletionNotice } from "../shared/types.ts";
+import { pushTarget } from "./config.ts";
+import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
+import { deliverNotice } from "./deliver.ts";
 
 export default {
-  async queue(batch: MessageBatch<DeletionNotice>): Promise<void> {
-    for (const message of batch.messages) {
-      logLine("info", "notice", { queue: batch.queue, event_id: message.body.event_id, receipt_id: message.body.receipt_id });
-      message.ack();
+  async queue(batch, env) {
+    if (batch.queue === FAILED_NOTICES_QUEUE) {
+      await Promise.all(batch.messages.map((message) => storeDeadLetter(message, env)));
+      return;
     }
+    const target = await pushTarget(env);
+    // Each message acks or retries on its own: one slow or failing push holds up no other.
+    await Promise.all(batch.messages.map((message) => deliverNotice(message, env, target)));
   },
 } satisfies ExportedHandler<NotifierEnv, DeletionNotice>;

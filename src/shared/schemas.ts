@@ -235,3 +235,31 @@ export const errorResponse = z.object({
 });
 export type ErrorResponse = z.infer<typeof errorResponse>;
 
+/** Headers of `POST /receipts/v2/delete` (seed §4.3), in the seed's order. */
+export const deleteHeaders = z.object({
+  Authorization: authorizationHeader,
+  receipt_id: documentedHeader(
+    "Internal document ID of the receipt to remove: the receipt_id add returned, shown in the app's return QR code",
+    "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17",
+  ),
+  client_id: clientIdHeader,
+  chain_id: documentedHeader(
+    "ID of the requesting chain; must equal the receipt's chain_id, so that a chain removes only its own receipts",
+    "chain-nord",
+  ),
+  app_user_id: documentedHeader("Internal ID of the app user; must equal the receipt's app_user_id", "au-7f3c9e"),
+});
+export type DeleteHeaders = z.infer<typeof deleteHeaders>;
+
+/** Success body of delete. */
+export const deleteResponse = z.object({
+  message: z.string().check(
+    z.meta({
+      description: "Says that the receipt was deleted and the app user notified",
+      example: "Receipt 019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17 was deleted and the app user notified.",
+    }),
+  ),
+  status: z.literal("OK"),
+  status_code: z.literal(200),
+});
+export type DeleteResponse = z.infer<typeof deleteResponse>;

@@ -1,0 +1,28 @@
+/**
+ * The dead-letter queue's consumer: keeps each notice that could not be delivered in D1, with its
+ * last error, where `npm run notices -- failed` lists it and `replay` sends it again.
+ */
+import type { NotifierEnv } from "../shared/env.ts";
+import { logLine } from "../shared/log.ts";
+import type { DeletionNotice } from "../shared/types.ts";
+import { storeFailedNotice } from "../storage/notices.ts";
+
+/** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
+export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
+
+/** Stores one dead-lettered notice and acks it; retries it if D1 fails, so none is dropped. */
+export async function storeDeadLetter(message: Message<DeletionNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
+  const { event_id, receipt_id } = message.body;
+  try {
+    const stored = await storeFailedNotice(env.DB, event_id, now);
+    logLine(stored ? "error" : "info", "notice-failed", {
+      event_id,
+      receipt_id,
+      outcome: stored ? "stored as failed notice" : "nothing to store (delivered, or stored before)",
+    });
+    message.ack();
+  } catch (error) {
+    logLine("error", "notice-failed", { event_id, receipt_id, outcome: "store failed; retried", cause: `${(error as Error).name}: ${(error as Error).message}` });
+    message.retry({ delaySeconds: 30 });
+  }
+}

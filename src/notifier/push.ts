@@ -1,0 +1,85 @@
+/**
+ * One push of a notice to the app push service, signed the Standard Webhooks way (contract §5),
+ * so the app side can verify it with any Standard Webhooks library. Kept alone so that a reviewer
+ * audits the signing alone.
+ */
+
+/** How long one push may take; the claim on the notice (deliver.ts) outlasts it. */
+export const PUSH_TIMEOUT_MS = 10_000;
+
+/** What one push did: acknowledged, or why not and whether trying again can help. */
+export type PushResult =
+  | { ok: true; status: number }
+  | { ok: false; retryable: boolean; error: string; retryAfterSeconds?: number };
+
+/**
+ * POSTs `body` (the notice's JSON, byte for byte as stored) to `url` with the headers
+ * `webhook-id`, `webhook-timestamp` and `webhook-signature`. Each attempt is signed anew, since
+ * receivers refuse old timestamps. Redirects are not followed: a signed notice goes only to the
+ * configured URL.
+ */
+export async function pushNotice(
+  target: { url: string; keys: readonly CryptoKey[] },
+  eventId: string,
+  body: string,
+  now: Date,
+): Promise<PushResult> {
+  const timestamp = String(Math.floor(now.getTime() / 1000));
+  const signature = await webhookSignature(target.keys, eventId, timestamp, body);
+  let response: Response;
+  try {
+    response = await fetch(target.url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "webhook-id": eventId,
+        "webhook-timestamp": timestamp,
+        "webhook-signature": signature,
+      },
+      body,
+      redirect: "manual",
+      signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
+    });
+  } catch (error) {
+    return { ok: false, retryable: true, error: `network: ${(error as Error).name}: ${(error as Error).message}` };
+  }
+  await response.body?.cancel();
+  const { status } = response;
+  if (status >= 200 && status < 300) return { ok: true, status };
+  // 408 and 429 say "later", a 5xx may pass; any other answer (a 3xx, 400, 401, 404, 410...)
+  // will not change by itself and goes to the dead letters for an operator.
+  const retryable = status === 408 || status === 429 || status >= 500;
+  return {
+    ok: false,
+    retryable,
+    error: `HTTP ${status} from the push service`,
+    retryAfterSeconds: retryAfter(response.headers.get("retry-after")),
+  };
+}
+
+/**
+ * The `webhook-signature` value: `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` per key,
+ * separated by spaces.
+ */
+export async function webhookSignature(
+  keys: readonly CryptoKey[],
+  eventId: string,
+  timestamp: string,
+  body: string,
+): Promise<string> {
+  const content = new TextEncoder().encode(`${eventId}.${timestamp}.${body}`);
+  const signatures = await Promise.all(
+    keys.map(async (key) => `v1,${toBase64(new Uint8Array(await crypto.subtle.sign("HMAC", key, content)))}`),
+  );
+  return signatures.join(" ");
+}
+
+function toBase64(bytes: Uint8Array): string {
+  return btoa(String.fromCharCode(...bytes));
+}
+
+// Only the delay-seconds form; an HTTP date is rare from push services and the backoff covers it.
+function retryAfter(value: string | null): number | undefined {
+  if (value === null || !/^\d{1,6}$/.test(value.trim())) return undefined;
+  return Number(value.trim());
+}

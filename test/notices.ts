@@ -1,0 +1,150 @@
+/**
+ * Shared by the delete and notice tests: receipts put straight into D1, what the outbox, the
+ * failed notices and the push receiver hold, and a Standard Webhooks check written apart from
+ * the notifier's own signing, so that a test verifies a push as the app side would.
+ */
+import { env } from "cloudflare:workers";
+import { vi } from "vitest";
+import { TEST_PUSH_SECRET } from "./keys.ts";
+import { type TestClient, uniqueId } from "./helpers.ts";
+
+export const DELETE = "/receipts/v2/delete";
+
+/** The three fields delete compares, plus the receipt's ID. */
+export interface SeededReceipt {
+  receipt_id: string;
+  client_id: string;
+  chain_id: string;
+  app_user_id: string;
+}
+
+/** Stores a receipt of `client` as add would, with fresh IDs unless given. */
+export async function seedReceipt(client: TestClient, fields: Partial<SeededReceipt> = {}): Promise<SeededReceipt> {
+  const receipt: SeededReceipt = {
+    receipt_id: fields.receipt_id ?? crypto.randomUUID(),
+    client_id: fields.client_id ?? client.clientId,
+    chain_id: fields.chain_id ?? client.chains[0]!,
+    app_user_id: fields.app_user_id ?? uniqueId("au"),
+  };
+  await env.DB.prepare(
+    "INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+  )
+    .bind(receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, "{}", new Date().toISOString())
+    .run();
+  return receipt;
+}
+
+/** The five delete headers for a receipt, as its owner sends them. */
+export function deleteHeadersFor(token: string, receipt: SeededReceipt): Record<string, string> {
+  return {
+    Authorization: `Bearer ${token}`,
+    receipt_id: receipt.receipt_id,
+    client_id: receipt.client_id,
+    chain_id: receipt.chain_id,
+    app_user_id: receipt.app_user_id,
+  };
+}
+
+export async function receiptExists(receiptId: string): Promise<boolean> {
+  const row = await env.DB.prepare("SELECT 1 AS found FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
+  return row !== null;
+}
+
+/** An outbox row as migration 0003 defines it. */
+export interface OutboxRow {
+  event_id: string;
+  receipt_id: string;
+  payload: string;
+  created_at: string;
+  enqueued_at: string | null;
+  delivered_at: string | null;
+  claimed_until: string | null;
+  attempts: number;
+  last_error: string | null;
+}
+
+export async function outboxRows(receiptId: string): Promise<OutboxRow[]> {
+  const { results } = await env.DB.prepare("SELECT * FROM notice_outbox WHERE receipt_id = ?").bind(receiptId).all<OutboxRow>();
+  return results;
+}
+
+export async function failedRows(receiptId: string): Promise<Record<string, unknown>[]> {
+  const { results } = await env.DB.prepare("SELECT * FROM failed_notices WHERE receipt_id = ?").bind(receiptId).all();
+  return results;
+}
+
+/** A push as the receiver recorded it. */
+export interface RecordedPush {
+  url: string;
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Every push the receiver got for a receipt, oldest first. */
+export async function pushesFor(receiptId: string): Promise<RecordedPush[]> {
+  const { keys } = await env.PUSH_LOG.list({ prefix: `push:${receiptId}:` });
+  const pushes = await Promise.all(keys.map(({ name }) => env.PUSH_LOG.get<RecordedPush>(name, "json")));
+  return pushes.filter((push): push is RecordedPush => push !== null);
+}
+
+/** Makes the receiver answer every push for this receipt with `status`. */
+export async function receiverAnswers(receiptId: string, status: number): Promise<void> {
+  await env.PUSH_LOG.put(`respond:${receiptId}`, String(status));
+}
+
+/** Waits until the receiver got `count` pushes for a receipt, and returns them. */
+export async function waitForPushes(receiptId: string, count = 1): Promise<RecordedPush[]> {
+  return vi.waitFor(
+    async () => {
+      const pushes = await pushesFor(receiptId);
+      if (pushes.length < count) throw new Error(`${pushes.length} of ${count} pushes for ${receiptId}`);
+      return pushes;
+    },
+    { timeout: 10_000, interval: 50 },
+  );
+}
+
+/** Waits until the outbox records the delivery of a receipt's notice. */
+export async function waitForDelivery(receiptId: string): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      const [row] = await outboxRows(receiptId);
+      if (!row?.delivered_at) throw new Error(`notice of ${receiptId} not delivered yet`);
+    },
+    { timeout: 10_000, interval: 50 },
+  );
+}
+
+/**
+ * True when `signatureHeader` holds a `v1,` signature of `id.timestamp.body` under `secret`, as
+ * the Standard Webhooks specification defines it.
+ */
+export async function verifyStandardWebhook(
+  { id, timestamp, signatureHeader, body }: { id: string; timestamp: string; signatureHeader: string; body: string },
+  secret = TEST_PUSH_SECRET,
+): Promise<boolean> {
+  const keyBytes = Uint8Array.from(atob(secret.replace(/^whsec_/, "")), (char) => char.charCodeAt(0));
+  const key = await crypto.subtle.importKey("raw", keyBytes, { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
+  const signed = new TextEncoder().encode(`${id}.${timestamp}.${body}`);
+  for (const candidate of signatureHeader.split(" ")) {
+    const [version, signature] = candidate.split(",");
+    if (version !== "v1" || !signature) continue;
+    const bytes = Uint8Array.from(atob(signature), (char) => char.charCodeAt(0));
+    if (await crypto.subtle.verify("HMAC", key, bytes, signed)) return true;
+  }
+  return false;
+}
+
+/** Verifies a recorded push: headers, signature, and the body as the outbox holds it. */
+export async function expectSignedPush(push: RecordedPush): Promise<{ event_id: string }> {
+  const id = push.headers["webhook-id"]!;
+  const timestamp = push.headers["webhook-timestamp"]!;
+  const valid = await verifyStandardWebhook({ id, timestamp, signatureHeader: push.headers["webhook-signature"]!, body: push.body });
+  if (!valid) throw new Error(`push for ${id} is not signed with the test secret: ${JSON.stringify(push.headers)}`);
+  if (Math.abs(Number(timestamp) - Date.now() / 1000) > 60) throw new Error(`webhook-timestamp ${timestamp} is not now`);
+  if (!push.headers["content-type"]?.startsWith("application/json")) throw new Error("push is not JSON");
+  const body = JSON.parse(push.body) as { event_id: string };
+  if (body.event_id !== id) throw new Error(`webhook-id ${id} differs from event_id ${body.event_id}`);
+  return body;
+}
