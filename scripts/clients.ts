@@ -11,7 +11,7 @@ import { headerText } from "../src/shared/schemas.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { UsageError, parse, runCli } from "./lib/cli.ts";
-import { targetFlags, wrangler, type Target } from "./lib/wrangler.ts";
+import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run clients -- <command> [options]
 
@@ -181,9 +181,4 @@ function usableId(flag: string, value: string): string {
 
 function noPositionals(positionals: string[]): void {
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
-}
-
-function targetOf(values: { remote?: boolean; "persist-to"?: string }): Target {
-  if (values.remote && values["persist-to"]) throw new UsageError("--remote and --persist-to exclude each other.");
-  return values["persist-to"] ? { remote: false, persistTo: values["persist-to"] } : { remote: values.remote ?? false };
 }

@@ -41,11 +41,38 @@ Log in with it:
 
 const dev = spawn(
   "wrangler",
-  ["dev", "-c", API_CONFIG, "-c", NOTIFIER_CONFIG, "--ip", host, "--port", port, ...withoutFlags(extra, ["--port", "--ip"])],
+  [
+    "dev",
+    "-c",
+    API_CONFIG,
+    "-c",
+    NOTIFIER_CONFIG,
+    "--ip",
+    host,
+    "--port",
+    port,
+    "--test-scheduled",
+    ...withoutFlags(extra, ["--port", "--ip"]),
+  ],
   { cwd: PROJECT_ROOT, stdio: "inherit" },
 );
+
+// wrangler dev never fires cron triggers, so the API Worker's every-minute jobs (the re-send of
+// notices whose queue send failed among them) are triggered here, as the deployed trigger would.
+const CRON_URL = `http://${host}:${port}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}`;
+const cronTicker = setInterval(() => {
+  fetch(CRON_URL).then(
+    (response) => response.body?.cancel(),
+    // Not listening yet, or shutting down: the next minute tries again.
+    () => undefined,
+  );
+}, 60_000);
+
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => dev.kill(signal));
-dev.on("exit", (code) => process.exit(code ?? 0));
+dev.on("exit", (code) => {
+  clearInterval(cronTicker);
+  process.exit(code ?? 0);
+});
 
 function writeOnce(relative: string, content: string): void {
   const file = path.join(PROJECT_ROOT, relative);

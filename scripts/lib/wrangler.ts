@@ -4,6 +4,7 @@
  */
 import { spawnSync } from "node:child_process";
 import path from "node:path";
+import { UsageError } from "./cli.ts";
 
 /** The project root, so scripts work from any directory. */
 export const PROJECT_ROOT = path.resolve(import.meta.dirname, "../..");
@@ -19,6 +20,12 @@ export interface Target {
 export function targetFlags(target: Target): string[] {
   if (target.remote) return ["--remote"];
   return target.persistTo ? ["--local", "--persist-to", target.persistTo] : ["--local"];
+}
+
+/** The target that the common flags `--remote` and `--persist-to <dir>` name. */
+export function targetOf(values: { remote?: boolean; "persist-to"?: string }): Target {
+  if (values.remote && values["persist-to"]) throw new UsageError("--remote and --persist-to exclude each other.");
+  return values["persist-to"] ? { remote: false, persistTo: values["persist-to"] } : { remote: values.remote ?? false };
 }
 
 /** Runs wrangler and returns its standard output; throws with its error output on failure. */

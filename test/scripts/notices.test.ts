@@ -1,0 +1,117 @@
+import { spawnSync } from "node:child_process";
+import { beforeAll, describe, expect, it } from "vitest";
+import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/notice-sql.ts";
+import { ROOT, freshState, runScript } from "./run-script.ts";
+
+const state = freshState();
+const notices = (...args: string[]) => runScript("notices", [...args, "--persist-to", state]);
+
+/** Runs SQL on the throwaway local D1, as an operator's shell would; returns the last statement's rows. */
+function d1(sql: string): Record<string, unknown>[] {
+  const result = spawnSync("wrangler", ["d1", "execute", "DB", "--local", "--persist-to", state, "--json", "--command", sql], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
+  if (result.status !== 0) throw new Error(result.stderr);
+  return (JSON.parse(result.stdout) as { results: Record<string, unknown>[] }[]).at(-1)!.results;
+}
+
+/** Dead letters as the notifier's dead-letter consumer stores them, in one wrangler call. */
+function storeFailed(...notices: [eventId: string, receiptId: string, lastError: string][]): void {
+  const rows = notices.map(([eventId, receiptId, lastError]) => {
+    const payload = JSON.stringify({ event_id: eventId, type: "receipt.deleted", receipt_id: receiptId });
+    return `('${eventId}', '${receiptId}', '${payload}', '2026-11-22T10:00:00.000Z', '2026-11-22T10:50:00.000Z', 11, '${lastError}')`;
+  });
+  d1(`INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES ${rows.join(", ")}`);
+}
+
+const FIRST = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
+const SECOND = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a18";
+const THIRD = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a19";
+
+beforeAll(() => {
+  const result = spawnSync("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
+  expect(result.status).toBe(0);
+});
+
+describe("contract §6 npm run notices: bad arguments", () => {
+  it.each([
+    ["no command", []],
+    ["an unknown command", ["resend"]],
+    ["an unknown flag", ["failed", "--all"]],
+    ["an argument to failed", ["failed", FIRST]],
+    ["a malformed event_id", ["replay", "not-an-id"]],
+    ["SQL in place of an event_id", ["replay", `${FIRST}') OR 1=1 --`]],
+    ["a UUID of another version", ["replay", "4a6f4b1e-3c1e-4d2b-9f41-6c0e5b2d8a17"]],
+  ])("%s: usage on standard error, exit 2", (_label, args) => {
+    const result = notices(...args);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toContain("Usage: npm run notices");
+    expect(result.stdout).toBe("");
+  });
+
+  it("--remote with --persist-to: exit 2", () => {
+    const result = runScript("notices", ["failed", "--remote", "--persist-to", state]);
+    expect(result.status).toBe(2);
+  });
+});
+
+describe("contract §6 npm run notices: failed and replay", () => {
+  it("failed lists each failed notice with its last error; replay moves it back to the outbox for the cron job", () => {
+    storeFailed(
+      [FIRST, "r-first", "HTTP 410 from the push service"],
+      [SECOND, "r-second", "HTTP 503 from the push service"],
+      [THIRD, "r-third", "HTTP 400 from the push service"],
+    );
+    const listed = notices("failed", "--json");
+    expect(listed.status).toBe(0);
+    expect(JSON.parse(listed.stdout)).toEqual([
+      { event_id: FIRST, receipt_id: "r-first", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 410 from the push service" },
+      { event_id: SECOND, receipt_id: "r-second", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 503 from the push service" },
+      { event_id: THIRD, receipt_id: "r-third", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 400 from the push service" },
+    ]);
+
+    const replayed = notices("replay", FIRST);
+    expect(replayed.status).toBe(0);
+    expect(replayed.stdout).toContain(FIRST);
+    expect(replayed.stdout).toContain("within a minute");
+    expect(d1("SELECT event_id, enqueued_at, delivered_at, attempts FROM notice_outbox")).toEqual([
+      { event_id: FIRST, enqueued_at: null, delivered_at: null, attempts: 0 },
+    ]);
+    const text = notices("failed").stdout;
+    expect(text).not.toContain(FIRST);
+    expect(text).toContain(`${SECOND}\treceipt=r-second`);
+    expect(text).toContain("HTTP 503 from the push service");
+  });
+
+  it("replay of an event_id that is not a failed notice: exit 1 naming it; the others given are replayed", () => {
+    const result = notices("replay", THIRD, FIRST);
+    expect(result.status).toBe(1);
+    expect(result.stdout).toContain(THIRD);
+    expect(result.stderr).toContain(`No failed notice ${FIRST}`);
+  });
+
+  it("replay without event_ids replays every failed notice", () => {
+    const result = notices("replay");
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain(SECOND);
+    expect(notices("failed").stdout.trim()).toBe("No failed notices.");
+  });
+});
+
+describe("contract §6 replay SQL is built only from checked event ids", () => {
+  it("refuses anything but an event_id as this service makes them", () => {
+    expect(EVENT_ID_PATTERN.test(FIRST)).toBe(true);
+    for (const bad of ["", `${FIRST} `, FIRST.toUpperCase(), `'${FIRST}'`, `${FIRST};DROP TABLE receipts`]) {
+      expect(() => replayFailedSql([bad])).toThrow(RangeError);
+    }
+  });
+
+  it("without ids it selects every failed notice, with ids only those", () => {
+    expect(replayFailedSql([])).toContain("FROM failed_notices WHERE 1");
+    expect(replayFailedSql([FIRST, SECOND])).toContain(`event_id IN ('${FIRST}', '${SECOND}')`);
+  });
+});
