@@ -29,13 +29,14 @@ const FIRST = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
 const SECOND = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a18";
 const THIRD = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a19";
 
+// Applying the migrations starts wrangler, which can take longer than the default hook timeout.
 beforeAll(() => {
   const result = spawnSync("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
     cwd: ROOT,
     encoding: "utf8",
   });
   expect(result.status).toBe(0);
-});
+}, 60_000);
 
 describe("contract §6 npm run notices: bad arguments", () => {
   it.each([
