@@ -1,6 +1,7 @@
 /** Shared by the Worker tests: calling the API, issuing clients straight into KV, logging in. */
 import { env, exports } from "cloudflare:workers";
 import { SignJWT, base64url } from "jose";
+import { expect } from "vitest";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { TEST_TOKEN_KEYS } from "./keys.ts";
@@ -124,3 +125,35 @@ export function expectErrorShape(answer: Answer, status: number, statusWord: str
   }
   return body.message;
 }
+
+/** Every non-empty subset of `names`, each a way to leave several of them out (or wrong) at once. */
+export function nonEmptySubsets<Name extends string>(names: readonly Name[]): Name[][] {
+  return Array.from({ length: 2 ** names.length - 1 }, (_, mask) => names.filter((_, bit) => ((mask + 1) >> bit) & 1));
+}
+
+/**
+ * Asserts a 400 message of contract §1: it names every missing header and no other of `all`,
+ * says there is no default, and carries the invalid-syntax remark with the docs and support pointer.
+ */
+export function expectNamesMissing(message: string, missing: readonly string[], all: readonly string[]): void {
+  for (const name of missing) expect(message).toContain(name);
+  for (const name of all.filter((n) => !missing.includes(n))) expect(message).not.toMatch(new RegExp(`\\b${name}\\b`));
+  expect(message).toContain("no default");
+  expectRemark(message);
+}
+
+/** Asserts the generic remark every client-error message ends with (seed §7). */
+export function expectRemark(message: string): void {
+  expect(message).toContain("invalid syntax");
+  expect(message).toContain(env.DOCS_URL);
+  expect(message).toContain(env.SUPPORT_CONTACT);
+}
+
+/** Header values that are present but not a usable string (contract §1), each with its label. */
+export const UNUSABLE_VALUES: readonly (readonly [label: string, value: string])[] = [
+  ["empty", ""],
+  ["only white space", "   "],
+  ["longer than 256 characters", "x".repeat(257)],
+  ["a control character", "abc\tdef"],
+  ["non-ASCII", "caf\u00e9"],
+];

@@ -8,8 +8,11 @@ import {
   BASE,
   call,
   expectErrorShape,
+  expectNamesMissing,
+  UNUSABLE_VALUES,
   issueClient,
   loginToken,
+  nonEmptySubsets,
   signTestToken,
   uniqueId,
   updateClient,
@@ -185,22 +188,13 @@ describe("contract §3 add success", () => {
 });
 
 describe("contract §1 add header errors: 400 missing headers", () => {
-  // Every non-empty subset of the five required headers, left out at once.
-  const subsets = Array.from({ length: 31 }, (_, mask) => REQUIRED_HEADERS.filter((_, bit) => ((mask + 1) >> bit) & 1));
-  it.each(subsets.map((names) => [names.join("+"), names] as const))(
+  it.each(nonEmptySubsets(REQUIRED_HEADERS).map((names) => [names.join("+"), names] as const))(
     "without %s: 400 naming every missing header and nothing stored",
     async (_label, missing) => {
       const { headers } = await newCaller();
       for (const name of missing) delete headers[name];
       const message = await expectRefused(() => postAdd(headers), 400, "Bad Request");
-      for (const name of missing) expect(message).toContain(name);
-      for (const name of REQUIRED_HEADERS.filter((n) => !missing.includes(n))) {
-        expect(message).not.toMatch(new RegExp(`\\b${name}\\b`));
-      }
-      expect(message).toContain("no default");
-      expect(message).toContain("invalid syntax");
-      expect(message).toContain(env.DOCS_URL);
-      expect(message).toContain(env.SUPPORT_CONTACT);
+      expectNamesMissing(message, missing, REQUIRED_HEADERS);
     },
   );
 
@@ -217,15 +211,8 @@ describe("contract §1 add header errors: 400 missing headers", () => {
 });
 
 describe("contract §1 add header errors: 406 a header value is not a string", () => {
-  const unusable: [string, string][] = [
-    ["empty", ""],
-    ["only white space", "   "],
-    ["longer than 256 characters", "x".repeat(257)],
-    ["a control character", "abc\tdef"],
-    ["non-ASCII", "caf\u00e9"],
-  ];
   const cases = [...REQUIRED_HEADERS, "Idempotency-Key"].flatMap((name) =>
-    unusable
+    UNUSABLE_VALUES
       .filter(([label]) => !(name === "Authorization" && label.startsWith("longer")))
       .map(([label, value]) => [name, label, value] as const),
   );

@@ -8,9 +8,12 @@ import {
   BASE,
   call,
   expectErrorShape,
+  expectNamesMissing,
+  UNUSABLE_VALUES,
   issueClient,
   loginHeadersFor,
   loginToken,
+  nonEmptySubsets,
   uniqueId,
   updateClient,
 } from "../helpers.ts";
@@ -66,39 +69,21 @@ describe("seed §4.1 login success", () => {
 });
 
 describe("seed §7.1 login errors: 400 missing headers", () => {
-  // Every non-empty subset of the four headers, left out at once.
-  const subsets = Array.from({ length: 15 }, (_, mask) =>
-    HEADER_NAMES.filter((_, bit) => ((mask + 1) >> bit) & 1),
-  );
-  it.each(subsets.map((names) => [names.join("+"), names] as const))(
+  it.each(nonEmptySubsets(HEADER_NAMES).map((names) => [names.join("+"), names] as const))(
     "without %s: 400 naming every missing header",
     async (_label, missing) => {
       const client = await issueClient();
       const headers = loginHeadersFor(client);
       for (const name of missing) delete headers[name];
       const message = expectErrorShape(await call(LOGIN, { headers }), 400, "Bad Request");
-      for (const name of missing) expect(message).toContain(name);
-      for (const name of HEADER_NAMES.filter((n) => !missing.includes(n))) {
-        expect(message).not.toMatch(new RegExp(`\\b${name}\\b`));
-      }
-      expect(message).toContain("no default");
-      expect(message).toContain("invalid syntax");
-      expect(message).toContain(env.DOCS_URL);
-      expect(message).toContain(env.SUPPORT_CONTACT);
+      expectNamesMissing(message, missing, HEADER_NAMES);
     },
   );
 });
 
 describe("seed §7.1 login errors: 406 a header value is not a string", () => {
-  const unusable: [string, string][] = [
-    ["empty", ""],
-    ["only white space", "   "],
-    ["longer than 256 characters", "x".repeat(257)],
-    ["a control character", "abc\tdef"],
-    ["non-ASCII", "caf\u00e9"],
-  ];
   for (const name of HEADER_NAMES) {
-    it.each(unusable)(`${name} %s: 406 naming ${name}`, async (_label, value) => {
+    it.each(UNUSABLE_VALUES)(`${name} %s: 406 naming ${name}`, async (_label, value) => {
       const client = await issueClient();
       const headers = { ...loginHeadersFor(client), [name]: value };
       const message = expectErrorShape(await call(LOGIN, { headers }), 406, "Not Acceptable");
