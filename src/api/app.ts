@@ -4,6 +4,7 @@
  */
 import { Hono } from "hono";
 import { logLine } from "../shared/log.ts";
+import { PATHS } from "../shared/paths.ts";
 import { apiConfig } from "./config.ts";
 import type { ApiBindings, ApiContext } from "./context.ts";
 import {
@@ -17,12 +18,13 @@ import {
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
 import { login } from "./routes/login.ts";
+import { openApiDocument } from "./routes/openapi.ts";
 
 /** The operations of receipts.v2 (seed §4); all answer POST only. */
 export const OPERATIONS = {
-  "/receipts/v2/login": login,
-  "/receipts/v2/add": add,
-  "/receipts/v2/delete": deleteReceipt,
+  [PATHS.login]: login,
+  [PATHS.add]: add,
+  [PATHS.delete]: deleteReceipt,
 } as const;
 
 /** Builds the Hono app; exported for tests that need a fresh one. */
@@ -31,8 +33,11 @@ export function createApp(): Hono<ApiBindings> {
   app.use(requestLog, loadConfig);
   for (const [path, handler] of Object.entries(OPERATIONS)) {
     app.post(path, handler);
-    app.all(path, methodNotAllowed);
+    app.all(path, methodNotAllowed("POST"));
   }
+  // Hono answers HEAD with the GET handler, so Allow names both (docs/api.md "OpenAPI document").
+  app.get(PATHS.openapi, openApiDocument);
+  app.all(PATHS.openapi, methodNotAllowed("GET", "GET, HEAD"));
   app.notFound((c) => {
     throw new ApiError(404, `Path ${truncate(c.req.path)} is not an operation of receipts.v2.`);
   });
@@ -63,10 +68,12 @@ async function loadConfig(c: ApiContext, next: () => Promise<void>): Promise<voi
   await next();
 }
 
-function methodNotAllowed(c: ApiContext): never {
-  throw new ApiError(405, `Method ${truncate(c.req.method)} is not allowed on ${c.req.path}; use POST.`, {
-    headers: { allow: "POST" },
-  });
+function methodNotAllowed(method: string, allow = method): (c: ApiContext) => never {
+  return (c) => {
+    throw new ApiError(405, `Method ${truncate(c.req.method)} is not allowed on ${c.req.path}; use ${method}.`, {
+      headers: { allow },
+    });
+  };
 }
 
 function renderError(error: Error, c: ApiContext): Response {

@@ -21,27 +21,34 @@ export const STATUS_WORDS = {
 
 export type ErrorStatus = Exclude<keyof typeof STATUS_WORDS, 200>;
 
-
 /**
  * A refusal that the client is meant to see. Routes throw it; the app's error handler renders it
  * with the operator's docs and support pointer and logs `cause` (never shown to the client).
  */
 export class ApiError extends Error {
   override name = "ApiError";
-  constructor(
-    readonly status: ErrorStatus,
-    /** What is wrong, naming the header or field: "Header client_id is missing." */
-    readonly detail: string,
-    readonly options: {
-      /** Overrides the status word; only login's 403 needs it (seed §7.1). */
-      statusWord?: string;
-      headers?: Record<string, string>;
-      /** The real reason, for the log line only. */
-      cause?: string;
-    } = {},
-  ) {
+  readonly status: ErrorStatus;
+  /** What is wrong, naming the header or field: "Header client_id is missing." */
+  readonly detail: string;
+  readonly options: ApiErrorOptions;
+
+  // Fields spelled out rather than as parameter properties: Node's type stripping runs this file
+  // when `npm run openapi` renders the error examples, and it refuses that syntax.
+  constructor(status: ErrorStatus, detail: string, options: ApiErrorOptions = {}) {
     super(detail);
+    this.status = status;
+    this.detail = detail;
+    this.options = options;
   }
+}
+
+/** How an ApiError is rendered and logged beyond its status and detail. */
+export interface ApiErrorOptions {
+  /** Overrides the status word; only login's 403 needs it (seed §7.1). */
+  statusWord?: string;
+  headers?: Record<string, string>;
+  /** The real reason, for the log line only. */
+  cause?: string;
 }
 
 /** Where the operator's documentation and support live; from wrangler vars. */

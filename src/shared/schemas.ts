@@ -17,6 +17,8 @@ function usableHeader(maxLength?: number) {
     ...length,
     z.regex(printableAscii, "holds control or non-ASCII characters"),
     z.refine((value) => value.trim() !== "", "is empty"),
+    // A refine has no JSON Schema; this pattern says the same two rules to the OpenAPI document.
+    z.meta({ pattern: "^[\\x20-\\x7E]*[\\x21-\\x7E][\\x20-\\x7E]*$" }),
   );
 }
 
@@ -129,7 +131,11 @@ export const lineItem = z.looseObject({
   description: characters(1, 200, { description: "What was sold, as printed on the receipt", example: "Oat milk 1 l" }),
   quantity: z.number().check(
     z.refine((value) => value !== 0, "must not be 0"),
-    z.meta({ description: "How many; not 0, negative for a returned item, fractional for weighed goods", example: 2 }),
+    z.meta({
+      description: "How many; not 0, negative for a returned item, fractional for weighed goods",
+      example: 2,
+      not: { const: 0 },
+    }),
   ),
   unit_price: minorUnits("Price of one unit in minor units (cents)", 149),
   total: minorUnits("Amount of the line in minor units; a discount line may be negative", 298),

@@ -1,0 +1,255 @@
+/**
+ * Generates the OpenAPI 3.1 document of receipts.v2 from the very zod schemas the Worker
+ * validates with, through zod's own `z.toJSONSchema` (JSON Schema 2020-12, OpenAPI 3.1's dialect).
+ * `npm run openapi` writes it to docs/openapi.json, which the Worker serves; the Worker never
+ * runs this module.
+ */
+import * as z from "zod/mini";
+import { PATHS } from "../../shared/paths.ts";
+import { authorizationHeader, errorResponse } from "../../shared/schemas.ts";
+import { ApiError, errorBody, internalErrorBody, type SupportPointer } from "../errors.ts";
+import { DOCUMENTED_OPERATIONS, type DocumentedOperation, type ErrorExample } from "./operations.ts";
+
+/** A JSON value, as the document is made of. */
+type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+type JsonObject = { [key: string]: Json };
+
+/**
+ * Error examples name the deployment's pointer the way docs/api.md does: the real values are
+ * wrangler vars, and the committed document must not depend on one deployment.
+ */
+export const EXAMPLE_SUPPORT: SupportPointer = { docsUrl: "<DOCS_URL>", supportContact: "<SUPPORT_CONTACT>" };
+
+/** The request reference of the 500 example, shaped like the cf-ray it is in production. */
+export const EXAMPLE_REFERENCE = "8f3a1c2b9d4e5f60-FRA";
+
+const JSON_MEDIA_TYPE = "application/json";
+const BEARER_SCHEME = "bearerToken";
+
+/** Builds the document. Throws when an operation's description and its schemas disagree. */
+export function generateOpenApiDocument(): JsonObject {
+  const schemas: JsonObject = { Error: jsonSchema(errorResponse, "output") };
+  const paths: JsonObject = {};
+  for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
+    schemas[operation.success.component] = jsonSchema(operation.success.schema, "output");
+    if (operation.body) schemas[operation.body.component] = jsonSchema(operation.body.schema, "input");
+    paths[path] = { post: postOperation(path, operation) };
+  }
+  paths[PATHS.openapi] = { get: openApiOperation() };
+
+  return {
+    openapi: "3.1.1",
+    info: {
+      title: "receipts.v2",
+      version: "2",
+      description: DOCUMENT_DESCRIPTION,
+    },
+    servers: [
+      { url: "/", description: "The origin that serves this document" },
+      { url: "http://127.0.0.1:8787", description: "Local development (npm start)" },
+    ],
+    paths,
+    components: {
+      schemas,
+      securitySchemes: {
+        [BEARER_SCHEME]: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description: `${describe(authorizationHeader)}; valid for 3600 seconds.`,
+        },
+      },
+      responses: {
+        NotFound: {
+          description: "Any path this document does not list, such as another version or a trailing slash",
+          content: errorContent({
+            "unknown-path": {
+              status: 404,
+              summary: "The path is not an operation of receipts.v2",
+              detail: "Path /receipts/v2/remove is not an operation of receipts.v2.",
+            },
+          }),
+        },
+      },
+    },
+  };
+}
+
+/** The document as committed in docs/openapi.json: two-space JSON with a final newline. */
+export function serializeOpenApiDocument(): string {
+  return `${JSON.stringify(generateOpenApiDocument(), null, 2)}\n`;
+}
+
+/** Renders an error row as the Worker answers it, with the placeholder support pointer. */
+export function errorExampleBody(example: ErrorExample): z.infer<typeof errorResponse> {
+  return example.status === 500
+    ? internalErrorBody(EXAMPLE_REFERENCE, EXAMPLE_SUPPORT)
+    : errorBody(new ApiError(example.status, example.detail, { statusWord: example.statusWord }), EXAMPLE_SUPPORT);
+}
+
+/** The rows every operation shares, added to its own: a wrong method and an internal failure. */
+export function commonErrors(path: string, allow: string, method: string): Record<string, ErrorExample> {
+  return {
+    "wrong-method": {
+      status: 405,
+      summary: `Another method than ${method} on this path`,
+      detail: `Method DELETE is not allowed on ${path}; use ${method}.`,
+      headers: { allow },
+    },
+    internal: {
+      status: 500,
+      summary: "A failure of the service; the message carries a reference that the operator's log line carries too",
+    },
+  };
+}
+
+const DOCUMENT_DESCRIPTION = [
+  "The edge service through which point-of-sale systems hand digital receipts to shoppers' phones.",
+  "",
+  "- Input travels in request headers, read case-insensitively; every response is `application/json; charset=utf-8`.",
+  "- Every error body is `{message, status, status_code}` with `status_code` equal to the HTTP status. The message " +
+    "names the header or field at fault and ends with `The request has invalid syntax. See <DOCS_URL> or contact " +
+    "<SUPPORT_CONTACT>.`, the operator's documentation and support.",
+  "- A missing header is a 400 naming every missing one; a present value that is empty, only white space, over " +
+    "256 characters (Authorization excepted) or not printable ASCII is a 406 naming it.",
+  "- A path not listed here answers 404 (`components.responses.NotFound`); another method on a listed path " +
+    "answers 405 with `Allow`.",
+  "- The service's test suite replays every error example of this document against the Worker.",
+].join("\n");
+
+function postOperation(path: string, operation: DocumentedOperation): JsonObject {
+  const headers = jsonSchema(operation.headers, "input");
+  const properties = headers.properties as Record<string, JsonObject>;
+  const required = new Set(headers.required as string[]);
+  const parameters: Json[] = [];
+  let security: Json[] = [];
+  let bodyRequired: boolean | undefined;
+  for (const [name, schema] of Object.entries(properties)) {
+    // OpenAPI 3.1 ignores header parameters named Authorization and Content-Type: the first is a
+    // security scheme there, the second the request body's media type.
+    if (name === "Authorization") security = required.has(name) ? [{ [BEARER_SCHEME]: [] }] : [{ [BEARER_SCHEME]: [] }, {}];
+    else if (name === "Content-Type") bodyRequired = required.has(name);
+    else parameters.push(headerParameter(name, schema, required.has(name)));
+  }
+  if ((bodyRequired === undefined) !== (operation.body === undefined)) {
+    throw new Error(`${path}: a JSON body and a Content-Type header go together`);
+  }
+
+  const result: JsonObject = {
+    operationId: operation.operationId,
+    summary: operation.summary,
+    description: operation.description,
+    security,
+    parameters,
+  };
+  if (operation.body) {
+    result.requestBody = {
+      required: bodyRequired ?? true,
+      description: operation.body.description,
+      content: {
+        [JSON_MEDIA_TYPE]: { schema: componentRef(operation.body.component), example: operation.body.example as Json },
+      },
+    };
+  }
+  result.responses = {
+    200: {
+      description: operation.success.description,
+      content: {
+        [JSON_MEDIA_TYPE]: { schema: componentRef(operation.success.component), example: operation.success.example as Json },
+      },
+    },
+    ...errorResponses({ ...operation.errors, ...commonErrors(path, "POST", "POST") }),
+  };
+  return result;
+}
+
+function openApiOperation(): JsonObject {
+  return {
+    operationId: "openapi",
+    summary: "This document",
+    description: "The OpenAPI 3.1 document of receipts.v2, public and cacheable for 5 minutes. HEAD answers as GET does.",
+    security: [],
+    responses: {
+      200: {
+        description: "OK: this document",
+        content: { [JSON_MEDIA_TYPE]: { schema: { type: "object" } } },
+      },
+      ...errorResponses(commonErrors(PATHS.openapi, "GET, HEAD", "GET")),
+    },
+  };
+}
+
+function headerParameter(name: string, schema: JsonObject, required: boolean): JsonObject {
+  const { description, example, ...rest } = schema;
+  const parameter: JsonObject = { name, in: "header", required };
+  if (description !== undefined) parameter.description = description;
+  parameter.schema = rest;
+  if (example !== undefined) parameter.example = example;
+  return parameter;
+}
+
+// One response per status, with an example per row; Allow and Retry-After come from the rows.
+function errorResponses(rows: Record<string, ErrorExample>): JsonObject {
+  const byStatus = new Map<number, Record<string, ErrorExample>>();
+  for (const [name, row] of Object.entries(rows)) {
+    byStatus.set(row.status, { ...byStatus.get(row.status), [name]: row });
+  }
+  const responses: JsonObject = {};
+  for (const [status, examples] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const words = new Set(Object.values(examples).map((row) => errorExampleBody(row).status));
+    const response: JsonObject = {
+      description: `${[...words].join(" / ")}: ${Object.values(examples).map((row) => row.summary).join("; ")}`,
+    };
+    const headers = responseHeaders(examples);
+    if (headers) response.headers = headers;
+    response.content = errorContent(examples);
+    responses[status] = response;
+  }
+  return responses;
+}
+
+function errorContent(examples: Record<string, ErrorExample>): JsonObject {
+  const named: JsonObject = {};
+  for (const [name, row] of Object.entries(examples)) {
+    named[name] = { summary: row.summary, value: errorExampleBody(row) };
+  }
+  return { [JSON_MEDIA_TYPE]: { schema: componentRef("Error"), examples: named } };
+}
+
+const RESPONSE_HEADERS: Record<string, { name: string; description: string; type: "string" | "integer" }> = {
+  allow: { name: "Allow", description: "The methods this path answers", type: "string" },
+  "retry-after": { name: "Retry-After", description: "Seconds to wait before the next login", type: "integer" },
+};
+
+function responseHeaders(examples: Record<string, ErrorExample>): JsonObject | undefined {
+  const headers: JsonObject = {};
+  for (const row of Object.values(examples)) {
+    for (const [key, value] of Object.entries(("headers" in row && row.headers) || {})) {
+      const known = RESPONSE_HEADERS[key];
+      if (!known) throw new Error(`response header ${key} has no description in RESPONSE_HEADERS`);
+      headers[known.name] = {
+        description: known.description,
+        required: true,
+        schema: { type: known.type },
+        example: known.type === "integer" ? Number(value) : value,
+      };
+    }
+  }
+  return Object.keys(headers).length > 0 ? headers : undefined;
+}
+
+function componentRef(name: string): JsonObject {
+  return { $ref: `#/components/schemas/${name}` };
+}
+
+// The `$schema` keyword is left out: a document of OpenAPI 3.1 already says its dialect.
+function jsonSchema(schema: z.ZodMiniType, io: "input" | "output"): JsonObject {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { target: "draft-2020-12", io }) as JsonObject;
+  return rest;
+}
+
+function describe(schema: z.ZodMiniType): string {
+  const description = z.toJSONSchema(schema, { io: "input" }).description;
+  if (typeof description !== "string") throw new Error("a documented schema needs a description");
+  return description;
+}

@@ -1,0 +1,10 @@
+/**
+ * The paths receipts.v2 answers, relative to the base URL (seed §4, §9). The Worker routes them,
+ * the OpenAPI document describes them and the POS client calls them: one spelling for all three.
+ */
+export const PATHS = {
+  login: "/receipts/v2/login",
+  add: "/receipts/v2/add",
+  delete: "/receipts/v2/delete",
+  openapi: "/receipts/v2/openapi.json",
+} as const;

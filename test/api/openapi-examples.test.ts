@@ -1,0 +1,223 @@
+/**
+ * Every error example of the served OpenAPI document, replayed against the Worker: each has a
+ * scenario here that provokes it, and the Worker's answer must be the example, word for word,
+ * with the headers the document names. A message changed in a route fails here until the
+ * document (src/api/openapi/operations.ts, then `npm run openapi`) says the same.
+ */
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import committed from "../../docs/openapi.json";
+import { createApp } from "../../src/api/app.ts";
+import { UNCONFIGURED_SUPPORT } from "../../src/api/errors.ts";
+import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
+import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../src/api/openapi/document.ts";
+import { PATHS } from "../../src/shared/paths.ts";
+import {
+  BASE,
+  call,
+  issueClient,
+  loginHeadersFor,
+  loginToken,
+  signTestToken,
+  uniqueId,
+  updateClient,
+  type Answer,
+} from "../helpers.ts";
+import { deleteHeadersFor, seedReceipt } from "../notices.ts";
+
+type Scenario = () => Promise<Answer>;
+
+interface ExampleResponse {
+  headers?: Record<string, { example: string | number }>;
+  content: { "application/json": { examples?: Record<string, { value: unknown }> } };
+}
+interface DocumentShape {
+  paths: Record<string, Record<string, { responses: Record<string, ExampleResponse> }>>;
+  components: { responses: Record<string, ExampleResponse> };
+}
+const document = committed as unknown as DocumentShape;
+
+const NOT_FOUND_PATH = "/receipts/v2/remove";
+
+const SCENARIOS: Record<string, Record<string, Scenario>> = {
+  [PATHS.login]: {
+    "missing-header": async () => {
+      const { client_secret: _secret, scope: _scope, ...headers } = loginHeadersFor(await issueClient());
+      return call(PATHS.login, { headers });
+    },
+    "unusable-header": async () => login({ client_id: "caf\u00e9" }),
+    "token-type": async () => login({ token_type: "MAC" }),
+    scope: async () => login({ scope: "service.admin" }),
+    credentials: async () => login({ client_secret: "not-the-secret" }),
+    disabled: async () => call(PATHS.login, { headers: loginHeadersFor(await issueClient({ disabled: true })) }),
+    "scope-not-granted": async () => call(PATHS.login, { headers: loginHeadersFor(await issueClient({ scopes: [] })) }),
+    "too-many-failures": async () => {
+      const headers = { ...loginHeadersFor(await issueClient()), client_secret: "guess" };
+      let answer = await call(PATHS.login, { headers });
+      // The local limiter's windows turn with the wall-clock minute: 11 tries reach a 429 even then.
+      for (let i = 0; i < 10 && answer.status !== 429; i += 1) answer = await call(PATHS.login, { headers });
+      return answer;
+    },
+    ...commonScenarios(PATHS.login, "POST"),
+  },
+
+  [PATHS.add]: {
+    "missing-header": async () => {
+      const { chain_id: _chain, "Content-Type": _type, ...headers } = await addHeadersFor();
+      return add(headers);
+    },
+    "unusable-header": async () => add({ ...(await addHeadersFor()), app_user_id: "a\tb" }),
+    "not-bearer": async () => add({ ...(await addHeadersFor()), Authorization: "Basic cG9zOnNlY3JldA==" }),
+    "invalid-token": async () => add({ ...(await addHeadersFor()), Authorization: "Bearer not.a.token" }),
+    "expired-token": async () => {
+      const headers = await addHeadersFor();
+      return add({ ...headers, Authorization: `Bearer ${await expiredToken(headers.client_id!)}` });
+    },
+    "unknown-client": async () => add({ ...(await addHeadersFor()), client_id: uniqueId("nobody") }),
+    "disabled-client": async () => {
+      const headers = await addHeadersFor();
+      await updateClient(headers.client_id!, { disabled: true });
+      return add(headers);
+    },
+    "other-client": async () => add({ ...(await addHeadersFor()), client_id: (await issueClient()).clientId }),
+    chain: async () => add({ ...(await addHeadersFor()), chain_id: uniqueId("chain") }),
+    "media-type": async () => add({ ...(await addHeadersFor()), "Content-Type": "text/plain" }),
+    "too-large": async () => add(await addHeadersFor(), "x".repeat(64 * 1024 + 1)),
+    "not-json": async () => add(await addHeadersFor(), "{"),
+    "body-rule": async () => {
+      const [first, ...rest] = exampleBody().line_items;
+      return add(await addHeadersFor(), { ...exampleBody(), currency: "eur", line_items: [{ ...first!, quantity: 0 }, ...rest] });
+    },
+    "unknown-field": async () => add(await addHeadersFor(), { ...exampleBody(), totl: 447 }),
+    "idempotency-conflict": async () => {
+      const headers = { ...(await addHeadersFor()), "Idempotency-Key": uniqueId("key") };
+      expect((await add(headers)).status).toBe(200);
+      return add({ ...headers, app_user_id: uniqueId("au") });
+    },
+    ...commonScenarios(PATHS.add, "POST"),
+  },
+
+  [PATHS.delete]: {
+    "missing-header": async () => {
+      const { receipt_id: _receipt, app_user_id: _user, ...headers } = await deleteHeaders();
+      return call(PATHS.delete, { headers });
+    },
+    "unusable-header": async () => remove({ receipt_id: "r".repeat(257) }),
+    "not-bearer": async () => remove({ Authorization: "Basic cG9zOnNlY3JldA==" }),
+    "invalid-token": async () => remove({ Authorization: "Bearer not.a.token" }),
+    "expired-token": async () => {
+      const headers = await deleteHeaders();
+      return call(PATHS.delete, { headers: { ...headers, Authorization: `Bearer ${await expiredToken(headers.client_id!)}` } });
+    },
+    "unknown-client": async () => remove({ client_id: uniqueId("nobody") }),
+    "disabled-client": async () => {
+      const headers = await deleteHeaders();
+      await updateClient(headers.client_id!, { disabled: true });
+      return call(PATHS.delete, { headers });
+    },
+    "other-client": async () => remove({ client_id: (await issueClient()).clientId }),
+    "no-receipt": async () => remove({ receipt_id: crypto.randomUUID() }),
+    mismatch: async () => remove({ chain_id: uniqueId("chain"), app_user_id: uniqueId("au") }),
+    ...commonScenarios(PATHS.delete, "POST"),
+  },
+
+  [PATHS.openapi]: commonScenarios(PATHS.openapi, "GET"),
+};
+
+describe("issue 7 every error example of the OpenAPI document is the Worker's real answer", () => {
+  for (const [path, item] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      const examples = errorExamples(operation.responses);
+      it(`${method.toUpperCase()} ${path}: a scenario for every example, and an example for every scenario`, () => {
+        expect(Object.keys(SCENARIOS[path] ?? {}).sort()).toEqual(examples.map(([name]) => name).sort());
+      });
+      for (const [name, status, example, response] of examples) {
+        it(`${method.toUpperCase()} ${path} ${status} ${name}`, async () => {
+          expectExample(await SCENARIOS[path]![name]!(), status, example, response);
+        });
+      }
+    }
+  }
+
+  it("components.responses.NotFound: an unknown path", async () => {
+    const examples = errorExamples({ 404: document.components.responses.NotFound! });
+    expect(examples.map(([name]) => name)).toEqual(["unknown-path"]);
+    for (const [, status, example, response] of examples) {
+      expectExample(await call(NOT_FOUND_PATH), status, example, response);
+    }
+  });
+});
+
+function errorExamples(responses: Record<string, ExampleResponse>): [string, number, unknown, ExampleResponse][] {
+  return Object.entries(responses).flatMap(([status, response]) =>
+    Object.entries(response.content["application/json"].examples ?? {}).map(
+      ([name, example]) => [name, Number(status), example.value, response] as [string, number, unknown, ExampleResponse],
+    ),
+  );
+}
+
+function expectExample(answer: Answer, status: number, example: unknown, response: ExampleResponse): void {
+  expect(answer.status).toBe(status);
+  // A 500 from a broken setting cannot name the configured pointer, only the unconfigured one.
+  const message = String(answer.body?.message)
+    .replaceAll(env.DOCS_URL, EXAMPLE_SUPPORT.docsUrl)
+    .replaceAll(env.SUPPORT_CONTACT, EXAMPLE_SUPPORT.supportContact)
+    .replaceAll(UNCONFIGURED_SUPPORT.supportContact, EXAMPLE_SUPPORT.supportContact);
+  expect({ ...answer.body, message }).toEqual(example);
+  for (const [name, header] of Object.entries(response.headers ?? {})) {
+    expect(answer.headers.get(name), name).toBe(String(header.example));
+  }
+}
+
+/** The wrong method, and a 500 from a broken setting whose reference is the example's cf-ray. */
+function commonScenarios(path: string, method: string): Record<string, Scenario> {
+  return {
+    "wrong-method": () => call(path, { method: "DELETE" }),
+    internal: async () => {
+      const response = await createApp().fetch(
+        new Request(BASE + path, { method, headers: { "cf-ray": EXAMPLE_REFERENCE } }),
+        { ...env, TOKEN_KEYS: "{not json" },
+      );
+      return { status: response.status, headers: response.headers, body: await response.json() };
+    },
+  };
+}
+
+async function login(change: Record<string, string>): Promise<Answer> {
+  return call(PATHS.login, { headers: { ...loginHeadersFor(await issueClient()), ...change } });
+}
+
+function exampleBody() {
+  return structuredClone(DOCUMENTED_OPERATIONS[PATHS.add]!.body!.example as { line_items: Record<string, unknown>[] });
+}
+
+async function addHeadersFor(): Promise<Record<string, string>> {
+  const client = await issueClient();
+  return {
+    Authorization: `Bearer ${await loginToken(client)}`,
+    client_id: client.clientId,
+    chain_id: client.chains[0]!,
+    app_user_id: uniqueId("au"),
+    "Content-Type": "application/json",
+  };
+}
+
+// Bytes, so that no Content-Type is implied by the body.
+function add(headers: Record<string, string>, body: unknown = exampleBody()): Promise<Answer> {
+  const text = typeof body === "string" ? body : JSON.stringify(body);
+  return call(PATHS.add, { headers, body: new TextEncoder().encode(text) });
+}
+
+async function deleteHeaders(): Promise<Record<string, string>> {
+  const client = await issueClient();
+  return deleteHeadersFor(await loginToken(client), await seedReceipt(client));
+}
+
+async function remove(change: Record<string, string>): Promise<Answer> {
+  return call(PATHS.delete, { headers: { ...(await deleteHeaders()), ...change } });
+}
+
+async function expiredToken(clientId: string): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return signTestToken({ sub: clientId, iat: now - 7200, exp: now - 3600 });
+}

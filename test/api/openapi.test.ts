@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import committed from "../../docs/openapi.json";
+import { OPERATIONS } from "../../src/api/app.ts";
+import { PATHS } from "../../src/shared/paths.ts";
+import { call, expectErrorShape } from "../helpers.ts";
+
+type PathItem = Record<string, unknown>;
+const documentPaths = committed.paths as Record<string, PathItem>;
+
+describe("issue 7 GET /receipts/v2/openapi.json", () => {
+  it("serves the committed docs/openapi.json, public and cacheable", async () => {
+    const answer = await call(PATHS.openapi, { method: "GET" });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    expect(answer.headers.get("cache-control")).toBe("public, max-age=300");
+    expect(answer.headers.get("access-control-allow-origin")).toBe("*");
+    expect(answer.body).toEqual(committed);
+  });
+
+  it("answers HEAD as GET, without a body", async () => {
+    const answer = await call(PATHS.openapi, { method: "HEAD" });
+    expect(answer.status).toBe(200);
+    expect(answer.body).toBe("");
+  });
+
+  it.each(["POST", "PUT", "DELETE", "PATCH"])("%s: 405 with Allow: GET, HEAD and a message saying to use GET", async (method) => {
+    const answer = await call(PATHS.openapi, { method });
+    const message = expectErrorShape(answer, 405, "Method Not Allowed");
+    expect(answer.headers.get("allow")).toBe("GET, HEAD");
+    expect(message).toContain("use GET");
+  });
+
+  it("needs no token and no header at all", async () => {
+    const answer = await call(PATHS.openapi, { method: "GET", headers: {} });
+    expect(answer.status).toBe(200);
+  });
+});
+
+describe("issue 7 the document lists exactly the routes the Worker answers", () => {
+  it("every operation as POST, the document itself as GET, and nothing else", () => {
+    const listed = Object.entries(documentPaths).map(([path, item]) => `${Object.keys(item).join(",")} ${path}`);
+    const answered = [...Object.keys(OPERATIONS).map((path) => `post ${path}`), `get ${PATHS.openapi}`];
+    expect(listed.sort()).toEqual(answered.sort());
+  });
+
+  it("every path and method in the document reaches its route: neither 404 nor 405", async () => {
+    for (const [path, item] of Object.entries(documentPaths)) {
+      for (const method of Object.keys(item)) {
+        const answer = await call(path, { method: method.toUpperCase() });
+        expect([404, 405], `${method} ${path}`).not.toContain(answer.status);
+      }
+    }
+  });
+});

@@ -1,0 +1,108 @@
+/**
+ * The OpenAPI document on Node, where the validator's ajv may compile code (workerd forbids
+ * `new Function`): the committed file is what the generator makes now, it is valid OpenAPI 3.1,
+ * and its examples and header schemas say what the Worker's schemas say.
+ */
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { STATUS_WORDS } from "../../src/api/errors.ts";
+import { commonErrors, errorExampleBody, serializeOpenApiDocument } from "../../src/api/openapi/document.ts";
+import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
+import { PATHS } from "../../src/shared/paths.ts";
+import { errorResponse } from "../../src/shared/schemas.ts";
+
+const COMMITTED = readFileSync(path.join(import.meta.dirname, "../../docs/openapi.json"), "utf8");
+
+interface HeaderParameter {
+  name: string;
+  in: string;
+  required: boolean;
+  schema: { maxLength?: number; pattern: string };
+  example?: string;
+}
+
+describe("issue 7 OpenAPI document: generated from the schemas and committed", () => {
+  it("docs/openapi.json is what the generator makes now (after changing a schema, run npm run openapi)", () => {
+    expect(serializeOpenApiDocument()).toBe(COMMITTED);
+  });
+
+  it("is a valid OpenAPI 3.1 document whose every $ref resolves", async () => {
+    const validator = new Validator();
+    const result = await validator.validate(JSON.parse(COMMITTED));
+    expect(result.errors).toBeUndefined();
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe("3.1");
+    expect(() => validator.resolveRefs()).not.toThrow();
+  });
+});
+
+describe("issue 7 OpenAPI document: its examples pass the Worker's own schemas", () => {
+  for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
+    it(`${path}: the success example, the body example and every header example`, () => {
+      expect(operation.success.schema.safeParse(operation.success.example).error).toBeUndefined();
+      if (operation.body) expect(operation.body.schema.safeParse(operation.body.example).error).toBeUndefined();
+      const examples = Object.fromEntries(
+        headerParameters(path).flatMap((parameter) => (parameter.example === undefined ? [] : [[parameter.name, parameter.example]])),
+      );
+      for (const [name, example] of Object.entries(examples)) {
+        expect(operation.headers.shape[name]!.safeParse(example).error, name).toBeUndefined();
+      }
+    });
+
+    it(`${path}: every error example is an error body whose status_code and status word fit its status`, () => {
+      for (const row of Object.values({ ...operation.errors, ...commonErrors(path, "POST", "POST") })) {
+        const body = errorExampleBody(row);
+        expect(errorResponse.safeParse(body).error).toBeUndefined();
+        expect(body.status_code).toBe(row.status);
+        // Contract §1: the one exception to the status words is login's 403 (seed §7.1).
+        expect(body.status).toBe(path === PATHS.login && row.status === 403 ? "Not Acceptable" : STATUS_WORDS[row.status]);
+      }
+    });
+  }
+
+  it("every header parameter is required exactly when the Worker's schema requires it", () => {
+    for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
+      for (const parameter of headerParameters(path)) {
+        const field = operation.headers.shape[parameter.name]!;
+        expect(parameter.required, `${path} ${parameter.name}`).toBe(!field.safeParse(undefined).success);
+      }
+    }
+  });
+});
+
+describe("issue 7 OpenAPI document: a header's JSON Schema accepts exactly what the Worker accepts", () => {
+  // Printable ASCII, the white space and control characters around it, and a few beyond ASCII.
+  const character = fc.oneof(
+    fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)),
+    fc.constantFrom(" ", "\t", "\u0000", "\u007f", "\u00e9", "\u2028", "\u{1F9FE}"),
+  );
+  const value = fc.oneof(
+    fc.string({ unit: character, maxLength: 12 }),
+    fc.string({ unit: character, minLength: 250, maxLength: 262 }),
+  );
+
+  for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
+    for (const parameter of headerParameters(path)) {
+      it(`${path} ${parameter.name}`, () => {
+        const pattern = new RegExp(parameter.schema.pattern, "u");
+        const maxLength = parameter.schema.maxLength ?? Infinity;
+        const field = operation.headers.shape[parameter.name]!;
+        fc.assert(
+          fc.property(value, (text) => {
+            // JSON Schema counts code points, as spreading a string does.
+            const documented = [...text].length <= maxLength && pattern.test(text);
+            expect(field.safeParse(text).success).toBe(documented);
+          }),
+        );
+      });
+    }
+  }
+});
+
+function headerParameters(path: string): HeaderParameter[] {
+  const document: { paths: Record<string, { post: { parameters: HeaderParameter[] } }> } = JSON.parse(COMMITTED);
+  return document.paths[path]!.post.parameters;
+}
