@@ -1,0 +1,251 @@
+/**
+ * The typed POS client of receipts.v2. Dependency-free at run time and fetch-based, so it runs
+ * in Node ≥ 20, browsers and Workers; its types come from the schemas the Worker validates with.
+ *
+ * @example
+ * const client = new ReceiptsClient({ baseUrl: "https://receipts.example.com", clientId, clientSecret });
+ * const receipt = await client.add(body, { chainId: "c1", appUserId: "au-7f3c9e" });
+ * await client.delete({ receiptId: receipt.receipt_id, chainId: "c1", appUserId: "au-7f3c9e" });
+ */
+import type * as z from "zod/mini";
+import { PATHS } from "../shared/paths.ts";
+import { MAX_HEADER_TEXT, isHeaderText } from "./header-text.ts";
+import type { AddResponse, DeleteResponse, ErrorResponse, LoginResponse, receiptBody } from "../shared/schemas.ts";
+
+export { RETURN_CODE_VERSION, ReturnCodeError, makeReturnCode, parseReturnCode, type ReturnCodeIds } from "./return-code.ts";
+
+/** A receipt as add takes it (contract §3). */
+export type Receipt = z.input<typeof receiptBody>;
+
+/** What the client needs of `fetch`; the global one, a Worker's service binding or a test's. */
+export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
+
+/** Options of {@link ReceiptsClient}. */
+export interface ReceiptsClientOptions {
+  /** Where receipts.v2 answers, without the path: `https://receipts.example.com`. */
+  baseUrl: string;
+  /** Issued by the operator. */
+  clientId: string;
+  /** Issued by the operator; sent only to login. */
+  clientSecret: string;
+  /** Defaults to the global fetch. */
+  fetch?: FetchLike;
+  /**
+   * How login and add retry network failures and 5xx answers: `attempts` in all (default 4),
+   * waiting about `delayMs` (default 200), then twice that, and so on.
+   */
+  retry?: { attempts?: number; delayMs?: number };
+}
+
+/** A refusal or failure the service answered, with its error body (seed §7). */
+export class ReceiptsError extends Error {
+  override name = "ReceiptsError";
+  /** The HTTP status, equal to the body's status_code. */
+  readonly status: number;
+  /** The body's status word; login's 403 says `Not Acceptable` (seed §7.1). */
+  readonly statusWord: string;
+  /** Seconds to wait before trying again, when the service said so (a login answered 429). */
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(status: number, statusWord: string, message: string, retryAfterSeconds?: number) {
+    super(message);
+    this.status = status;
+    this.statusWord = statusWord;
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+// Renew a token this long before it expires, so that no call meets the expiry on its way.
+const RENEW_BEFORE_EXPIRY_SECONDS = 60;
+
+/**
+ * Calls receipts.v2 for one client. Logs in on first use, reuses the token for every call,
+ * renews it a minute before it expires, and once more when the service refuses it anyway (a
+ * clock that runs differently, a retired signing key). Safe to share between concurrent calls.
+ */
+export class ReceiptsClient {
+  readonly #baseUrl: string;
+  readonly #clientId: string;
+  readonly #clientSecret: string;
+  readonly #fetch: FetchLike;
+  readonly #attempts: number;
+  readonly #delayMs: number;
+  #token: { value: string; renewAt: number } | undefined;
+  #pendingLogin: Promise<string> | undefined;
+
+  /** @throws TypeError naming an option that is missing or unusable. */
+  constructor(options: ReceiptsClientOptions) {
+    this.#baseUrl = checkedBaseUrl(options.baseUrl);
+    this.#clientId = checkedHeader("clientId", options.clientId);
+    this.#clientSecret = checkedHeader("clientSecret", options.clientSecret);
+    // Called unbound, a browser's or a Worker's global fetch throws "Illegal invocation".
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#attempts = checkedCount("retry.attempts", options.retry?.attempts ?? 4, 1);
+    this.#delayMs = checkedCount("retry.delayMs", options.retry?.delayMs ?? 200, 0);
+  }
+
+  /** Logs in now, keeping the token for later calls, and returns it (seed §4.1). */
+  async login(): Promise<LoginResponse["data"]> {
+    const answer = await this.#send<LoginResponse>(PATHS.login, {
+      headers: { client_id: this.#clientId, client_secret: this.#clientSecret, token_type: "Bearer", scope: "service.pos" },
+      retry: true,
+    });
+    const lifetime = Math.max(0, answer.data.expires_in - RENEW_BEFORE_EXPIRY_SECONDS);
+    this.#token = { value: answer.data.access_token, renewAt: Date.now() + lifetime * 1000 };
+    return answer.data;
+  }
+
+  /**
+   * Adds a receipt for an app user (contract §3) and returns what the service stored. Network
+   * failures and 5xx answers are retried under one Idempotency-Key, so a retry never stores a
+   * second receipt. Pass your own key (such as the till's receipt number) to retry safely even
+   * after the process itself failed; otherwise a random one is made for this call.
+   */
+  async add(
+    receipt: Receipt,
+    options: { chainId: string; appUserId: string; idempotencyKey?: string },
+  ): Promise<AddResponse["data"]> {
+    const answer = await this.#authorized<AddResponse>(PATHS.add, {
+      headers: {
+        client_id: this.#clientId,
+        chain_id: options.chainId,
+        app_user_id: options.appUserId,
+        "Content-Type": "application/json",
+        "Idempotency-Key": options.idempotencyKey ?? crypto.randomUUID(),
+      },
+      // Serialised once: the service compares a retry's body byte for byte with the first.
+      body: JSON.stringify(receipt),
+      retry: true,
+    });
+    return answer.data;
+  }
+
+  /**
+   * Removes a receipt; the service notifies its app user (seed §4.3). Not retried: a retry after
+   * a lost answer would meet the receipt gone (406), so a network failure is left to the caller.
+   */
+  async delete(ids: { receiptId: string; chainId: string; appUserId: string }): Promise<DeleteResponse> {
+    return this.#authorized<DeleteResponse>(PATHS.delete, {
+      headers: { receipt_id: ids.receiptId, client_id: this.#clientId, chain_id: ids.chainId, app_user_id: ids.appUserId },
+      retry: false,
+    });
+  }
+
+  async #authorized<T>(path: string, request: Call): Promise<T> {
+    const token = await this.#currentToken();
+    try {
+      return await this.#send<T>(path, withToken(request, token));
+    } catch (error) {
+      if (!isTokenRefusal(error)) throw error;
+      // Another call may have renewed it meanwhile; only the refused token is dropped.
+      if (this.#token?.value === token) this.#token = undefined;
+      return this.#send<T>(path, withToken(request, await this.#currentToken()));
+    }
+  }
+
+  // Concurrent calls share one login rather than each starting its own.
+  async #currentToken(): Promise<string> {
+    if (this.#token && Date.now() < this.#token.renewAt) return this.#token.value;
+    this.#pendingLogin ??= this.login()
+      .then((data) => data.access_token)
+      .finally(() => {
+        this.#pendingLogin = undefined;
+      });
+    return this.#pendingLogin;
+  }
+
+  async #send<T>(path: string, request: Call): Promise<T> {
+    const url = this.#baseUrl + path;
+    for (let attempt = 1; ; attempt += 1) {
+      const last = !request.retry || attempt >= this.#attempts;
+      let response: Response;
+      try {
+        response = await this.#fetch(url, { method: "POST", headers: request.headers, body: request.body });
+      } catch (error) {
+        if (last) throw error;
+        await this.#pause(attempt);
+        continue;
+      }
+      if (response.status >= 500 && !last) {
+        await response.body?.cancel();
+        await this.#pause(attempt);
+        continue;
+      }
+      return readAnswer<T>(response);
+    }
+  }
+
+  // Exponential, with jitter, so that tills that failed together do not retry together.
+  #pause(attempt: number): Promise<void> {
+    const delay = this.#delayMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
+    return new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
+
+/** One call as the client sends it, before the token is added. */
+interface Call {
+  headers: Record<string, string>;
+  body?: string;
+  /** Whether a network failure or 5xx may be sent again. */
+  retry: boolean;
+}
+
+function withToken(request: Call, token: string): Call {
+  return { ...request, headers: { Authorization: `Bearer ${token}`, ...request.headers } };
+}
+
+// Every refusal of the token names Authorization first (docs/api.md): expired, or not valid
+// any more because its signing key was retired. Either way a fresh login is the cure.
+function isTokenRefusal(error: unknown): boolean {
+  return error instanceof ReceiptsError && error.status === 403 && error.message.startsWith("Header Authorization");
+}
+
+async function readAnswer<T>(response: Response): Promise<T> {
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (response.ok && isObject(body) && body.status_code === 200) return body as T;
+  const error = isObject(body) ? (body as Partial<ErrorResponse>) : {};
+  const retryAfter = Number(response.headers.get("retry-after") ?? Number.NaN);
+  throw new ReceiptsError(
+    response.status,
+    typeof error.status === "string" ? error.status : response.statusText,
+    typeof error.message === "string" ? error.message : `The service answered ${response.status} without an error body.`,
+    Number.isFinite(retryAfter) ? retryAfter : undefined,
+  );
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+function checkedBaseUrl(value: unknown): string {
+  let url: URL | undefined;
+  try {
+    url = typeof value === "string" ? new URL(value) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== "https:" && url.protocol !== "http:") || url.search || url.hash) {
+    throw new TypeError("ReceiptsClient: baseUrl must be an http(s) URL without query or fragment, such as https://receipts.example.com.");
+  }
+  return url.href.replace(/\/+$/, "");
+}
+
+function checkedHeader(name: string, value: unknown): string {
+  if (!isHeaderText(value)) {
+    throw new TypeError(`ReceiptsClient: ${name} must be 1–${MAX_HEADER_TEXT} printable ASCII characters, as the operator issued it.`);
+  }
+  return value;
+}
+
+function checkedCount(name: string, value: unknown, min: number): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min) {
+    throw new TypeError(`ReceiptsClient: ${name} must be an integer of at least ${min}.`);
+  }
+  return value;
+}
