@@ -1,12 +1,14 @@
 /** Shared by the Worker tests: calling the API, issuing clients straight into KV, logging in. */
 import { env, exports } from "cloudflare:workers";
 import { SignJWT, base64url } from "jose";
-import { expect } from "vitest";
+import { expect, vi } from "vitest";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { TEST_TOKEN_KEYS } from "./keys.ts";
 
 export const BASE = "https://receipts.test";
+export const LOGIN = "/receipts/v2/login";
+export const ADD = "/receipts/v2/add";
 
 /** A response read whole, so no body is left unconsumed. */
 export interface Answer {
@@ -88,14 +90,16 @@ export async function loginToken(client: TestClient): Promise<string> {
 
 /**
  * Signs a token with the test key set, with any claims or header a test needs: an expired
- * token, a wrong audience, an unknown kid. Defaults match what login issues.
+ * token, a wrong audience, an unknown kid. Defaults match what login issues. `key` picks a key of
+ * the set by index, or is an attacker's own key (HMAC bytes or a private key), which then signs
+ * under the kid of the set's first key unless `header` names another.
  */
 export async function signTestToken(
   claims: Record<string, unknown>,
   header: Record<string, unknown> = {},
-  keyIndex = 0,
+  key: number | Uint8Array | CryptoKey = 0,
 ): Promise<string> {
-  const key = TEST_TOKEN_KEYS.keys[keyIndex]!;
+  const known = TEST_TOKEN_KEYS.keys[typeof key === "number" ? key : 0]!;
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT({
     iss: env.TOKEN_ISSUER,
@@ -106,8 +110,8 @@ export async function signTestToken(
     jti: crypto.randomUUID(),
     ...claims,
   })
-    .setProtectedHeader({ alg: "HS256", kid: key.kid, typ: "JWT", ...header })
-    .sign(base64url.decode(key.k));
+    .setProtectedHeader({ alg: "HS256", kid: known.kid, typ: "JWT", ...header })
+    .sign(typeof key === "number" ? base64url.decode(known.k) : key);
 }
 
 /** Asserts the shape every error body has (seed §7) and returns the message. */
@@ -157,3 +161,111 @@ export const UNUSABLE_VALUES: readonly (readonly [label: string, value: string])
   ["a control character", "abc\tdef"],
   ["non-ASCII", "caf\u00e9"],
 ];
+
+/** Asserts the refusal's status and shape, and that no row of any table was added, changed or removed. */
+export async function expectRefused(send: () => Promise<Answer>, status: number, statusWord: string): Promise<string> {
+  const before = await databaseRows();
+  const message = expectErrorShape(await send(), status, statusWord);
+  expect(await databaseRows()).toEqual(before);
+  return message;
+}
+
+/**
+ * Every row of every table of the service, so that a test can tell that a refused call changed
+ * nothing at all, including tables a later migration adds.
+ */
+export async function databaseRows(): Promise<Record<string, unknown[]>> {
+  const rows: Record<string, unknown[]> = {};
+  for (const table of await serviceTables()) {
+    rows[table] = (await env.DB.prepare(`SELECT * FROM "${table}" ORDER BY rowid`).all()).results;
+  }
+  return rows;
+}
+
+/** How many rows each table of the service holds: the cheap form of `databaseRows`. */
+export async function rowCounts(): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const table of await serviceTables()) {
+    counts[table] = (await env.DB.prepare(`SELECT COUNT(*) AS n FROM "${table}"`).first<{ n: number }>())!.n;
+  }
+  return counts;
+}
+
+// D1's own bookkeeping and the migrations table are not the service's data.
+async function serviceTables(): Promise<string[]> {
+  const { results } = await env.DB.prepare(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name != 'd1_migrations' ORDER BY name",
+  ).all<{ name: string }>();
+  return results.map(({ name }) => name);
+}
+
+/** A receipt body that keeps every rule: a returned item and a discount line bring the total to 248. */
+export function validReceiptBody(): Record<string, any> {
+  return {
+    purchased_at: "2026-11-22T14:03:00+01:00",
+    currency: "EUR",
+    total: 248,
+    line_items: [
+      { description: "Oat milk 1 l", quantity: 2, unit_price: 149, total: 298, sku: "4006381333931", vat_rate: 7 },
+      { description: "Rye bread", quantity: 1, unit_price: 249, total: 249, vat_rate: 7 },
+      { description: "Returned: apple juice", quantity: -1, unit_price: 199, total: -199, vat_rate: 7 },
+      { description: "Loyalty discount", quantity: 1, unit_price: -100, total: -100 },
+    ],
+    store_id: "store-0042",
+    pos_receipt_number: "0042-7-000123",
+    payments: [{ method: "card", amount: 248 }],
+    metadata: { loyalty_card: "4711" },
+  };
+}
+
+/** A logged-in client and the headers of a valid add for one of its app users. */
+export interface Caller {
+  client: TestClient;
+  headers: Record<string, string>;
+}
+
+/** A fresh client, logged in, with the headers of a valid add for one of its app users. */
+export async function newCaller(options: Parameters<typeof issueClient>[0] = {}): Promise<Caller> {
+  const client = await issueClient(options);
+  const token = await loginToken(client);
+  return {
+    client,
+    headers: {
+      Authorization: `Bearer ${token}`,
+      client_id: client.clientId,
+      chain_id: client.chains[0]!,
+      app_user_id: uniqueId("au"),
+      "Content-Type": "application/json",
+    },
+  };
+}
+
+/** Sends an add; a body that is not a string is sent as JSON. Bytes, so no Content-Type is implied. */
+export function postAdd(headers: Record<string, string>, body: unknown = validReceiptBody()): Promise<Answer> {
+  const text = typeof body === "string" ? body : JSON.stringify(body);
+  return call(ADD, { headers, body: new TextEncoder().encode(text) });
+}
+
+/**
+ * Everything the Worker wrote to the console while `run` ran, one string per call, on every
+ * level; the console stays quiet meanwhile. The Worker runs in the test's isolate, so its
+ * console is this one.
+ */
+export async function consoleLines(run: () => Promise<unknown>): Promise<string[]> {
+  const lines: string[] = [];
+  const record = (...args: unknown[]) => void lines.push(args.map(String).join(" "));
+  const levels = ["log", "info", "warn", "error", "debug"] as const;
+  const spies = levels.map((level) => vi.spyOn(console, level).mockImplementation(record));
+  try {
+    await run();
+    return lines;
+  } finally {
+    for (const spy of spies) spy.mockRestore();
+  }
+}
+
+/** The structured log lines written while `run` ran, parsed. */
+export async function loggedRequests(run: () => Promise<unknown>): Promise<Record<string, unknown>[]> {
+  const lines = await consoleLines(run);
+  return lines.filter((line) => line.startsWith("{")).map((line) => JSON.parse(line));
+}

@@ -1,88 +1,32 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
 import { addReceipt, IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
 import {
+  ADD,
   BASE,
   call,
   expectErrorShape,
   expectNamesMissing,
   UNUSABLE_VALUES,
   issueClient,
-  loginToken,
   nonEmptySubsets,
+  expectRefused,
+  loggedRequests,
+  newCaller,
+  postAdd,
+  rowCounts,
   signTestToken,
   uniqueId,
   updateClient,
+  validReceiptBody,
   type Answer,
-  type TestClient,
 } from "../helpers.ts";
 
-const ADD = "/receipts/v2/add";
 const REQUIRED_HEADERS = ["Authorization", "client_id", "chain_id", "app_user_id", "Content-Type"] as const;
 const MAX_BODY_BYTES = 64 * 1024;
-
-/** A body that keeps every rule: a returned item and a discount line bring the total to 248. */
-function validBody(): Record<string, any> {
-  return {
-    purchased_at: "2026-11-22T14:03:00+01:00",
-    currency: "EUR",
-    total: 248,
-    line_items: [
-      { description: "Oat milk 1 l", quantity: 2, unit_price: 149, total: 298, sku: "4006381333931", vat_rate: 7 },
-      { description: "Rye bread", quantity: 1, unit_price: 249, total: 249, vat_rate: 7 },
-      { description: "Returned: apple juice", quantity: -1, unit_price: 199, total: -199, vat_rate: 7 },
-      { description: "Loyalty discount", quantity: 1, unit_price: -100, total: -100 },
-    ],
-    store_id: "store-0042",
-    pos_receipt_number: "0042-7-000123",
-    payments: [{ method: "card", amount: 248 }],
-    metadata: { loyalty_card: "4711" },
-  };
-}
-
-interface Caller {
-  client: TestClient;
-  headers: Record<string, string>;
-}
-
-/** A fresh client, logged in, with the headers of a valid add for one of its app users. */
-async function newCaller(options: Parameters<typeof issueClient>[0] = {}): Promise<Caller> {
-  const client = await issueClient(options);
-  const token = await loginToken(client);
-  return {
-    client,
-    headers: {
-      Authorization: `Bearer ${token}`,
-      client_id: client.clientId,
-      chain_id: client.chains[0]!,
-      app_user_id: uniqueId("au"),
-      "Content-Type": "application/json",
-    },
-  };
-}
-
-/** Sends an add; a body that is not a string is sent as JSON. Bytes, so no Content-Type is implied. */
-function postAdd(headers: Record<string, string>, body: unknown = validBody()): Promise<Answer> {
-  const text = typeof body === "string" ? body : JSON.stringify(body);
-  return call(ADD, { headers, body: new TextEncoder().encode(text) });
-}
-
-async function rowCounts(): Promise<{ receipts: number; idempotency_keys: number }> {
-  return (await env.DB.prepare(
-    "SELECT (SELECT COUNT(*) FROM receipts) AS receipts, (SELECT COUNT(*) FROM idempotency_keys) AS idempotency_keys",
-  ).first())!;
-}
-
-/** Asserts the refusal's status and shape, and that neither table gained or lost a row. */
-async function expectRefused(send: () => Promise<Answer>, status: number, statusWord: string): Promise<string> {
-  const before = await rowCounts();
-  const message = expectErrorShape(await send(), status, statusWord);
-  expect(await rowCounts()).toEqual(before);
-  return message;
-}
 
 async function storedReceipt(receiptId: string): Promise<Record<string, unknown> | null> {
   return env.DB.prepare("SELECT * FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
@@ -93,21 +37,10 @@ async function receiptsOf(clientId: string): Promise<number> {
   return row!.n;
 }
 
-/** The request log lines written while `run` ran. */
-async function loggedRequests(run: () => Promise<unknown>): Promise<Record<string, unknown>[]> {
-  const spy = vi.spyOn(console, "log").mockImplementation(() => undefined);
-  try {
-    await run();
-    return spy.mock.calls.map(([line]) => String(line)).filter((line) => line.startsWith("{")).map((line) => JSON.parse(line));
-  } finally {
-    spy.mockRestore();
-  }
-}
-
 describe("contract §3 add success", () => {
   it("answers 200 with receipt_id, chain_id, client_id, app_user_id, created_at and stores the receipt", async () => {
     const { client, headers } = await newCaller();
-    const text = JSON.stringify(validBody());
+    const text = JSON.stringify(validReceiptBody());
     const before = Date.now();
     const answer = await postAdd(headers, text);
     expect(answer.status).toBe(200);
@@ -153,7 +86,7 @@ describe("contract §3 add success", () => {
 
   it("stores the body as given, byte for byte, unknown fields inside lines and payments included", async () => {
     const { headers } = await newCaller();
-    const body = validBody();
+    const body = validReceiptBody();
     body.line_items[0].deposit = 25;
     body.payments[0].card_last4 = "4242";
     const text = `\n  ${JSON.stringify(body, null, 3)}  \n`;
@@ -237,7 +170,7 @@ describe("contract §1 add header errors: 406 a header value is not a string", (
       const changed = { ...headers, [name]: value };
       expect(await expectRefused(() => postAdd(changed), 400, "Bad Request")).toContain(`${name} is missing`);
       const direct = async (): Promise<Answer> => {
-        const request = new Request(BASE + ADD, { method: "POST", headers: changed, body: JSON.stringify(validBody()) });
+        const request = new Request(BASE + ADD, { method: "POST", headers: changed, body: JSON.stringify(validReceiptBody()) });
         const response = await createApp().fetch(request, env, createExecutionContext());
         return { status: response.status, headers: response.headers, body: await response.json() };
       };
@@ -387,7 +320,7 @@ describe("contract §3 add content type: 415", () => {
 describe("contract §3 add size limit: 413 above 64 KiB, checked before parsing", () => {
   // JSON allows white space after the value, so a valid body can be padded to any size.
   const padded = (size: number) => {
-    const text = JSON.stringify(validBody());
+    const text = JSON.stringify(validReceiptBody());
     return text + " ".repeat(size - new TextEncoder().encode(text).byteLength);
   };
 
@@ -545,7 +478,7 @@ const BROKEN_RULES: [string, Mutation, string, string][] = [
 describe("contract §3 add body rules: 406 naming the field path", () => {
   it.each(BROKEN_RULES)("%s: 406 naming it and nothing stored", async (_label, mutate, path, reason) => {
     const { headers } = await newCaller();
-    const body = validBody();
+    const body = validReceiptBody();
     mutate(body);
     const message = await expectRefused(() => postAdd(headers, body), 406, "Not Acceptable");
     expect(message).toContain(`Body field ${path} `);
@@ -556,7 +489,7 @@ describe("contract §3 add body rules: 406 naming the field path", () => {
   it("names every unknown top-level field, so that no typo vanishes", async () => {
     const { headers } = await newCaller();
     const message = await expectRefused(
-      () => postAdd(headers, { ...validBody(), Currency: "EUR", line_item: [] }),
+      () => postAdd(headers, { ...validReceiptBody(), Currency: "EUR", line_item: [] }),
       406,
       "Not Acceptable",
     );
@@ -566,7 +499,7 @@ describe("contract §3 add body rules: 406 naming the field path", () => {
 
   it("names every broken field in one 406", async () => {
     const { headers } = await newCaller();
-    const body = validBody();
+    const body = validReceiptBody();
     body.currency = "eur";
     body.line_items[3].quantity = 0;
     body.metadata.note = "n".repeat(201);
@@ -576,7 +509,7 @@ describe("contract §3 add body rules: 406 naming the field path", () => {
 
   it("names at most ten fields, then counts the rest", async () => {
     const { headers } = await newCaller();
-    const body = validBody();
+    const body = validReceiptBody();
     body.line_items = Array.from({ length: 25 }, () => ({ description: "x", quantity: 0, unit_price: 1, total: 1 }));
     body.total = 25;
     const message = await expectRefused(() => postAdd(headers, body), 406, "Not Acceptable");
@@ -588,7 +521,7 @@ describe("contract §3 add body rules: 406 naming the field path", () => {
     const { headers } = await newCaller();
     const keyed = { ...headers, "Idempotency-Key": uniqueId("key") };
     expect((await postAdd(keyed)).status).toBe(200);
-    await expectRefused(() => postAdd(keyed, { ...validBody(), currency: "eur" }), 406, "Not Acceptable");
+    await expectRefused(() => postAdd(keyed, { ...validReceiptBody(), currency: "eur" }), 406, "Not Acceptable");
   });
 });
 
@@ -631,7 +564,7 @@ describe("contract §3 add body rules: the edges that pass", () => {
   ];
   it.each(accepted)("%s: 200", async (_label, mutate) => {
     const { headers } = await newCaller();
-    const body = validBody();
+    const body = validReceiptBody();
     mutate(body);
     const answer = await postAdd(headers, body);
     expect(answer.status, JSON.stringify(answer.body)).toBe(200);
@@ -675,10 +608,10 @@ describe("contract §3 idempotency", () => {
   });
 
   it.each<[string, (headers: Record<string, string>, chains: string[]) => [Record<string, string>, unknown]]>([
-    ["another body", (h) => [h, { ...validBody(), store_id: "store-0043" }]],
-    ["the same body written differently", (h) => [h, JSON.stringify(validBody(), null, 2)]],
-    ["another app_user_id", (h) => [{ ...h, app_user_id: uniqueId("au") }, validBody()]],
-    ["another chain_id", (h, chains) => [{ ...h, chain_id: chains[1]! }, validBody()]],
+    ["another body", (h) => [h, { ...validReceiptBody(), store_id: "store-0043" }]],
+    ["the same body written differently", (h) => [h, JSON.stringify(validReceiptBody(), null, 2)]],
+    ["another app_user_id", (h) => [{ ...h, app_user_id: uniqueId("au") }, validReceiptBody()]],
+    ["another chain_id", (h, chains) => [{ ...h, chain_id: chains[1]! }, validReceiptBody()]],
   ])("the same key with %s: 409 naming Idempotency-Key and nothing stored", async (_label, change) => {
     const chains = [uniqueId("chain"), uniqueId("chain")];
     const { headers } = await newCaller({ chains });
@@ -703,7 +636,7 @@ describe("contract §3 idempotency", () => {
   it("a refused call does not use up its key", async () => {
     const { client, headers } = await newCaller();
     const keyed = { ...headers, "Idempotency-Key": uniqueId("key") };
-    await expectRefused(() => postAdd(keyed, { ...validBody(), total: 1 }), 406, "Not Acceptable");
+    await expectRefused(() => postAdd(keyed, { ...validReceiptBody(), total: 1 }), 406, "Not Acceptable");
     const answer = await postAdd(keyed);
     expect(answer.status).toBe(200);
     expect(await receiptsOf(client.clientId)).toBe(1);
@@ -820,7 +753,7 @@ describe("contract §3 cost budget: one KV read and one D1 round trip per add", 
     const counting = countingEnv();
     const ctx = createExecutionContext();
     const response = await createApp().fetch(
-      new Request(BASE + ADD, { method: "POST", headers, body: new TextEncoder().encode(JSON.stringify(validBody())) }),
+      new Request(BASE + ADD, { method: "POST", headers, body: new TextEncoder().encode(JSON.stringify(validReceiptBody())) }),
       counting.env,
       ctx,
     );
