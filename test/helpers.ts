@@ -1,7 +1,9 @@
 /** Shared by the Worker tests: calling the API, issuing clients straight into KV, logging in. */
+import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { SignJWT, base64url } from "jose";
 import { expect, vi } from "vitest";
+import { createApp } from "../src/api/app.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { TEST_TOKEN_KEYS } from "./keys.ts";
@@ -25,6 +27,10 @@ export async function call(
   const response = await exports.default.fetch(
     new Request(BASE + path, { method: init.method ?? "POST", headers: init.headers, body: init.body }),
   );
+  return readAnswer(response);
+}
+
+async function readAnswer(response: Response): Promise<Answer> {
   const text = await response.text();
   let body: unknown = text;
   try {
@@ -33,6 +39,19 @@ export async function call(
     // Left as text: the assertion on the body will show it.
   }
   return { status: response.status, headers: response.headers, body };
+}
+
+/**
+ * Calls a fresh app inside the test's own request context instead of through the Worker's fetch
+ * handler. The runtime keeps each request's I/O to its own context, so only this way can a fake
+ * timer fire into the Worker's code, as a test of a deadline needs.
+ */
+export async function callInContext(
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: BodyInit } = {},
+): Promise<Answer> {
+  const request = new Request(BASE + path, { method: init.method ?? "POST", headers: init.headers, body: init.body });
+  return readAnswer(await createApp().fetch(request, env, createExecutionContext()));
 }
 
 let counter = 0;

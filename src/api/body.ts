@@ -1,12 +1,20 @@
 /**
- * Reading a JSON request body (contract §3): its media type (415), its size (413), then JSON and
- * the schema (406 naming every field at fault by its path, such as `line_items[3].quantity`).
+ * Reading a JSON request body (contract §3): its media type (415), its size (413) and the time it
+ * takes to arrive (400), then JSON and the schema (406 naming every field at fault by its path,
+ * such as `line_items[3].quantity`).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
 
 /** Contract §3: a body holds at most 64 KiB. */
 export const MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * How long a body may take to arrive in full. A Worker has no wall-clock limit while its client
+ * stays connected, so without this a body that trickles in, or never ends, would hold the request
+ * open for as long as the sender likes. A till on a poor mobile link sends 64 KiB in a few seconds.
+ */
+export const BODY_DEADLINE_MS = 10_000;
 
 /**
  * Reads the body of a request whose Content-Type header is `contentType`, which must be one JSON
@@ -55,22 +63,31 @@ function isJsonMediaType(value: string): boolean {
 }
 
 // Counts the bytes as they arrive, so that a Content-Length that lies, or none at all (chunked),
-// cannot make the Worker hold more than the limit.
+// cannot make the Worker hold more than the limit; and gives up at the deadline, so that a body
+// that never ends cannot hold the Worker either.
 async function readAtMost(request: Request, maxBytes: number): Promise<Uint8Array> {
   if (Number(request.headers.get("content-length")) > maxBytes) throw tooLarge("declared length");
   if (!request.body) return new Uint8Array();
   const reader = request.body.getReader();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(tooSlow()), BODY_DEADLINE_MS);
+  });
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => undefined);
-      throw tooLarge("streamed length");
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), deadline]);
+      if (done) break;
+      size += value.byteLength;
+      if (size > maxBytes) throw tooLarge("streamed length");
+      chunks.push(value);
     }
-    chunks.push(value);
+  } catch (error) {
+    await reader.cancel().catch(() => undefined);
+    throw error;
+  } finally {
+    clearTimeout(timer);
   }
   const bytes = new Uint8Array(size);
   let offset = 0;
@@ -83,6 +100,16 @@ async function readAtMost(request: Request, maxBytes: number): Promise<Uint8Arra
 
 function tooLarge(cause: string): ApiError {
   return new ApiError(413, `Body is larger than ${MAX_BODY_BYTES / 1024} KiB (${MAX_BODY_BYTES} bytes).`, { cause });
+}
+
+// 400, not 408: contract §1 fixes the statuses, and among them an incomplete request is a
+// malformed one (docs/api.md "Limits and hardening").
+function tooSlow(): ApiError {
+  return new ApiError(
+    400,
+    `Body did not arrive in full within ${BODY_DEADLINE_MS / 1000} s; send the whole body at once.`,
+    { cause: "body deadline" },
+  );
 }
 
 function decodeUtf8(bytes: Uint8Array): string {

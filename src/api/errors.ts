@@ -86,7 +86,10 @@ export const UNCONFIGURED_SUPPORT: SupportPointer = {
   supportContact: "the operator's support",
 };
 
-/** JSON with the charset contract §1 asks for, never cached (tokens and receipts). */
+/**
+ * JSON with the charset contract §1 asks for, never cached (tokens and receipts), and never
+ * sniffed: a browser must not take a message that echoes the request's path for HTML.
+ */
 export function jsonResponse(
   body: unknown,
   status: number,
@@ -97,6 +100,7 @@ export function jsonResponse(
     headers: {
       "content-type": "application/json; charset=utf-8",
       "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
       ...headers,
     },
   });
