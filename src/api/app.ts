@@ -47,7 +47,7 @@ export function createApp(): Hono<ApiBindings> {
 
 async function requestLog(c: ApiContext, next: () => Promise<void>): Promise<void> {
   const started = Date.now();
-  c.set("requestId", c.req.header("cf-ray") ?? crypto.randomUUID());
+  c.set("requestId", rayId(c.req.header("cf-ray")) ?? crypto.randomUUID());
   await next();
   const status = c.res.status;
   const error = c.error;
@@ -61,6 +61,13 @@ async function requestLog(c: ApiContext, next: () => Promise<void>): Promise<voi
     outcome: status < 400 ? "ok" : status >= 500 ? "failed" : "refused",
     cause: error instanceof ApiError ? (error.options.cause ?? error.detail) : error ? describe(error) : undefined,
   });
+}
+
+// Cloudflare's ray ID (16 hex digits and the location, "8f1c2a3b4d5e6f70-FRA") names the request
+// in Cloudflare's own logs too. Where no edge sets the header, a client can send one: anything
+// but that shape would let it put text of its choosing into the log and the 500 message.
+function rayId(header: string | undefined): string | undefined {
+  return header !== undefined && /^[0-9a-f]{16}-[A-Z]{3}$/.test(header) ? header : undefined;
 }
 
 async function loadConfig(c: ApiContext, next: () => Promise<void>): Promise<void> {

@@ -45,7 +45,7 @@ export async function readJsonBody<Schema extends z.ZodMiniType>(
     throw new ApiError(406, "Body must be one JSON object.", { cause: "not an object" });
   }
   const result = schema.safeParse(parsed, { error: plainMessage });
-  if (!result.success) throw bodyRefusal(result.error.issues);
+  if (!result.success) throw bodyRefusal(result.error.issues, fieldNamesOf(schema));
   return { value: result.data, text };
 }
 
@@ -120,36 +120,72 @@ function decodeUtf8(bytes: Uint8Array): string {
   }
 }
 
-function bodyRefusal(issues: readonly z.core.$ZodIssue[]): ApiError {
+function bodyRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlySet<string>): ApiError {
   // One reason per field, the first found: a field that is missing need not also be "not a string".
   const reasons = new Map<string, string>();
+  const logged = new Set<string>();
   for (const issue of issues) {
     if (issue.code === "unrecognized_keys") {
       for (const key of issue.keys) {
         reasons.set(formatFieldPath([...issue.path, key]), "is not a field of this operation (check its spelling)");
+        logged.add(`${formatFieldPath([...issue.path, key], schemaNames)} ${issue.code}`);
       }
     } else {
       const path = formatFieldPath(issue.path);
       if (!reasons.has(path)) reasons.set(path, issue.message);
+      logged.add(`${formatFieldPath(issue.path, schemaNames)} ${issue.code}`);
     }
   }
   const named = [...reasons].slice(0, MAX_NAMED_FIELDS).map(([path, reason]) => `Body field ${path} ${reason}`);
   const more = reasons.size - named.length;
   const tail = more > 0 ? `; and ${more} more field${more === 1 ? "" : "s"}` : "";
-  // No separate cause: the detail names fields and rules only, never a value, so it is the log's.
-  return new ApiError(406, `${named.join("; ")}${tail}.`);
+  // The client's message may echo what the client sent (an unknown field's name, a metadata key,
+  // a sum of its amounts); the log keeps to the schema's own names and the rule broken, because
+  // receipt content never goes to the log.
+  const cause = `body rules: ${[...logged].slice(0, MAX_NAMED_FIELDS).join(", ")}${logged.size > MAX_NAMED_FIELDS ? ", …" : ""}`;
+  return new ApiError(406, `${named.join("; ")}${tail}.`, { cause });
 }
 
 // Writes a field's path as a JavaScript reader would: `line_items[3].quantity`, or
-// `metadata["till no"]` for a key that is not a plain name.
-function formatFieldPath(path: readonly PropertyKey[]): string {
+// `metadata["till no"]` for a key that is not a plain name. With `onlyNames`, any other name is
+// written `[*]`: it came from the client.
+function formatFieldPath(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
   let text = "";
   for (const part of path) {
     if (typeof part === "number") text += `[${part}]`;
+    else if (onlyNames && !onlyNames.has(String(part))) text += "[*]";
     else if (typeof part === "string" && PLAIN_NAME.test(part)) text += text === "" ? part : `.${part}`;
     else text += `[${JSON.stringify(shorten(String(part)))}]`;
   }
   return text;
+}
+
+const namesBySchema = new WeakMap<z.ZodMiniType, ReadonlySet<string>>();
+
+// The field names a schema defines, at any depth.
+function fieldNamesOf(schema: z.ZodMiniType): ReadonlySet<string> {
+  let names = namesBySchema.get(schema);
+  if (!names) {
+    const found = new Set<string>();
+    collectFieldNames(schema, found);
+    names = found;
+    namesBySchema.set(schema, names);
+  }
+  return names;
+}
+
+function collectFieldNames(schema: z.core.$ZodType, names: Set<string>): void {
+  const def = schema._zod.def as {
+    shape?: Record<string, z.core.$ZodType>;
+    element?: z.core.$ZodType;
+    innerType?: z.core.$ZodType;
+    valueType?: z.core.$ZodType;
+  };
+  for (const [name, field] of Object.entries(def.shape ?? {})) {
+    names.add(name);
+    collectFieldNames(field, names);
+  }
+  for (const inner of [def.element, def.innerType, def.valueType]) if (inner) collectFieldNames(inner, names);
 }
 
 const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -60,7 +60,8 @@ export async function verifyAccessToken(config: ApiConfig, token: string): Promi
   } catch {
     return { ok: false, reason: "invalid", cause: "token header unreadable" };
   }
-  if (alg !== ALGORITHM) return { ok: false, reason: "invalid", cause: `algorithm ${String(alg)}` };
+  // The header is the caller's text: the log says which rule failed, never what was sent.
+  if (alg !== ALGORITHM) return { ok: false, reason: "invalid", cause: `algorithm other than ${ALGORITHM}` };
   const key = config.tokenKeys.find((candidate) => candidate.kid === kid);
   if (!key) return { ok: false, reason: "invalid", cause: "unknown kid" };
   try {
