@@ -24,12 +24,15 @@ export async function add(c: ApiContext): Promise<Response> {
   }
   const { text } = await readJsonBody(c.req.raw, headers["Content-Type"], receiptBody);
 
+  // One clock reading for both: the ID's time is created_at (docs/api.md), also when the clock
+  // moves on between two readings.
+  const now = Date.now();
   const data: AddResponse["data"] = {
-    receipt_id: newReceiptId(),
+    receipt_id: newReceiptId(now),
     chain_id: headers.chain_id,
     client_id: client.client_id,
     app_user_id: headers.app_user_id,
-    created_at: new Date().toISOString(),
+    created_at: new Date(now).toISOString(),
   };
   const receipt = { ...data, body: text };
   const response: AddResponse = { data, status: "OK", status_code: 200 };
@@ -52,8 +55,8 @@ export async function add(c: ApiContext): Promise<Response> {
 // UUIDv7: the time in front keeps inserts at the end of the primary key's b-tree. uuid's default
 // spends 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs
 // partly predictable; fresh random bits for every ID keep all 73 unguessable.
-function newReceiptId(): string {
-  return uuidv7({ random: crypto.getRandomValues(new Uint8Array(16)) });
+function newReceiptId(msecs: number): string {
+  return uuidv7({ msecs, random: crypto.getRandomValues(new Uint8Array(16)) });
 }
 
 // Everything that decides what a retry would store: the client is part of the key already, and
