@@ -20,6 +20,7 @@ import {
   validReceiptBody,
   type Answer,
 } from "../helpers.ts";
+import { DELETE, deleteHeadersFor, seedReceipt } from "../notices.ts";
 
 /** A request body that sends `prefix`, then one byte each `everyMs` (or nothing more), and never ends. */
 function endlessBody(prefix: string, everyMs?: number): ReadableStream<Uint8Array> {
@@ -174,6 +175,19 @@ describe("issue 5 security headers: every answer is JSON, never cached, never sn
     }, 409],
     ["add 413", async () => postAdd((await newCaller()).headers, " ".repeat(70_000)), 413],
     ["add 415", async () => postAdd({ ...(await newCaller()).headers, "Content-Type": "text/plain" }), 415],
+    ["delete 200", async () => {
+      const { client, headers } = await newCaller();
+      return call(DELETE, { headers: deleteHeadersFor(headers.Authorization!.slice(7), await seedReceipt(client)) });
+    }, 200],
+    ["delete 400", async () => call(DELETE), 400],
+    ["delete 403", async () => {
+      const { client } = await newCaller();
+      return call(DELETE, { headers: deleteHeadersFor("forged", await seedReceipt(client)) });
+    }, 403],
+    ["delete 406", async () => {
+      const { client, headers } = await newCaller();
+      return call(DELETE, { headers: { ...deleteHeadersFor(headers.Authorization!.slice(7), await seedReceipt(client)), app_user_id: "someone-else" } });
+    }, 406],
     ["405", async () => call(ADD, { method: "GET" }), 405],
     ["404", async () => call("/receipts/v2/nothing"), 404],
   ];

@@ -7,7 +7,6 @@ import { base64url } from "jose";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import {
-  ADD,
   BASE,
   LOGIN,
   call,
@@ -21,6 +20,7 @@ import {
   validReceiptBody,
   type Answer,
 } from "../helpers.ts";
+import { DELETE } from "../notices.ts";
 
 /** The fields of the request line (docs/api.md "Limits and hardening"). */
 const REQUEST_LINE_FIELDS = [
@@ -38,7 +38,7 @@ const REQUEST_LINE_FIELDS = [
 ];
 
 describe("issue 5 structured logs: one line per request, never a secret, a token or receipt content", () => {
-  it("across login, add and their refusals", async () => {
+  it("across login, add, delete and their refusals", async () => {
     // Everything that must stay out of the log carries this mark, so one search finds any leak.
     const mark = `zq${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
     const client = await issueClient();
@@ -62,6 +62,7 @@ describe("issue 5 structured logs: one line per request, never a secret, a token
     amountsBody.line_items = [{ description: "x", quantity: 1, unit_price: 987_654_321, total: 987_654_321 }];
     amountsBody.total = 1;
 
+    const answers: Answer[] = [];
     const expiredToken = await signTestToken({ sub: client.clientId, iat: 0, exp: 1 });
     const markedAlg = `${base64url.encode(JSON.stringify({ alg: mark, kid: "x" }))}.e30.x`;
 
@@ -95,11 +96,23 @@ describe("issue 5 structured logs: one line per request, never a secret, a token
       ["add with a header of the wrong type", () => postAdd({ ...headers, app_user_id: `${mark}\u0001` }), false],
       ["add of another media type", () => postAdd({ ...headers, "Content-Type": "text/plain" }, mark), true],
       ["add of 65 KiB", () => postAdd(headers, mark.repeat(5000)), true],
+      ["delete of the added receipt", () => call(DELETE, { headers: deleteHeaders(answers[4]!) }), true],
+      ["delete of it again", () => call(DELETE, { headers: deleteHeaders(answers[4]!) }), true],
+      ["delete naming another app user", () => call(DELETE, { headers: { ...deleteHeaders(answers[5]!), app_user_id: `${mark}-user` } }), true],
+      ["delete with a forged token", () => call(DELETE, { headers: { ...deleteHeaders(answers[5]!), Authorization: `Bearer ${markedAlg}` } }), true],
+      ["delete with an empty receipt_id", () => call(DELETE, { headers: { ...deleteHeaders(answers[5]!), receipt_id: "" } }), false],
       ["GET on login", () => call(LOGIN, { method: "GET", headers: loginHeadersFor(client) }), false],
       ["an unknown path", () => call("/receipts/v2/nothing", { headers: loginHeadersFor(client) }), false],
     ];
 
-    const answers: Answer[] = [];
+    // The delete headers for the receipt an earlier add answered with.
+    const deleteHeaders = (added: Answer) => ({
+      Authorization: headers.Authorization,
+      receipt_id: added.body.data.receipt_id,
+      client_id: client.clientId,
+      chain_id: headers.chain_id,
+      app_user_id: headers.app_user_id,
+    });
     let failed: Response | undefined;
     const lines = await consoleLines(async () => {
       for (const [, send] of requests) answers.push(await send());
@@ -111,6 +124,33 @@ describe("issue 5 structured logs: one line per request, never a secret, a token
       await failed.text();
     });
 
+    // Each request met the refusal it was written for, so the log saw every path.
+    expect(Object.fromEntries(requests.map(([label], index) => [label, answers[index]!.status]))).toEqual({
+      login: 200,
+      "login with a wrong secret": 403,
+      "login with an unusable secret": 406,
+      "login with a missing secret": 400,
+      add: 200,
+      "add with an Idempotency-Key": 200,
+      "add reusing it for another body": 409,
+      "add with marked values that break rules": 406,
+      "add whose total is not the sum": 406,
+      "add with a body that is not JSON": 406,
+      "add with a token of marked garbage": 403,
+      "add with a marked kid": 403,
+      "add with a marked algorithm name": 403,
+      "add with an expired token": 403,
+      "add with a header of the wrong type": 406,
+      "add of another media type": 415,
+      "add of 65 KiB": 413,
+      "delete of the added receipt": 200,
+      "delete of it again": 406,
+      "delete naming another app user": 406,
+      "delete with a forged token": 403,
+      "delete with an empty receipt_id": 406,
+      "GET on login": 405,
+      "an unknown path": 404,
+    });
     const secrets = [client.secret, token, ...token.split(".").slice(1), expiredToken.split(".")[2]!, mark, "987654321"];
     for (const line of lines) for (const secret of secrets) expect(line).not.toContain(secret);
 

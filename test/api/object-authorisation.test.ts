@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  call,
   expectErrorShape,
   expectRefused,
   issueClient,
@@ -15,13 +16,14 @@ import {
   validReceiptBody,
   type TestClient,
 } from "../helpers.ts";
+import { DELETE, seedReceipt, type SeededReceipt } from "../notices.ts";
 
-/** One value a header of the matrix takes, and whether the service must take it for the right one. */
+const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
+
+/** One value a header of the matrix takes. */
 interface Choice {
   label: string;
   value: string;
-  /** Right: the caller's own. Lookalikes and strangers are wrong. */
-  right: boolean;
 }
 
 /** A claimed client: `authentic` when the token was issued to the client_id it comes with. */
@@ -54,39 +56,46 @@ async function world(): Promise<World> {
 function callers({ owner, other }: World): Caller[] {
   const unknown = uniqueId("pos-nobody");
   return [
-    { label: "the owner", value: owner.clientId, token: owner.token, right: true, authentic: true, chains: owner.chains },
+    { label: "the owner", value: owner.clientId, token: owner.token, authentic: true, chains: owner.chains },
     {
       label: "the owner's client_id with another client's token",
       value: owner.clientId,
       token: other.token,
-      right: false,
       authentic: false,
       chains: [],
     },
-    { label: "another client, as itself", value: other.clientId, token: other.token, right: false, authentic: true, chains: other.chains },
-    { label: "an unknown client_id with a token for it", value: unknown, token: "", right: false, authentic: false, chains: [] },
-    { label: "the owner's client_id upper-cased", value: owner.clientId.toUpperCase(), token: owner.token, right: false, authentic: false, chains: [] },
+    { label: "another client, as itself", value: other.clientId, token: other.token, authentic: true, chains: other.chains },
+    { label: "an unknown client_id with a token for it", value: unknown, token: "", authentic: false, chains: [] },
+    { label: "the owner's client_id upper-cased", value: owner.clientId.toUpperCase(), token: owner.token, authentic: false, chains: [] },
   ];
 }
 
 function chains({ owner, other }: World): Choice[] {
   const chain = owner.chains[0]!;
   return [
-    { label: "the owner's chain", value: chain, right: true },
-    { label: "another client's chain", value: other.chains[0]!, right: false },
-    { label: "an unknown chain", value: uniqueId("chain-x"), right: false },
-    { label: "the owner's chain upper-cased", value: chain.toUpperCase(), right: false },
+    { label: "the owner's chain", value: chain },
+    { label: "the owner's other chain", value: owner.chains[1]! },
+    { label: "another client's chain", value: other.chains[0]! },
+    { label: "an unknown chain", value: uniqueId("chain-x") },
+    { label: "the owner's chain upper-cased", value: chain.toUpperCase() },
   ];
 }
 
-/** App users, seen from a receipt held by the first: on delete only that one is right. */
+/** App users, seen from a receipt held by `holder`. */
 function appUsers(holder: string, another: string): Choice[] {
   return [
-    { label: "the holder", value: holder, right: true },
-    { label: "the holder of another receipt", value: another, right: false },
-    { label: "an unknown app user", value: uniqueId("au-x"), right: false },
-    { label: "the holder upper-cased", value: holder.toUpperCase(), right: false },
+    { label: "the holder", value: holder },
+    { label: "the holder of another client's receipt", value: another },
+    { label: "an unknown app user", value: uniqueId("au-x") },
+    { label: "the holder upper-cased", value: holder.toUpperCase() },
   ];
+}
+
+/** Runs `send`, naming the combination in any failure. */
+async function labelled<T>(label: string, send: () => Promise<T>): Promise<T> {
+  return send().catch((error: Error) => {
+    throw new Error(`${label}: ${error.message}`);
+  });
 }
 
 describe("issue 5 object-level authorisation: add", () => {
@@ -115,16 +124,14 @@ describe("issue 5 object-level authorisation: add", () => {
             accepted += 1;
             continue;
           }
-          const message = await expectRefused(() => postAdd(headers), 403, "Forbidden").catch((error: Error) => {
-            throw new Error(`${label}: ${error.message}`);
-          });
+          const message = await labelled(label, () => expectRefused(() => postAdd(headers), 403, "Forbidden"));
           // A client that is who it claims to be is refused for the chain; any other for who it is.
           expect(message, label).toMatch(caller.authentic ? /Header chain_id/ : /Header (client_id|Authorization)/);
           refused += 1;
         }
       }
     }
-    expect({ refused, accepted }).toEqual({ refused: 72, accepted: 8 });
+    expect({ refused, accepted }).toEqual({ refused: 88, accepted: 12 });
   });
 
   it.each(["client_id", "chain_id", "app_user_id"])(
@@ -169,4 +176,59 @@ describe("issue 5 object-level authorisation: add", () => {
     expect(answer.body.data.chain_id).toBe(w.owner.chains[1]);
     expectErrorShape(await postAdd({ ...headers, Authorization: `Bearer ${w.other.token}` }), 403, "Forbidden");
   });
+});
+
+describe("issue 5 object-level authorisation: delete", () => {
+  it("every combination of a wrong client, chain, app user or receipt is refused, deletes nothing and records no notice", async () => {
+    const w = await world();
+    const holder = uniqueId("au-a");
+    const target = await seedReceipt(w.owner, { app_user_id: holder });
+    const foreign = await seedReceipt(w.other);
+    const sibling = await seedReceipt(w.owner, { chain_id: w.owner.chains[1]! });
+    const receipts: (Choice & { stored?: SeededReceipt })[] = [
+      { label: "the receipt", value: target.receipt_id, stored: target },
+      { label: "another client's receipt", value: foreign.receipt_id, stored: foreign },
+      { label: "another receipt of the owner's, in its other chain", value: sibling.receipt_id, stored: sibling },
+      { label: "an unknown receipt", value: crypto.randomUUID() },
+      { label: "the receipt's ID upper-cased", value: target.receipt_id.toUpperCase() },
+    ];
+    let refused = 0;
+    let accepted = 0;
+    for (const caller of callers(w)) {
+      const token = caller.token || (await signTestToken({ sub: caller.value }));
+      for (const chain of chains(w)) {
+        for (const user of appUsers(holder, foreign.app_user_id)) {
+          for (const receipt of receipts) {
+            const headers = {
+              Authorization: `Bearer ${token}`,
+              receipt_id: receipt.value,
+              client_id: caller.value,
+              chain_id: chain.value,
+              app_user_id: user.value,
+            };
+            const label = `${caller.label} / ${chain.label} / ${user.label} / ${receipt.label}`;
+            const differing = OWNER_FIELDS.filter((field) => receipt.stored?.[field] !== headers[field]);
+            if (caller.authentic && receipt.stored && differing.length === 0) {
+              const answer = await call(DELETE, { headers });
+              expect(answer.status, label).toBe(200);
+              // Back in place, so that every other combination meets it.
+              await seedReceipt(w.owner, receipt.stored);
+              accepted += 1;
+              continue;
+            }
+            // Contract §4's order: who is calling (403), then whether the receipt exists, then its fields (406).
+            const [status, word, names] = !caller.authentic
+              ? [403, "Forbidden", ["(client_id|Authorization)"]]
+              : !receipt.stored
+                ? [406, "Not Acceptable", ["receipt_id"]]
+                : [406, "Not Acceptable", [differing.join(", ")]];
+            const message = await labelled(label, () => expectRefused(() => call(DELETE, { headers }), status, word));
+            for (const name of names) expect(message, label).toMatch(new RegExp(`Headers? ${name}`));
+            refused += 1;
+          }
+        }
+      }
+    }
+    expect({ refused, accepted }).toEqual({ refused: 498, accepted: 2 });
+  }, 60_000);
 });

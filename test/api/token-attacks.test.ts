@@ -1,11 +1,13 @@
 /**
  * Issue 5: the tokens an attacker can forge, replay, stretch or bend, sent to every token-bearing
- * route. Each must be refused with 403 and leave every row of D1 as it was.
+ * route (add and delete). Each must be refused with 403 and leave every row of D1 as it was: no
+ * receipt added or deleted, no notice recorded.
  */
 import { env } from "cloudflare:workers";
 import { base64url, exportJWK, exportSPKI, generateKeyPair } from "jose";
 import { describe, expect, it } from "vitest";
 import {
+  call,
   expectRefused,
   issueClient,
   loginToken,
@@ -17,6 +19,7 @@ import {
   type Answer,
 } from "../helpers.ts";
 import { TEST_TOKEN_KEYS } from "../keys.ts";
+import { DELETE, deleteHeadersFor, seedReceipt } from "../notices.ts";
 
 /** A token-bearing route, ready to be called by one fresh client with any Authorization value. */
 interface Target {
@@ -40,6 +43,19 @@ const TARGETS: Target[] = [
         clientId: client.clientId,
         token: headers.Authorization!.slice("Bearer ".length),
         send: (authorization) => postAdd({ ...headers, Authorization: authorization }),
+      };
+    },
+  },
+  {
+    route: "delete",
+    async prepare() {
+      const { client, headers } = await newCaller();
+      const token = headers.Authorization!.slice("Bearer ".length);
+      const receipt = await seedReceipt(client);
+      return {
+        clientId: client.clientId,
+        token,
+        send: (authorization) => call(DELETE, { headers: { ...deleteHeadersFor(token, receipt), Authorization: authorization } }),
       };
     },
   },
