@@ -33,7 +33,12 @@ export default defineConfig(async () => {
           test: {
             name: "workers",
             globalSetup: ["./test/notifier-worker.ts"],
-            include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts"],
+            include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
+            // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign.
+            provide: {
+              fuzzRuns: Number(process.env.FUZZ_RUNS) || 2000,
+              fuzzSeed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : null,
+            },
             setupFiles: ["./test/apply-migrations.ts"],
           },
         },

@@ -13,3 +13,11 @@ declare global {
     }
   }
 }
+
+declare module "vitest" {
+  /** What vitest.config.ts provides to the tests (issue 5's fuzzing). */
+  interface ProvidedContext {
+    fuzzRuns: number;
+    fuzzSeed: number | null;
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Issue 5 fuzzing of delete: random header sets and values around a pool of stored receipts. A
+ * model of contract §4 names the one status each request must get, so a receipt is deleted
+ * exactly when its own client, with its own token, names its chain and app user; D1 loses exactly
+ * those receipts and records exactly one notice for each.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../helpers.ts";
+import { DELETE, seedReceipt, type SeededReceipt } from "../notices.ts";
+import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
+import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
+
+const POOL = 400;
+const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
+
+describe("issue 5 fuzzing: delete", () => {
+  it(
+    "no 5xx, the error shape, the model's status, and D1 losing exactly the receipts deleted, each with one notice",
+    async () => {
+      const clients = [await issueClient({ chains: ["fz-d-a1", "fz-d-a2"] }), await issueClient({ chains: ["fz-d-b"] })];
+      const tokens = await Promise.all(clients.map((client) => loginToken(client)));
+      const pool = await Promise.all(
+        Array.from({ length: POOL }, (_, i) => {
+          const client = clients[i % 3 === 2 ? 1 : 0]!;
+          return seedReceipt(client, { chain_id: client.chains[i % client.chains.length]!, app_user_id: `au-${i % 4}` });
+        }),
+      );
+      const deleted = new Set<string>();
+      const baseline = await rowCounts();
+
+      // A receipt of the pool, and headers that mostly name it as its owner would.
+      const requests: fc.Arbitrary<FuzzRequest> = fc.integer({ min: 0, max: POOL - 1 }).chain((index) => {
+        const receipt = pool[index]!;
+        const own = clients.findIndex((client) => client.clientId === receipt.client_id);
+        return fc
+          .tuple(
+            headerSet({
+              Authorization: headerValue([...times(`Bearer ${tokens[own]}`, 8), `Bearer ${tokens[1 - own]}`, "Bearer x.y.z"]),
+              receipt_id: headerValue([...times(receipt.receipt_id, 8), pool[(index + 1) % POOL]!.receipt_id, crypto.randomUUID()]),
+              client_id: headerValue([...times(receipt.client_id, 8), clients[1 - own]!.clientId, uniqueId("pos-nobody")]),
+              chain_id: headerValue([...times(receipt.chain_id, 8), "fz-d-a1", "fz-d-b"]),
+              app_user_id: headerValue([...times(receipt.app_user_id, 8), "au-1", "au-9"]),
+            }),
+            strayBody,
+          )
+          .map(([headers, body]) => ({ headers, body }));
+      });
+
+      await runCampaign(
+        "delete",
+        requests,
+        ({ headers, body }) => call(DELETE, { headers, body }),
+        async ({ headers }, { answer }) => {
+          const [expected, receipt] = expectedDelete(headers, clients, tokens, pool, deleted);
+          if (answer.status !== expected) throw new Error(`expected ${expected}, got ${answer.status}`);
+          if (answer.status === 200) deleted.add(receipt!.receipt_id);
+          const counts = await rowCounts();
+          expect(counts).toEqual({
+            ...baseline,
+            receipts: baseline.receipts! - deleted.size,
+            notice_outbox: baseline.notice_outbox! + deleted.size,
+          });
+        },
+        () => [...clients.map((client) => client.secret), ...tokens],
+      );
+    },
+    CAMPAIGN_TIMEOUT_MS,
+  );
+});
+
+/**
+ * Contract §1 and §4, in their order: the status delete must give these headers, as the Worker
+ * receives them, and the receipt a 200 removes.
+ */
+function expectedDelete(
+  sent: Record<string, string>,
+  clients: TestClient[],
+  tokens: string[],
+  pool: SeededReceipt[],
+  deleted: Set<string>,
+): [number, SeededReceipt?] {
+  const names = ["Authorization", "receipt_id", ...OWNER_FIELDS];
+  const values = Object.fromEntries(names.map((name) => [name, asReceived(sent, name)]));
+  if (names.some((name) => values[name] === null)) return [400];
+  if (names.some((name) => !usable(values[name]!, name === "Authorization" ? Infinity : 256))) return [406];
+  const token = /^Bearer +(\S+)$/i.exec(values.Authorization!)?.[1];
+  const caller = clients[tokens.indexOf(token ?? "")];
+  if (!caller || caller.clientId !== values.client_id) return [403];
+  const receipt = pool.find((candidate) => candidate.receipt_id === values.receipt_id);
+  if (!receipt || deleted.has(receipt.receipt_id)) return [406];
+  return OWNER_FIELDS.every((field) => receipt[field] === values[field]) ? [200, receipt] : [406];
+}
