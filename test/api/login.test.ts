@@ -16,6 +16,7 @@ import {
   nonEmptySubsets,
   uniqueId,
   updateClient,
+  type Answer,
 } from "../helpers.ts";
 
 const LOGIN = "/receipts/v2/login";
@@ -154,21 +155,40 @@ describe("seed §7.1 login errors: 403 carries the status word Not Acceptable", 
 });
 
 describe("contract §2 failed logins are slowed down", () => {
-  it("answers 429 with Retry-After once one client_id has failed too often", async () => {
-    const client = await issueClient();
-    const wrong = { ...loginHeadersFor(client), client_secret: "guess" };
-    const statuses: number[] = [];
-    let last = await call(LOGIN, { headers: wrong });
-    statuses.push(last.status);
+  /** Fails a login with `headers` until the limiter answers 429 (or 12 tries), and returns every answer. */
+  async function failUntilLimited(headers: Record<string, string>): Promise<Answer[]> {
     // The local limiter's window restarts on the minute: if that falls inside the loop, up to
     // 5 failures before it and 6 after it are needed.
-    for (let i = 0; i < 11 && last.status !== 429; i += 1) {
-      last = await call(LOGIN, { headers: wrong });
-      statuses.push(last.status);
-    }
-    expect(statuses.slice(0, 5)).toEqual([403, 403, 403, 403, 403]);
+    const answers = [await call(LOGIN, { headers })];
+    while (answers.length < 12 && answers.at(-1)!.status !== 429) answers.push(await call(LOGIN, { headers }));
+    return answers;
+  }
+
+  it("answers 429 with Retry-After once one client_id has failed too often", async () => {
+    const client = await issueClient();
+    const answers = await failUntilLimited({ ...loginHeadersFor(client), client_secret: "guess" });
+    const last = answers.at(-1)!;
+    expect(answers.slice(0, 5).map((answer) => answer.status)).toEqual([403, 403, 403, 403, 403]);
     expect(expectErrorShape(last, 429, "Too Many Requests")).toContain("client_id");
-    expect(Number(last.headers.get("retry-after"))).toBeGreaterThan(0);
+    // The limiter's period (wrangler.toml), as docs/api.md promises; never cached, as every answer.
+    expect(last.headers.get("retry-after")).toBe("60");
+    expect(last.headers.get("cache-control")).toBe("no-store");
+  });
+
+  it("issue 5: an unknown client_id is limited alike, so a 429 tells nobody whether a client exists", async () => {
+    const client = await issueClient();
+    const known = await failUntilLimited({ ...loginHeadersFor(client), client_secret: "guess" });
+    const unknown = await failUntilLimited({ ...loginHeadersFor(client), client_id: uniqueId("nobody") });
+    expect(unknown[0]!.body).toEqual(known[0]!.body);
+    expect(unknown.at(-1)!.status).toBe(429);
+    expect(unknown.at(-1)!.body).toEqual(known.at(-1)!.body);
+  });
+
+  it("issue 5: the right secret still logs in while its client_id is limited: guesses cannot lock a till out", async () => {
+    const client = await issueClient();
+    const answers = await failUntilLimited({ ...loginHeadersFor(client), client_secret: "guess" });
+    expect(answers.at(-1)!.status).toBe(429);
+    expect((await call(LOGIN, { headers: loginHeadersFor(client) })).status).toBe(200);
   });
 
   it("does not count another client's failures", async () => {
