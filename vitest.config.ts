@@ -32,6 +32,8 @@ export default defineConfig(async () => {
           ],
           test: {
             name: "workers",
+            // Every request logs a line; show them only for a test that fails.
+            silent: "passed-only",
             globalSetup: ["./test/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
             // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign.
@@ -46,6 +48,7 @@ export default defineConfig(async () => {
           // Operator scripts and documents, which run on Node.
           test: {
             name: "node",
+            silent: "passed-only",
             environment: "node",
             // Each operator command starts wrangler, which takes a second or two.
             testTimeout: 60_000,
