@@ -3,7 +3,7 @@
  * refusal goes through (contract §1).
  */
 import { Hono } from "hono";
-import { logLine } from "../shared/log.ts";
+import { describeError, logLine } from "../shared/log.ts";
 import { PATHS } from "../shared/paths.ts";
 import { apiConfig } from "./config.ts";
 import type { ApiBindings, ApiContext } from "./context.ts";
@@ -59,7 +59,7 @@ async function requestLog(c: ApiContext, next: () => Promise<void>): Promise<voi
     client_id: c.get("clientId"),
     latency_ms: Date.now() - started,
     outcome: status < 400 ? "ok" : status >= 500 ? "failed" : "refused",
-    cause: error instanceof ApiError ? (error.options.cause ?? error.detail) : error ? describe(error) : undefined,
+    cause: error instanceof ApiError ? (error.options.cause ?? error.detail) : error ? truncate(describeError(error)) : undefined,
   });
 }
 
@@ -94,12 +94,6 @@ function renderError(error: Error, c: ApiContext): Response {
 // A ConfigError leaves no config behind, and then the pointer cannot be named.
 function supportPointer(c: ApiContext): SupportPointer {
   return c.get("config") ?? UNCONFIGURED_SUPPORT;
-}
-
-// The log is for operators, but a name and message are enough there: a stack would only repeat
-// what the request reference already locates.
-function describe(error: Error): string {
-  return truncate(`${error.name}: ${error.message}`);
 }
 
 function truncate(text: string): string {

@@ -4,7 +4,7 @@
  */
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../shared/env.ts";
-import { logLine } from "../shared/log.ts";
+import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/notices.ts";
 
@@ -34,13 +34,13 @@ export async function enqueueNotice(env: Pick<ApiEnv, "DB" | "NOTICES">, notice:
   try {
     await env.NOTICES.send(notice, { contentType: "json" });
   } catch (error) {
-    logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "send failed; cron re-sends", cause: describe(error) });
+    logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "send failed; cron re-sends", cause: describeError(error) });
     return;
   }
   try {
     await markEnqueued(env.DB, [notice.event_id], new Date());
   } catch (error) {
-    logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "sent; mark failed", cause: describe(error) });
+    logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "sent; mark failed", cause: describeError(error) });
   }
 }
 
@@ -89,8 +89,4 @@ const PURGE_PAGE = 1000;
 export async function purgeDelivered(env: ApiEnv, now: Date): Promise<Record<string, number>> {
   const purged = await purgeDeliveredNotices(env.DB, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
   return { purged };
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }

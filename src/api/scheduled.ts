@@ -3,7 +3,7 @@
  * fails is logged and does not stop the others.
  */
 import type { ApiEnv } from "../shared/env.ts";
-import { logLine } from "../shared/log.ts";
+import { describeError, logLine } from "../shared/log.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { purgeDelivered, resendPendingNotices } from "./notices.ts";
 
@@ -25,7 +25,7 @@ export async function runScheduledJobs(env: ApiEnv, now = new Date()): Promise<v
       try {
         logLine("info", "scheduled", { job: name, ...(await job(env, now)) });
       } catch (error) {
-        logLine("error", "scheduled", { job: name, cause: `${(error as Error).name}: ${(error as Error).message}` });
+        logLine("error", "scheduled", { job: name, cause: describeError(error) });
       }
     }),
   );

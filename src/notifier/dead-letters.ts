@@ -3,7 +3,7 @@
  * last error, where `npm run notices -- failed` lists it and `replay` sends it again.
  */
 import type { NotifierEnv } from "../shared/env.ts";
-import { logLine } from "../shared/log.ts";
+import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 import { storeFailedNotice } from "../storage/notices.ts";
 
@@ -22,7 +22,7 @@ export async function storeDeadLetter(message: Message<DeletionNotice>, env: Not
     });
     message.ack();
   } catch (error) {
-    logLine("error", "notice-failed", { event_id, receipt_id, outcome: "store failed; retried", cause: `${(error as Error).name}: ${(error as Error).message}` });
+    logLine("error", "notice-failed", { event_id, receipt_id, outcome: "store failed; retried", cause: describeError(error) });
     message.retry({ delaySeconds: 30 });
   }
 }

@@ -3,7 +3,7 @@
  * event_id however often the queue hands it over, through a claim on its outbox row.
  */
 import type { NotifierEnv } from "../shared/env.ts";
-import { logLine } from "../shared/log.ts";
+import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 import { claimNotice, markDelivered, recordFailure } from "../storage/notices.ts";
 import type { PushTarget } from "./config.ts";
@@ -80,7 +80,7 @@ export async function deliverNotice(
   } catch (error) {
     // D1 or the dead-letter queue failed: the notice is still in the outbox, so try again.
     const delaySeconds = retryDelaySeconds(message.attempts);
-    logLine("error", "notice-delivery", { ...fields, outcome: "error; retried", cause: `${(error as Error).name}: ${(error as Error).message}`, delay_s: delaySeconds });
+    logLine("error", "notice-delivery", { ...fields, outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
     message.retry({ delaySeconds });
   }
 }

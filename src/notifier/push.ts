@@ -3,6 +3,7 @@
  * so the app side can verify it with any Standard Webhooks library. Kept alone so that a reviewer
  * audits the signing alone.
  */
+import { describeError } from "../shared/log.ts";
 
 /** How long one push may take; the claim on the notice (deliver.ts) outlasts it. */
 export const PUSH_TIMEOUT_MS = 10_000;
@@ -41,7 +42,7 @@ export async function pushNotice(
       signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
     });
   } catch (error) {
-    return { ok: false, retryable: true, error: `network: ${(error as Error).name}: ${(error as Error).message}` };
+    return { ok: false, retryable: true, error: `network: ${describeError(error)}` };
   }
   await response.body?.cancel();
   const { status } = response;

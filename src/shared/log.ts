@@ -10,3 +10,11 @@ export function logLine(level: "info" | "warn" | "error", event: string, fields:
   if (level === "error") console.error(line);
   else console.log(line);
 }
+
+/**
+ * A thrown value as a log cause: its name and message. A stack would only repeat what the
+ * request reference or event_id of the line already locates.
+ */
+export function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
