@@ -4,7 +4,8 @@
  * until the operator drops them. The output is for `wrangler secret put TOKEN_KEYS`.
  */
 import { readFileSync } from "node:fs";
-import { newTokenKey, parseTokenKeys } from "../src/shared/token-keys.ts";
+import { parseTokenKeys } from "../src/api/config.ts";
+import { newTokenKey } from "../src/shared/token-keys.ts";
 import { UsageError, parse, runCli } from "./lib/cli.ts";
 
 const USAGE = `Usage: npm run keys -- new [--from <file>|-]

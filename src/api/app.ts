@@ -7,14 +7,8 @@ import { describeError, logLine } from "../shared/log.ts";
 import { PATHS } from "../shared/paths.ts";
 import { apiConfig } from "./config.ts";
 import type { ApiBindings, ApiContext } from "./context.ts";
-import {
-  ApiError,
-  UNCONFIGURED_SUPPORT,
-  errorBody,
-  internalErrorBody,
-  jsonResponse,
-  type SupportPointer,
-} from "./errors.ts";
+import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type SupportPointer } from "./errors.ts";
+import { jsonResponse } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
 import { login } from "./routes/login.ts";

@@ -5,7 +5,7 @@
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
-import { claimNotice, markDelivered, recordFailure } from "../storage/notices.ts";
+import { claimNotice, markDelivered, recordFailure } from "../storage/outbox.ts";
 import type { PushTarget } from "./config.ts";
 import { PUSH_TIMEOUT_MS, pushNotice } from "./push.ts";
 import { retryDelaySeconds } from "./retry.ts";

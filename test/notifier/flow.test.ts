@@ -6,10 +6,10 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { DELIVERED_RETENTION_MS, LOST_AFTER_MS, purgeDelivered, resendPendingNotices } from "../../src/api/notices.ts";
+import { DELIVERED_RETENTION_MS, LOST_AFTER_MS, purgeDelivered, resendPendingNotices } from "../../src/api/scheduled.ts";
 import { createApp } from "../../src/api/app.ts";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
-import { replayFailedSql } from "../../src/storage/notice-sql.ts";
+import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
 import { BASE, call, issueClient, loginToken } from "../helpers.ts";
 import {
   DELETE,

@@ -7,14 +7,15 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { newDeletionNotice, resendPendingNotices } from "../../src/api/notices.ts";
+import { newDeletionNotice } from "../../src/api/deletion-notice.ts";
+import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import type { DeletionNotice } from "../../src/shared/types.ts";
 import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import notifier from "../../src/notifier/index.ts";
 import { retryDelaySeconds } from "../../src/notifier/retry.ts";
-import { replayFailedSql } from "../../src/storage/notice-sql.ts";
-import { deleteReceiptWithNotice } from "../../src/storage/notices.ts";
+import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { deleteReceiptWithNotice } from "../../src/storage/receipts.ts";
 import { uniqueId } from "../helpers.ts";
 import { TEST_PUSH_SECRET } from "../keys.ts";
 import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../notices.ts";

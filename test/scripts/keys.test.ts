@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseTokenKeys } from "../../src/shared/token-keys.ts";
+import { parseTokenKeys } from "../../src/api/config.ts";
 import { freshState, runScript } from "./run-script.ts";
 
 describe("contract §6 npm run keys", () => {

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
-import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/notice-sql.ts";
+import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/outbox-sql.ts";
 import { ROOT, freshState, runScript } from "./run-script.ts";
 
 const state = freshState();

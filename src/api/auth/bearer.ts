@@ -4,7 +4,7 @@
  */
 import { POS_SCOPE, type ClientRecord } from "../../shared/types.ts";
 import type { ApiContext } from "../context.ts";
-import { ApiError } from "../errors.ts";
+import { REFUSALS, refuse } from "../refusals.ts";
 import { cachedClientRecord } from "./clients.ts";
 import { verifyAccessToken } from "./tokens.ts";
 
@@ -23,33 +23,23 @@ export async function authenticateClient(
   const config = c.get("config");
   const token = BEARER.exec(headers.authorization)?.[1];
   if (!token) {
-    throw new ApiError(403, "Header Authorization must be Bearer followed by the token from login.", {
-      cause: "no Bearer scheme",
-    });
+    throw refuse(REFUSALS.notBearer, "no Bearer scheme");
   }
   const check = await verifyAccessToken(config, token);
   if (!check.ok) {
     throw check.reason === "expired"
-      ? new ApiError(403, "Header Authorization: the authorization has expired; generate a fresh token with login.", {
-          cause: "token expired",
-        })
-      : new ApiError(403, "Header Authorization does not hold a valid access token.", { cause: check.cause });
+      ? refuse(REFUSALS.tokenExpired, "token expired")
+      : refuse(REFUSALS.tokenInvalid, check.cause);
   }
   if (check.claims.scope !== POS_SCOPE) {
-    throw new ApiError(403, `Header Authorization holds a token without the ${POS_SCOPE} scope.`, {
-      cause: "token scope",
-    });
+    throw refuse(REFUSALS.tokenScope, "token scope");
   }
 
   const record = await cachedClientRecord(c.env.CLIENTS, headers.client_id, config.clientCacheMs);
-  if (!record) throw new ApiError(403, "Header client_id is unknown.", { cause: "unknown client" });
-  if (record.disabled) {
-    throw new ApiError(403, "Header client_id names a disabled client.", { cause: "disabled client" });
-  }
+  if (!record) throw refuse(REFUSALS.unknownClient, "unknown client");
+  if (record.disabled) throw refuse(REFUSALS.disabledClient, "disabled client");
   if (check.claims.sub !== record.client_id) {
-    throw new ApiError(403, "Header client_id is not the client the access token was issued to.", {
-      cause: "token subject differs from client_id",
-    });
+    throw refuse(REFUSALS.otherClient, "token subject differs from client_id");
   }
   return record;
 }

@@ -1,11 +1,13 @@
 /** POST /receipts/v2/delete (seed §3, §4.3, §7.2; contract §4). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
-import { deleteReceiptWithNotice, type ReceiptOwner } from "../../storage/notices.ts";
+import { deleteReceiptWithNotice, type ReceiptOwner } from "../../storage/receipts.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
-import { ApiError, jsonResponse } from "../errors.ts";
+import type { ApiError } from "../errors.ts";
+import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
-import { enqueueNotice, newDeletionNotice } from "../notices.ts";
+import { REFUSALS, receiptFieldsDiffer, refuse } from "../refusals.ts";
+import { enqueueNotice, newDeletionNotice } from "../deletion-notice.ts";
 
 /** The fields a receipt must share with the request, in the order messages name them. */
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies readonly (keyof ReceiptOwner)[];
@@ -34,18 +36,11 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
 
 function refusal(headers: ReceiptOwner & { receipt_id: string }, receipt: ReceiptOwner | null): ApiError {
   if (!receipt) {
-    return new ApiError(406, "Header receipt_id: no receipt exists under this ID.", { cause: "no receipt" });
+    return refuse(REFUSALS.noReceipt, "no receipt");
   }
   const differing = OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
   // The batch read and deleted in one transaction; a match that was not deleted is a fault (500).
   if (differing.length === 0) throw new Error("receipt matched every field yet was not deleted");
-  const names = differing.join(", ");
   // The receipt's own values are not shown: they belong to another client, chain or app user.
-  return new ApiError(
-    406,
-    differing.length === 1
-      ? `Header ${names} does not match the receipt's ${names}.`
-      : `Headers ${names} do not match the receipt's ${names}.`,
-    { cause: `receipt fields differ: ${names}` },
-  );
+  return refuse(receiptFieldsDiffer(differing), `receipt fields differ: ${differing.join(", ")}`);
 }
