@@ -8,8 +8,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { base64url } from "jose";
 import { headerText } from "../src/shared/schemas.ts";
+import { newClientRecord } from "../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
-import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
+import { clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { UsageError, parse, runCli } from "./lib/cli.ts";
 import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
@@ -68,17 +69,7 @@ async function issue(argv: string[]): Promise<void> {
   const target = targetOf(values);
   if (readRecord(target, clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
 
-  const secret = makeClientSecret();
-  const now = new Date().toISOString();
-  const record: ClientRecord = {
-    client_id: clientId,
-    secret_hash: await hashClientSecret(secret),
-    chains: [...new Set(chains)],
-    scopes: [POS_SCOPE],
-    disabled: false,
-    created_at: now,
-    updated_at: now,
-  };
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains });
   writeRecord(target, record);
   printSecret(values.json, record, secret, "Issued");
 }

@@ -4,7 +4,7 @@ import { env, exports } from "cloudflare:workers";
 import { SignJWT, base64url } from "jose";
 import { expect, vi } from "vitest";
 import { createApp } from "../src/api/app.ts";
-import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
+import { newClientRecord } from "../src/shared/client-records.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { TEST_TOKEN_KEYS } from "./keys.ts";
 
@@ -73,18 +73,8 @@ export async function issueClient(
   options: { chains?: string[]; scopes?: string[]; disabled?: boolean; clientId?: string } = {},
 ): Promise<TestClient> {
   const clientId = options.clientId ?? uniqueId("pos");
-  const secret = makeClientSecret();
   const chains = options.chains ?? [uniqueId("chain")];
-  const now = new Date().toISOString();
-  const record: ClientRecord = {
-    client_id: clientId,
-    secret_hash: await hashClientSecret(secret),
-    chains,
-    scopes: options.scopes ?? [POS_SCOPE],
-    disabled: options.disabled ?? false,
-    created_at: now,
-    updated_at: now,
-  };
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains, ...options });
   await env.CLIENTS.put(clientKey(clientId), JSON.stringify(record));
   return { clientId, secret, chains };
 }
