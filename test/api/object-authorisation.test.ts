@@ -15,8 +15,9 @@ import {
   uniqueId,
   validReceiptBody,
   type TestClient,
-} from "../helpers.ts";
-import { DELETE, seedReceipt, type SeededReceipt } from "../notices.ts";
+} from "../support/api.ts";
+import { seedReceipt, type SeededReceipt } from "../support/notices.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
 
@@ -209,7 +210,7 @@ describe("issue 5 object-level authorisation: delete", () => {
             const label = `${caller.label} / ${chain.label} / ${user.label} / ${receipt.label}`;
             const differing = OWNER_FIELDS.filter((field) => receipt.stored?.[field] !== headers[field]);
             if (caller.authentic && receipt.stored && differing.length === 0) {
-              const answer = await call(DELETE, { headers });
+              const answer = await call(PATHS.delete, { headers });
               expect(answer.status, label).toBe(200);
               // Back in place, so that every other combination meets it.
               await seedReceipt(w.owner, receipt.stored);
@@ -222,7 +223,7 @@ describe("issue 5 object-level authorisation: delete", () => {
               : !receipt.stored
                 ? [406, "Not Acceptable", ["receipt_id"]]
                 : [406, "Not Acceptable", [differing.join(", ")]];
-            const message = await labelled(label, () => expectRefused(() => call(DELETE, { headers }), status, word));
+            const message = await labelled(label, () => expectRefused(() => call(PATHS.delete, { headers }), status, word));
             for (const name of names) expect(message, label).toMatch(new RegExp(`Headers? ${name}`));
             refused += 1;
           }

@@ -7,8 +7,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ReceiptsClient, ReceiptsError, type FetchLike, type Receipt, type ReceiptsClientOptions } from "../../src/client/index.ts";
 import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../helpers.ts";
-import { outboxRows, receiptExists } from "../notices.ts";
+import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../support/api.ts";
+import { outboxRows, receiptExists } from "../support/notices.ts";
 
 /** Decides one call instead of the Worker, or passes it on with `forward`. */
 type Step = (request: Request, forward: () => Promise<Response>) => Promise<Response>;

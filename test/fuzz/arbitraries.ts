@@ -6,7 +6,7 @@
  * which is also what the runtime makes of a JavaScript string here.
  */
 import fc from "fast-check";
-import { validReceiptBody } from "../helpers.ts";
+import { validReceiptBody } from "../support/api.ts";
 
 const SQL = ["' OR '1'='1", "'; DROP TABLE receipts; --", "1 UNION SELECT secret_hash FROM clients", "%", "_%", "\\", "`", "?1"];
 const JSON_META = ['"', "'", '{"a":1}', "}]", "[", "\\u0000", "null", '","client_id":"x', "\\"];

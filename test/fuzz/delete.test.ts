@@ -6,10 +6,11 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../helpers.ts";
-import { DELETE, seedReceipt, type SeededReceipt } from "../notices.ts";
+import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../support/api.ts";
+import { seedReceipt, type SeededReceipt } from "../support/notices.ts";
 import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, FUZZ_RUNS, runCampaign, type FuzzRequest } from "./harness.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 // Enough receipts that the campaign never runs out: about one request in thirteen deletes one.
 const POOL = Math.max(400, Math.ceil(FUZZ_RUNS / 5));
@@ -51,7 +52,7 @@ describe("issue 5 fuzzing: delete", () => {
       await runCampaign(
         "delete",
         requests,
-        ({ headers, body }) => call(DELETE, { headers, body }),
+        ({ headers, body }) => call(PATHS.delete, { headers, body }),
         async ({ headers }, { answer }) => {
           const [expected, receipt] = expectedDelete(headers, clients, tokens, pool, deleted);
           if (answer.status !== expected) throw new Error(`expected ${expected}, got ${answer.status}`);

@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { expect, inject, vi } from "vitest";
 import { addResponse, deleteResponse, loginResponse } from "../../src/shared/schemas.ts";
-import { expectErrorShape, type Answer } from "../helpers.ts";
+import { expectErrorShape, type Answer } from "../support/api.ts";
 
 /** Requests per route: 2,000 in `npm test`, `FUZZ_RUNS` (20,000 by default) in `npm run fuzz`. */
 export const FUZZ_RUNS = inject("fuzzRuns");

@@ -6,9 +6,10 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { LOGIN, call, issueClient, rowCounts, uniqueId, type TestClient } from "../helpers.ts";
+import { call, issueClient, rowCounts, uniqueId, type TestClient } from "../support/api.ts";
 import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 // The limiter's window (wrangler.toml LOGIN_LIMITER: 5 a minute), aligned to the clock as the
 // local limiter aligns it.
@@ -45,7 +46,7 @@ describe("issue 5 fuzzing: login", () => {
         requests,
         async ({ headers, body }) => {
           const started = Math.floor(Date.now() / WINDOW_MS);
-          const answer = await call(LOGIN, { headers, body });
+          const answer = await call(PATHS.login, { headers, body });
           window = Math.floor(Date.now() / WINDOW_MS) === started ? started : undefined;
           return answer;
         },

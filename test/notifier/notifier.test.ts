@@ -16,9 +16,9 @@ import notifier from "../../src/notifier/index.ts";
 import { retryDelaySeconds } from "../../src/notifier/retry.ts";
 import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
 import { deleteReceiptWithNotice } from "../../src/storage/receipts.ts";
-import { uniqueId } from "../helpers.ts";
-import { TEST_PUSH_SECRET } from "../keys.ts";
-import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../notices.ts";
+import { uniqueId } from "../support/api.ts";
+import { TEST_PUSH_SECRET } from "../support/keys.ts";
+import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
 
 const NOTICES_QUEUE = "receipts-v2-notices";
 const PUSH_URL = "https://push.example.test/receipts";

@@ -4,7 +4,7 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
-import { ROOT, freshState, runScript } from "./run-script.ts";
+import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
 const clients = (...args: string[]) => runScript("clients", [...args, "--persist-to", state]);

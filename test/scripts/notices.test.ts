@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/outbox-sql.ts";
-import { ROOT, freshState, runScript } from "./run-script.ts";
+import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
 const notices = (...args: string[]) => runScript("notices", [...args, "--persist-to", state]);
