@@ -232,7 +232,7 @@ function loginHeaders(client: BenchClient): Record<string, string> {
   return { client_id: client.clientId, client_secret: client.secret, token_type: "Bearer", scope: POS_SCOPE };
 }
 
-/** The headers add and delete share (contract §3, seed §4.3), less receipt_id. */
+/** The headers add and delete share (docs/api.md#add, docs/api.md#delete), less receipt_id. */
 function tokenHeaders(client: BenchClient, token: string): Record<string, string> {
   return { authorization: `Bearer ${token}`, client_id: client.clientId, chain_id: client.chainId, app_user_id: APP_USER };
 }

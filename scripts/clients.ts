@@ -1,5 +1,5 @@
 /**
- * Operators issue, list, show, disable, enable and rotate POS clients (contract §6). Records go
+ * Operators issue, list, show, disable, enable and rotate POS clients (docs/api.md#operators). Records go
  * to the CLIENTS KV namespace through `wrangler kv`; the secret is printed once and only its hash
  * is stored.
  */
@@ -163,7 +163,7 @@ function writeRecord(target: Target, record: ClientRecord): void {
   wrangler(["kv", "key", "put", clientKey(record.client_id), JSON.stringify(record), "--binding", "CLIENTS", ...targetFlags(target)]);
 }
 
-/** IDs travel as HTTP headers, so they obey the same rule (contract §1). */
+/** IDs travel as HTTP headers, so they obey the same rule (docs/api.md#common-rules). */
 function usableId(flag: string, value: string): string {
   const result = headerText.safeParse(value);
   if (!result.success) throw new UsageError(`${flag} ${result.error.issues[0]!.message}: ${JSON.stringify(value)}`);

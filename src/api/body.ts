@@ -1,5 +1,5 @@
 /**
- * Reading a JSON request body (contract §3): its media type (415), its size (413) and the time it
+ * Reading a JSON request body (docs/api.md#add): its media type (415), its size (413) and the time it
  * takes to arrive (400), then JSON and the schema (406 naming every field at fault by its path,
  * such as `line_items[3].quantity`).
  */
@@ -7,7 +7,7 @@ import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
 import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
 
-/** Contract §3: a body holds at most 64 KiB. */
+/** docs/api.md#add: a body holds at most 64 KiB. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /**
@@ -101,7 +101,7 @@ function tooLarge(cause: string): ApiError {
   return refuse(bodyTooLarge(MAX_BODY_BYTES), cause);
 }
 
-// 400, not 408: contract §1 fixes the statuses, and among them an incomplete request is a
+// 400, not 408: docs/api.md#common-rules fixes the statuses, and among them an incomplete request is a
 // malformed one (docs/api.md "Limits and hardening").
 function tooSlow(): ApiError {
   return new ApiError(

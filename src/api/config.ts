@@ -71,7 +71,7 @@ function seconds(env: ApiSettings, name: keyof ApiSettings): number {
 
 const MIN_KEY_BYTES = 32;
 
-/** Parses a JSON Web Key Set of `oct` HS256 keys (contract §2). */
+/** Parses a JSON Web Key Set of `oct` HS256 keys (docs/api.md#login). */
 export function parseTokenKeys(raw: string | undefined): TokenKey[] {
   if (!raw) throw new ConfigError("TOKEN_KEYS is not set");
   let parsed: unknown;

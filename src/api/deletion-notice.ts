@@ -1,5 +1,5 @@
 /**
- * The deletion notice at request time (contract §5): delete makes it, records it with the
+ * The deletion notice at request time (docs/api.md#deletion-notices): delete makes it, records it with the
  * deletion, and hands it to the queue after the response. The cron jobs in scheduled.ts send
  * whatever this hand-over left behind.
  */

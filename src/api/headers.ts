@@ -4,7 +4,7 @@ import { missingHeaders, refuse, unusableHeaders } from "./refusals.ts";
 /**
  * Reads the headers a schema names from a request, case-insensitively, and validates them.
  * Every absent required header is named in one 400; then every unusable value in one 406
- * (contract §1), so a client fixes all of them in one round.
+ * (docs/api.md#common-rules), so a client fixes all of them in one round.
  */
 export function readHeaders<Shape extends Record<string, z.ZodMiniType>>(
   request: Request,

@@ -1,7 +1,7 @@
-/** How every answer of the API Worker leaves it, success or refusal (contract §1). */
+/** How every answer of the API Worker leaves it, success or refusal (docs/api.md#common-rules). */
 
 /**
- * JSON with the charset contract §1 asks for, never cached (tokens and receipts), and never
+ * JSON with the charset docs/api.md#common-rules asks for, never cached (tokens and receipts), and never
  * sniffed: a browser must not take a message that echoes the request's path for HTML.
  */
 export function jsonResponse(

@@ -1,5 +1,5 @@
 /**
- * Delivery of one notice from the notices queue (contract §5): at least once, and pushed once per
+ * Delivery of one notice from the notices queue (docs/api.md#deletion-notices): at least once, and pushed once per
  * event_id however often the queue hands it over, through a claim on its outbox row.
  */
 import type { NotifierEnv } from "../shared/env.ts";

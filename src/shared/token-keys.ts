@@ -1,5 +1,5 @@
 /**
- * Token signing keys (contract §2): the entries of the JSON Web Key Set held by the TOKEN_KEYS
+ * Token signing keys (docs/api.md#login): the entries of the JSON Web Key Set held by the TOKEN_KEYS
  * secret. Made by `npm run keys` and `npm start`; parsed with the rest of the API Worker's
  * settings in src/api/config.ts.
  */

@@ -6,7 +6,7 @@
 import type { AddResponse } from "../shared/schemas.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 
-/** How long a client's Idempotency-Key is remembered (contract §3). */
+/** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /** A receipt row. `body` is the JSON text exactly as the client sent it. */

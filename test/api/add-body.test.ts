@@ -18,7 +18,7 @@ async function storedReceipt(receiptId: string): Promise<Record<string, unknown>
   return env.DB.prepare("SELECT * FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
 }
 
-describe("contract §3 add content type: 415", () => {
+describe("docs/api.md#add-body add content type: 415", () => {
   it.each([
     "text/plain",
     "text/plain;charset=UTF-8",
@@ -48,7 +48,7 @@ describe("contract §3 add content type: 415", () => {
   });
 });
 
-describe("contract §3 add size limit: 413 above 64 KiB, checked before parsing", () => {
+describe("docs/api.md#add-body add size limit: 413 above 64 KiB, checked before parsing", () => {
   // JSON allows white space after the value, so a valid body can be padded to any size.
   const padded = (size: number) => {
     const text = JSON.stringify(validReceiptBody());
@@ -104,7 +104,7 @@ describe("contract §3 add size limit: 413 above 64 KiB, checked before parsing"
   });
 });
 
-describe("contract §3 add body: 406 for a body that is not one JSON object", () => {
+describe("docs/api.md#add-body add body: 406 for a body that is not one JSON object", () => {
   it.each([
     ["empty", ""],
     ["white space", "  \n"],
@@ -136,7 +136,7 @@ describe("contract §3 add body: 406 for a body that is not one JSON object", ()
 
 type Mutation = (body: Record<string, any>) => void;
 
-/** One failing case per rule of the contract's table: [case, change, field path named, reason]. */
+/** One failing case per rule of the table in docs/api.md#add-body: [case, change, field path named, reason]. */
 const BROKEN_RULES: [string, Mutation, string, string][] = [
   ["purchased_at missing", (b) => delete b.purchased_at, "purchased_at", "is missing"],
   ["purchased_at a number", (b) => (b.purchased_at = 1763816580), "purchased_at", "must be a string"],
@@ -206,7 +206,7 @@ const BROKEN_RULES: [string, Mutation, string, string][] = [
   ["unknown top-level field", (b) => (b.totl = 248), "totl", "is not a field of this operation"],
 ];
 
-describe("contract §3 add body rules: 406 naming the field path", () => {
+describe("docs/api.md#add-body add body rules: 406 naming the field path", () => {
   it.each(BROKEN_RULES)("%s: 406 naming it and nothing stored", async (_label, mutate, path, reason) => {
     const { headers } = await newCaller();
     const body = validReceiptBody();
@@ -256,7 +256,7 @@ describe("contract §3 add body rules: 406 naming the field path", () => {
   });
 });
 
-describe("contract §3 add body rules: the edges that pass", () => {
+describe("docs/api.md#add-body add body rules: the edges that pass", () => {
   const accepted: [string, Mutation][] = [
     ["only the required fields", (b) => {
       for (const field of ["store_id", "pos_receipt_number", "payments", "metadata"]) delete b[field];

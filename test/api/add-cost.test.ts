@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { countedCall, newCaller, uniqueId, validReceiptBody } from "../support/api.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 
-describe("contract §3 cost budget: one KV read and one D1 round trip per add", () => {
+describe("docs/api.md#add cost budget: one KV read and one D1 round trip per add", () => {
   async function measuredAdd(headers: Record<string, string>): Promise<{ status: number; calls: string[] }> {
     const { answer, ledger } = await countedCall(PATHS.add, { headers, body: JSON.stringify(validReceiptBody()) });
     return { status: answer.status, calls: ledger.names() };

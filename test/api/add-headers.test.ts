@@ -22,7 +22,7 @@ import { PATHS } from "../../src/shared/paths.ts";
 
 const REQUIRED_HEADERS = ["Authorization", "client_id", "chain_id", "app_user_id", "Content-Type"] as const;
 
-describe("contract §1 add header errors: 400 missing headers", () => {
+describe("docs/api.md#common-rules add header errors: 400 missing headers", () => {
   it.each(nonEmptySubsets(REQUIRED_HEADERS).map((names) => [names.join("+"), names] as const))(
     "without %s: 400 naming every missing header and nothing stored",
     async (_label, missing) => {
@@ -45,7 +45,7 @@ describe("contract §1 add header errors: 400 missing headers", () => {
   });
 });
 
-describe("contract §1 add header errors: 406 a header value is not a string", () => {
+describe("docs/api.md#common-rules add header errors: 406 a header value is not a string", () => {
   const cases = [...REQUIRED_HEADERS, "Idempotency-Key"].flatMap((name) =>
     UNUSABLE_VALUES
       .filter(([label]) => !(name === "Authorization" && label.startsWith("longer")))
@@ -115,7 +115,7 @@ describe("contract §1 add header errors: 406 a header value is not a string", (
   });
 });
 
-describe("contract §3 add authorisation: 403", () => {
+describe("docs/api.md#add add authorisation: 403", () => {
   const now = () => Math.floor(Date.now() / 1000);
 
   it("a value that is not Bearer and a token: 403 naming Authorization", async () => {

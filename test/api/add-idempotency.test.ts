@@ -24,7 +24,7 @@ async function receiptsOf(clientId: string): Promise<number> {
   return row!.n;
 }
 
-describe("contract §3 idempotency", () => {
+describe("docs/api.md#idempotency idempotency", () => {
   it("a repeated key gets the first response again and stores no second receipt", async () => {
     const { client, headers } = await newCaller();
     const keyed = { ...headers, "Idempotency-Key": uniqueId("key") };
@@ -131,7 +131,7 @@ async function rememberKey(clientId: string, key: string, createdAt: number): Pr
   expect(outcome).toEqual({ kind: "added" });
 }
 
-describe("contract §3 idempotency: expired keys are cleaned up by the cron job", () => {
+describe("docs/api.md#idempotency idempotency: expired keys are cleaned up by the cron job", () => {
   it("deletes every key older than 24 hours, past one chunk, and keeps the younger ones", async () => {
     const now = Date.now();
     const { clientId } = await issueClient();

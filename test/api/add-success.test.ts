@@ -13,7 +13,7 @@ async function receiptsOf(clientId: string): Promise<number> {
   return row!.n;
 }
 
-describe("contract §3 add success", () => {
+describe("docs/api.md#add add success", () => {
   it("answers 200 with receipt_id, chain_id, client_id, app_user_id, created_at and stores the receipt", async () => {
     const { client, headers } = await newCaller();
     const text = JSON.stringify(validReceiptBody());
@@ -96,7 +96,7 @@ describe("contract §3 add success", () => {
   });
 });
 
-describe("contract §1 add common rules", () => {
+describe("docs/api.md#common-rules add common rules", () => {
   it.each(["GET", "PUT", "DELETE", "PATCH"])("%s: 405 with Allow: POST", async (method) => {
     const answer = await call(PATHS.add, { method });
     expect(expectErrorShape(answer, 405, "Method Not Allowed")).toContain("POST");

@@ -42,14 +42,14 @@ async function owner(): Promise<{ client: TestClient; token: string; receipt: Se
   return { client, token, receipt: await seedReceipt(client) };
 }
 
-/** Seed §3 and contract §4: after a refusal the receipt is still there and no notice exists. */
+/** docs/api.md#receipt-states and docs/api.md#delete: after a refusal the receipt is still there and no notice exists. */
 async function expectUntouched(receipt: SeededReceipt): Promise<void> {
   expect(await receiptExists(receipt.receipt_id)).toBe(true);
   expect(await outboxRows(receipt.receipt_id)).toEqual([]);
 }
 
-describe("seed §4.3 delete success", () => {
-  it("answers 200 with the seed's body, removes the receipt and records one notice", async () => {
+describe("docs/api.md#delete delete success", () => {
+  it("answers 200 with the documented body, removes the receipt and records one notice", async () => {
     const { token, receipt } = await owner();
     const answer = await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });
     expect(answer.status).toBe(200);
@@ -65,7 +65,7 @@ describe("seed §4.3 delete success", () => {
     expect(rows[0]!.event_id).toMatch(EVENT_ID_PATTERN);
   });
 
-  it("contract §5: the notice is the contract's message, and exactly one signed webhook reaches the push service", async () => {
+  it("docs/api.md#deletion-notices: the notice is the documented message, and exactly one signed webhook reaches the push service", async () => {
     const { token, receipt } = await owner();
     expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
     const [push] = await waitForPushes(receipt.receipt_id);
@@ -105,7 +105,7 @@ describe("seed §4.3 delete success", () => {
   });
 });
 
-describe("seed §7.2 delete errors: 400 a required header is missing", () => {
+describe("docs/api.md#delete-errors delete errors: 400 a required header is missing", () => {
   it.each(nonEmptySubsets(HEADER_NAMES).map((names) => [names.join("+"), names] as const))(
     "without %s: 400 naming every missing header, nothing deleted",
     async (_label, missing) => {
@@ -119,9 +119,9 @@ describe("seed §7.2 delete errors: 400 a required header is missing", () => {
   );
 });
 
-describe("seed §7.2 delete errors: 406 a header value is not a string", () => {
+describe("docs/api.md#delete-errors delete errors: 406 a header value is not a string", () => {
   for (const name of HEADER_NAMES) {
-    // Contract §1: Authorization has no length rule; an over-long token is an invalid one (403).
+    // docs/api.md#common-rules: Authorization has no length rule; an over-long token is an invalid one (403).
     const cases = UNUSABLE_VALUES.filter(([label]) => name !== "Authorization" || !label.startsWith("longer"));
     it.each(cases)(`${name} %s: 406 naming ${name}, nothing deleted`, async (_label, value) => {
       const { token, receipt } = await owner();
@@ -153,7 +153,7 @@ describe("seed §7.2 delete errors: 406 a header value is not a string", () => {
   });
 });
 
-describe("seed §7.2 delete errors: 403 Forbidden", () => {
+describe("docs/api.md#delete-errors delete errors: 403 Forbidden", () => {
   it("an unknown client_id: 403 naming client_id as unknown", async () => {
     const { receipt } = await owner();
     const stranger = uniqueId("pos-unknown");
@@ -174,7 +174,7 @@ describe("seed §7.2 delete errors: 403 Forbidden", () => {
     await expectUntouched(receipt);
   });
 
-  it("contract §4: the token of another client: 403 naming client_id", async () => {
+  it("docs/api.md#delete: the token of another client: 403 naming client_id", async () => {
     const { receipt } = await owner();
     const other = await issueClient();
     const token = await loginToken(other);
@@ -183,7 +183,7 @@ describe("seed §7.2 delete errors: 403 Forbidden", () => {
     await expectUntouched(receipt);
   });
 
-  it("contract §2: a disabled client's live token: 403 naming client_id", async () => {
+  it("docs/api.md#login: a disabled client's live token: 403 naming client_id", async () => {
     const { client, token, receipt } = await owner();
     await updateClient(client.clientId, { disabled: true });
     const message = expectErrorShape(await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) }), 403, "Forbidden");
@@ -214,7 +214,7 @@ describe("seed §7.2 delete errors: 403 Forbidden", () => {
   });
 });
 
-describe("seed §7.2 delete errors: 406 the receipt", () => {
+describe("docs/api.md#delete-errors delete errors: 406 the receipt", () => {
   it("no document under receipt_id: 406 naming receipt_id", async () => {
     const { token, receipt } = await owner();
     const headers = { ...deleteHeadersFor(token, receipt), receipt_id: crypto.randomUUID() };
@@ -256,7 +256,7 @@ describe("seed §7.2 delete errors: 406 the receipt", () => {
   );
 });
 
-describe("contract §4 order of checks", () => {
+describe("docs/api.md#delete-errors order of checks", () => {
   it("a missing header wins over an unusable one (400)", async () => {
     const { token, receipt } = await owner();
     const headers: Record<string, string> = { ...deleteHeadersFor(token, receipt), chain_id: "" };
@@ -294,7 +294,7 @@ describe("contract §4 order of checks", () => {
   });
 });
 
-describe("contract §1 delete answers POST only", () => {
+describe("docs/api.md#common-rules delete answers POST only", () => {
   it.each(["GET", "PUT", "DELETE", "PATCH"])("%s: 405 with Allow: POST and a message saying to use POST", async (method) => {
     const { token, receipt } = await owner();
     const answer = await call(PATHS.delete, { method, headers: deleteHeadersFor(token, receipt) });
@@ -304,7 +304,7 @@ describe("contract §1 delete answers POST only", () => {
   });
 });
 
-describe("contract §4 atomicity", () => {
+describe("docs/api.md#atomicity delete atomicity", () => {
   it("20 racing deletes of one receipt: one 200, nineteen 406, one notice, one push", async () => {
     const { token, receipt } = await owner();
     const answers = await Promise.all(

@@ -22,8 +22,8 @@ import { PATHS } from "../../src/shared/paths.ts";
 
 const HEADER_NAMES = ["client_id", "client_secret", "token_type", "scope"] as const;
 
-describe("seed §4.1 login success", () => {
-  it("answers 200 with the seed's body and a one-hour Bearer token", async () => {
+describe("docs/api.md#login login success", () => {
+  it("answers 200 with the documented body and a one-hour Bearer token", async () => {
     const client = await issueClient();
     const answer = await call(PATHS.login, { headers: loginHeadersFor(client) });
     expect(answer.status).toBe(200);
@@ -36,7 +36,7 @@ describe("seed §4.1 login success", () => {
     });
   });
 
-  it("contract §2: signs HS256 with the first key's kid, and carries sub, scope, iss, aud, jti, exp = iat + 3600", async () => {
+  it("docs/api.md#login: signs HS256 with the first key's kid, and carries sub, scope, iss, aud, jti, exp = iat + 3600", async () => {
     const client = await issueClient();
     const before = Math.floor(Date.now() / 1000);
     const token = await loginToken(client);
@@ -62,14 +62,14 @@ describe("seed §4.1 login success", () => {
     expect(answer.status).toBe(200);
   });
 
-  it("ignores a body, which the seed's samples never send", async () => {
+  it("ignores a body, which the documented samples never send", async () => {
     const client = await issueClient();
     const answer = await call(PATHS.login, { headers: loginHeadersFor(client), body: "{}" });
     expect(answer.status).toBe(200);
   });
 });
 
-describe("seed §7.1 login errors: 400 missing headers", () => {
+describe("docs/api.md#login-errors login errors: 400 missing headers", () => {
   it.each(nonEmptySubsets(HEADER_NAMES).map((names) => [names.join("+"), names] as const))(
     "without %s: 400 naming every missing header",
     async (_label, missing) => {
@@ -82,7 +82,7 @@ describe("seed §7.1 login errors: 400 missing headers", () => {
   );
 });
 
-describe("seed §7.1 login errors: 406 a header value is not a string", () => {
+describe("docs/api.md#login-errors login errors: 406 a header value is not a string", () => {
   for (const name of HEADER_NAMES) {
     it.each(UNUSABLE_VALUES)(`${name} %s: 406 naming ${name}`, async (_label, value) => {
       const client = await issueClient();
@@ -100,26 +100,26 @@ describe("seed §7.1 login errors: 406 a header value is not a string", () => {
   });
 });
 
-describe("seed §7.1 login errors: 403 carries the status word Not Acceptable", () => {
-  it("contract §2: token_type other than Bearer names token_type", async () => {
+describe("docs/api.md#login-errors login errors: 403 carries the status word Not Acceptable", () => {
+  it("docs/api.md#login: token_type other than Bearer names token_type", async () => {
     const client = await issueClient();
     const answer = await call(PATHS.login, { headers: { ...loginHeadersFor(client), token_type: "MAC" } });
     expect(expectErrorShape(answer, 403, "Not Acceptable")).toContain("token_type");
   });
 
-  it("contract §2: scope other than service.pos names scope", async () => {
+  it("docs/api.md#login: scope other than service.pos names scope", async () => {
     const client = await issueClient();
     const answer = await call(PATHS.login, { headers: { ...loginHeadersFor(client), scope: "service.admin" } });
     expect(expectErrorShape(answer, 403, "Not Acceptable")).toContain("scope");
   });
 
-  it("contract §2: a scope missing from the client's record names scope", async () => {
+  it("docs/api.md#login: a scope missing from the client's record names scope", async () => {
     const client = await issueClient({ scopes: [] });
     const answer = await call(PATHS.login, { headers: loginHeadersFor(client) });
     expect(expectErrorShape(answer, 403, "Not Acceptable")).toContain("scope");
   });
 
-  it("contract §2: an unknown client_id and a wrong client_secret get the same answer, naming both", async () => {
+  it("docs/api.md#login: an unknown client_id and a wrong client_secret get the same answer, naming both", async () => {
     const client = await issueClient();
     const wrongSecret = await call(PATHS.login, { headers: { ...loginHeadersFor(client), client_secret: "not-it" } });
     const unknown = await call(PATHS.login, { headers: { ...loginHeadersFor(client), client_id: uniqueId("nobody") } });
@@ -129,13 +129,13 @@ describe("seed §7.1 login errors: 403 carries the status word Not Acceptable", 
     expect([...unknown.headers]).toEqual([...wrongSecret.headers]);
   });
 
-  it("contract §2: a disabled client cannot log in", async () => {
+  it("docs/api.md#login: a disabled client cannot log in", async () => {
     const client = await issueClient({ disabled: true });
     const answer = await call(PATHS.login, { headers: loginHeadersFor(client) });
     expect(expectErrorShape(answer, 403, "Not Acceptable")).toContain("client_id");
   });
 
-  it("contract §6: after a rotation the old secret fails at the next login and the new one works", async () => {
+  it("docs/api.md#operators: after a rotation the old secret fails at the next login and the new one works", async () => {
     const client = await issueClient();
     expect((await call(PATHS.login, { headers: loginHeadersFor(client) })).status).toBe(200);
     const newSecret = "rotated-secret-".padEnd(43, "x");
@@ -145,7 +145,7 @@ describe("seed §7.1 login errors: 403 carries the status word Not Acceptable", 
     expect(rotated.status).toBe(200);
   });
 
-  it("contract §6: disabling a client stops the next login; enabling restores it", async () => {
+  it("docs/api.md#operators: disabling a client stops the next login; enabling restores it", async () => {
     const client = await issueClient();
     await updateClient(client.clientId, { disabled: true });
     expectErrorShape(await call(PATHS.login, { headers: loginHeadersFor(client) }), 403, "Not Acceptable");
@@ -154,7 +154,7 @@ describe("seed §7.1 login errors: 403 carries the status word Not Acceptable", 
   });
 });
 
-describe("contract §2 failed logins are slowed down", () => {
+describe("docs/api.md#login failed logins are slowed down", () => {
   /** Fails a login with `headers` until the limiter answers 429 (or 12 tries), and returns every answer. */
   async function failUntilLimited(headers: Record<string, string>): Promise<Answer[]> {
     // The local limiter's window restarts on the minute: if that falls inside the loop, up to
@@ -201,7 +201,7 @@ describe("contract §2 failed logins are slowed down", () => {
   });
 });
 
-describe("contract §1 common rules", () => {
+describe("docs/api.md#common-rules common rules", () => {
   it.each(["GET", "PUT", "DELETE", "PATCH"])("%s on a known path: 405 with Allow: POST and a message saying to use POST", async (method) => {
     for (const path of [PATHS.login]) {
       const answer = await call(path, { method });

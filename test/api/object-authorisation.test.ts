@@ -217,7 +217,7 @@ describe("issue 5 object-level authorisation: delete", () => {
               accepted += 1;
               continue;
             }
-            // Contract §4's order: who is calling (403), then whether the receipt exists, then its fields (406).
+            // docs/api.md#delete's order: who is calling (403), then whether the receipt exists, then its fields (406).
             const [status, word, names] = !caller.authentic
               ? [403, "Forbidden", ["(client_id|Authorization)"]]
               : !receipt.stored

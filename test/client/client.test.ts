@@ -245,7 +245,7 @@ describe("issue 7 client: add retries safely under one Idempotency-Key", () => {
 });
 
 describe("issue 7 client: ReceiptsError carries the service's answer", () => {
-  it("login's 403 keeps its status word Not Acceptable (seed §7.1)", async () => {
+  it("login's 403 keeps its status word Not Acceptable (docs/api.md#login-errors)", async () => {
     const client = await issueClient();
     const pos = clientFor({ ...client, secret: "not-the-secret" }, workerFetch().fetch);
     const refusal = await pos.login().catch((error) => error);

@@ -1,5 +1,5 @@
 /**
- * Issue 5 fuzzing of add: random header sets, values and bodies. Beyond the contract's shape, a
+ * Issue 5 fuzzing of add: random header sets, values and bodies. Beyond the documented shape, a
  * model of the store: a 200 only for a client's own token and one of its chains, an
  * Idempotency-Key replaying its first answer, and D1 holding exactly the receipts the 200s
  * reported, byte for byte.

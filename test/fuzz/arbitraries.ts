@@ -75,7 +75,7 @@ export function headerSet(fields: Record<string, fc.Arbitrary<string>>): fc.Arbi
   });
 }
 
-/** A receipt body that keeps every rule of contract §3, with amounts of its own. */
+/** A receipt body that keeps every rule of docs/api.md#add, with amounts of its own. */
 export const validReceipt: fc.Arbitrary<Record<string, unknown>> = fc
   .record({
     purchased_at: fc.constantFrom("2026-11-22T14:03:00+01:00", "2026-11-22t13:03:00z", "2016-12-31T23:59:60Z", "2026-02-28T00:00:00.5-05:30"),
@@ -164,7 +164,7 @@ export function asReceived(headers: Record<string, string>, name: string): strin
   return value === "" && ["authorization", "content-type"].includes(name.toLowerCase()) ? null : value;
 }
 
-/** Contract §1: a value a route can use as a string (`Authorization` has no length limit). */
+/** docs/api.md#common-rules: a value a route can use as a string (`Authorization` has no length limit). */
 export function usable(value: string | null, maxLength = 256): value is string {
   return value !== null && /^[\x20-\x7e]*$/.test(value) && value.trim() !== "" && value.length <= maxLength;
 }

@@ -1,6 +1,6 @@
 /**
  * Issue 5 fuzzing of delete: random header sets and values around a pool of stored receipts. A
- * model of contract §4 names the one status each request must get, so a receipt is deleted
+ * model of docs/api.md#delete names the one status each request must get, so a receipt is deleted
  * exactly when its own client, with its own token, names its chain and app user; D1 loses exactly
  * those receipts and records exactly one notice for each.
  */
@@ -72,7 +72,7 @@ describe("issue 5 fuzzing: delete", () => {
 });
 
 /**
- * Contract §1 and §4, in their order: the status delete must give these headers, as the Worker
+ * docs/api.md#common-rules and #delete, in their order: the status delete must give these headers, as the Worker
  * receives them, and the receipt a 200 removes.
  */
 function expectedDelete(

@@ -1,5 +1,5 @@
 /**
- * Issue 5 fuzzing of login: random header sets, values and bodies. Beyond the contract's shape,
+ * Issue 5 fuzzing of login: random header sets, values and bodies. Beyond the documented shape,
  * a model says what each request must get, login writes nothing to D1, and the failed-login limit
  * holds: never more than 5 refused credentials per client_id in one window of the limiter, and
  * the right secret is never refused for others' failures.
@@ -69,7 +69,7 @@ describe("issue 5 fuzzing: login", () => {
   );
 });
 
-/** Contract §1 and §2: the statuses login may give these headers, as the Worker receives them. */
+/** docs/api.md#common-rules and #login: the statuses login may give these headers, as the Worker receives them. */
 function expectedLogin(sent: Record<string, string>, client: TestClient, disabled: TestClient): number[] {
   const names = ["client_id", "client_secret", "token_type", "scope"];
   const values = Object.fromEntries(names.map((name) => [name, asReceived(sent, name)]));

@@ -50,7 +50,7 @@ async function deleteWhileQueueFails(token: string, receipt: SeededReceipt): Pro
 
 const inAMinute = () => new Date(Date.now() + 31_000);
 
-describe("contract §5 delivery across Workers", () => {
+describe("docs/api.md#deletion-notices delivery across Workers", () => {
   it("delete → queue → notifier → push service: one push, signed, and recorded as delivered", async () => {
     const { token, receipt } = await owner();
     expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
@@ -76,7 +76,7 @@ describe("contract §5 delivery across Workers", () => {
   });
 });
 
-describe("contract §5 nothing is lost: the cron re-send", () => {
+describe("docs/api.md#deletion-notices nothing is lost: the cron re-send", () => {
   it("a queue send that throws at delete time: the delete still succeeds, and the cron job delivers the notice", async () => {
     const { token, receipt } = await owner();
     expect(await deleteWhileQueueFails(token, receipt)).toBe(200);
@@ -110,7 +110,7 @@ describe("contract §5 nothing is lost: the cron re-send", () => {
   });
 });
 
-describe("contract §5 dead letters across Workers", () => {
+describe("docs/api.md#deletion-notices dead letters across Workers", () => {
   it("a push refused for good goes through the dead-letter queue into failed_notices; replay and the cron job deliver it", async () => {
     const { token, receipt } = await owner();
     await receiverAnswers(receipt.receipt_id, 410);
@@ -134,7 +134,7 @@ describe("contract §5 dead letters across Workers", () => {
   });
 });
 
-describe("contract §5 outbox lifetime", () => {
+describe("docs/api.md#deletion-notices outbox lifetime", () => {
   it("the purge job deletes delivered notices after 14 days and keeps undelivered ones", async () => {
     const { token, receipt } = await owner();
     await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });

@@ -146,7 +146,7 @@ export async function signTestToken(
     .sign(typeof key === "number" ? base64url.decode(known.k) : key);
 }
 
-/** Asserts the shape every error body has (seed §7) and returns the message. */
+/** Asserts the shape every error body has (docs/api.md#errors) and returns the message. */
 export function expectErrorShape(answer: Answer, status: number, statusWord: string): string {
   const { body } = answer;
   if (
@@ -168,7 +168,7 @@ export function nonEmptySubsets<Name extends string>(names: readonly Name[]): Na
 }
 
 /**
- * Asserts a 400 message of contract §1: it names every missing header and no other of `all`,
+ * Asserts a 400 message of docs/api.md#common-rules: it names every missing header and no other of `all`,
  * says there is no default, and carries the invalid-syntax remark with the docs and support pointer.
  */
 export function expectNamesMissing(message: string, missing: readonly string[], all: readonly string[]): void {
@@ -178,14 +178,14 @@ export function expectNamesMissing(message: string, missing: readonly string[], 
   expectRemark(message);
 }
 
-/** Asserts the generic remark every client-error message ends with (seed §7). */
+/** Asserts the generic remark every client-error message ends with (docs/api.md#errors). */
 export function expectRemark(message: string): void {
   expect(message).toContain("invalid syntax");
   expect(message).toContain(env.DOCS_URL);
   expect(message).toContain(env.SUPPORT_CONTACT);
 }
 
-/** Header values that are present but not a usable string (contract §1), each with its label. */
+/** Header values that are present but not a usable string (docs/api.md#common-rules), each with its label. */
 export const UNUSABLE_VALUES: readonly (readonly [label: string, value: string])[] = [
   ["empty", ""],
   ["only white space", "   "],

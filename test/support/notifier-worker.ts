@@ -1,5 +1,5 @@
 /**
- * The notifier Worker beside the API Worker in the "workers" test project (contract §5), so a
+ * The notifier Worker beside the API Worker in the "workers" test project (docs/api.md#deletion-notices), so a
  * notice crosses Workers for real: API → notices queue → notifier → push receiver. Runs on Node:
  * the config reads `notifierWorkers()`, and as a globalSetup this module bundles the notifier
  * first, because auxiliary workers are not compiled by Vite.

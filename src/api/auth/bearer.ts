@@ -1,5 +1,5 @@
 /**
- * Authenticates a token-bearing request (add, delete) in the order contract §4 fixes: the token,
+ * Authenticates a token-bearing request (add, delete) in the order docs/api.md#delete fixes: the token,
  * then the client it claims to act for, then that the two belong together.
  */
 import { POS_SCOPE, type ClientRecord } from "../../shared/types.ts";
@@ -8,13 +8,13 @@ import { REFUSALS, refuse } from "../refusals.ts";
 import { cachedClientRecord } from "./clients.ts";
 import { verifyAccessToken } from "./tokens.ts";
 
-// RFC 6750 reads the scheme name case-insensitively; the seed writes it as "Bearer".
+// RFC 6750 reads the scheme name case-insensitively; docs/api.md writes it as "Bearer".
 const BEARER = /^Bearer +([^\s]+)$/i;
 
 /**
  * Returns the record of the client that `client_id` names, once the Bearer token in
  * `authorization` is valid, unexpired, of the POS scope and issued to that very client.
- * Every refusal is a 403 (seed §7.2).
+ * Every refusal is a 403 (docs/api.md#delete-errors).
  */
 export async function authenticateClient(
   c: ApiContext,

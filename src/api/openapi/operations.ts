@@ -1,6 +1,6 @@
 /**
  * What the OpenAPI document says about each operation beyond its schemas: the words, the
- * examples, and one example per error row of seed §7 and the contract. The schemas themselves
+ * examples, and one example per row of the error tables of docs/api.md. The schemas themselves
  * are only referenced here; `test/api/openapi-examples.test.ts` replays every error example
  * against the Worker, so an example that drifts from the real answer fails the suite.
  */
@@ -59,8 +59,8 @@ const BEARER_ERRORS: Record<string, ErrorExample> = {
     ...REFUSALS.tokenInvalid,
     summary: "The token is malformed, wrongly signed, for another issuer or audience, or not of scope service.pos",
   },
-  "expired-token": { ...REFUSALS.tokenExpired, summary: "The token has expired: log in again (seed §7.2)" },
-  "unknown-client": { ...REFUSALS.unknownClient, summary: "client_id is unknown (seed §7.2)" },
+  "expired-token": { ...REFUSALS.tokenExpired, summary: "The token has expired: log in again" },
+  "unknown-client": { ...REFUSALS.unknownClient, summary: "client_id is unknown" },
   "disabled-client": { ...REFUSALS.disabledClient, summary: "client_id names a client the operator disabled" },
   "other-client": { ...REFUSALS.otherClient, summary: "The token was issued to another client than client_id" },
 };
@@ -71,8 +71,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     operationId: "login",
     summary: "Trade client credentials for an access token",
     description:
-      "Generates a Bearer access token valid for 3600 seconds (seed §4.1). Send no body. Every 403 of login " +
-      "carries the status word `Not Acceptable`, as deployed clients expect (seed §7.1). After 5 failed logins " +
+      "Generates a Bearer access token valid for 3600 seconds. Send no body. Every 403 of login " +
+      "carries the status word `Not Acceptable`, as deployed clients expect. After 5 failed logins " +
       "of one client_id within 60 seconds the next failure answers 429.",
     headers: loginHeaders,
     success: {
@@ -92,35 +92,35 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     errors: {
       "missing-header": {
         ...missingHeaders(["client_secret", "scope"]),
-        summary: "A required header is missing; the message names every missing header (seed §7.1)",
+        summary: "A required header is missing; the message names every missing header",
       },
       "unusable-header": {
         ...unusableHeaders(["Header client_id holds control or non-ASCII characters"]),
-        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII (seed §7.1)",
+        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
       },
       "token-type": {
         ...REFUSALS.loginTokenType,
-        summary: "token_type is not Bearer (seed §7.1)",
+        summary: "token_type is not Bearer",
       },
       scope: {
         ...REFUSALS.loginScope,
-        summary: "scope is not service.pos (seed §7.1)",
+        summary: "scope is not service.pos",
       },
       credentials: {
         ...REFUSALS.loginCredentials,
-        summary: "Unknown client_id or wrong client_secret: one answer for both (contract §2)",
+        summary: "Unknown client_id or wrong client_secret: one answer for both",
       },
       disabled: {
         ...REFUSALS.loginDisabled,
-        summary: "The client is disabled (contract §2)",
+        summary: "The client is disabled",
       },
       "scope-not-granted": {
         ...REFUSALS.loginScopeNotGranted,
-        summary: "The client's record does not grant service.pos (contract §2)",
+        summary: "The client's record does not grant service.pos",
       },
       "too-many-failures": {
         ...REFUSALS.tooManyLogins,
-        summary: "Too many failed logins for this client_id: wait Retry-After seconds (contract §2)",
+        summary: "Too many failed logins for this client_id: wait Retry-After seconds",
       },
     },
   },
@@ -129,7 +129,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     operationId: "add",
     summary: "Add a receipt for an app user",
     description:
-      "Stores one receipt and answers its service-made receipt_id, a UUIDv7 (contract §3). Checks run in this " +
+      "Stores one receipt and answers its service-made receipt_id, a UUIDv7. Checks run in this " +
       "order: headers (400, 406), token and client (403), chain (403), media type (415), size (413), a body " +
       "that has not arrived in full within 10 s (400), body (406), " +
       "Idempotency-Key (409). Repeating an Idempotency-Key within 24 hours with the same body, chain_id and " +
@@ -218,7 +218,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     summary: "Remove a receipt, and so also from the app user",
     description:
       "Deletes the receipt whose receipt_id, client_id, chain_id and app_user_id all match, and notifies the app " +
-      "user (seed §4.3). Checks run in this order: headers (400, 406), token and client (403), the receipt exists " +
+      "user. Checks run in this order: headers (400, 406), token and client (403), the receipt exists " +
       "(406), its fields match (406 naming each one that differs). Nothing is deleted and nobody is notified " +
       "unless every check passes; of two deletes racing for one receipt, one gets 200 and the other 406.",
     headers: deleteHeaders,
@@ -235,20 +235,20 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     errors: {
       "missing-header": {
         ...missingHeaders(["receipt_id", "app_user_id"]),
-        summary: "A required header is missing; the message names every missing header (seed §7.2)",
+        summary: "A required header is missing; the message names every missing header",
       },
       "unusable-header": {
         ...unusableHeaders(["Header receipt_id is longer than 256 characters"]),
-        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII (seed §7.2)",
+        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
       },
       ...BEARER_ERRORS,
       "no-receipt": {
         ...REFUSALS.noReceipt,
-        summary: "No receipt exists under receipt_id, or it was deleted already (seed §7.2)",
+        summary: "No receipt exists under receipt_id, or it was deleted already",
       },
       mismatch: {
         ...receiptFieldsDiffer(["chain_id", "app_user_id"]),
-        summary: "client_id, chain_id or app_user_id differs from the receipt's; the message names each (seed §7.2)",
+        summary: "client_id, chain_id or app_user_id differs from the receipt's; the message names each",
       },
     },
   },

@@ -1,4 +1,4 @@
-/** POST /receipts/v2/add (contract §3). */
+/** POST /receipts/v2/add (docs/api.md#add). */
 import { base64url } from "jose";
 import { v7 as uuidv7 } from "uuid";
 import { addHeaders, receiptBody, type AddHeaders, type AddResponse } from "../../shared/schemas.ts";

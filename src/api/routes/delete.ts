@@ -1,4 +1,4 @@
-/** POST /receipts/v2/delete (seed §3, §4.3, §7.2; contract §4). */
+/** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
 import { deleteReceiptWithNotice, type ReceiptOwner } from "../../storage/receipts.ts";
 import { authenticateClient } from "../auth/bearer.ts";
@@ -14,7 +14,7 @@ const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies
 
 /**
  * Removes a receipt and records the notice to its app user in one atomic step; the notice goes
- * to the queue after the response. Nothing changes unless every check of contract §4 passes.
+ * to the queue after the response. Nothing changes unless every check of docs/api.md#delete passes.
  */
 export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, deleteHeaders);

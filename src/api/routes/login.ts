@@ -1,4 +1,4 @@
-/** POST /receipts/v2/login (seed §4.1, §7.1; contract §2). */
+/** POST /receipts/v2/login (docs/api.md#login, #login-errors; docs/api.md#login). */
 import { loginHeaders, type LoginResponse } from "../../shared/schemas.ts";
 import { POS_SCOPE } from "../../shared/types.ts";
 import { readClientRecord } from "../auth/clients.ts";
