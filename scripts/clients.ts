@@ -7,10 +7,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { base64url } from "jose";
-import { headerText } from "../src/shared/schemas.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
-import { UsageError, parse, runCli } from "./lib/cli.ts";
+import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
 import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run clients -- <command> [options]
@@ -170,13 +169,6 @@ function readRecords(target: Target, keys: string[]): ClientRecord[] {
 
 function writeRecord(target: Target, record: ClientRecord): void {
   wrangler(["kv", "key", "put", clientKey(record.client_id), JSON.stringify(record), "--binding", "CLIENTS", ...targetFlags(target)]);
-}
-
-/** IDs travel as HTTP headers, so they obey the same rule (contract §1). */
-function usableId(flag: string, value: string): string {
-  const result = headerText.safeParse(value);
-  if (!result.success) throw new UsageError(`${flag} ${result.error.issues[0]!.message}: ${JSON.stringify(value)}`);
-  return value;
 }
 
 function noPositionals(positionals: string[]): void {
