@@ -311,7 +311,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       mismatch: {
         status: 406,
         summary:
-          "client_id, chain_id or app_user_id differs from the receipt's; the message names each, or client_id alone when it differs (seed §7.2, contract §4)",
+          "client_id, chain_id or app_user_id differs from the receipt's; the message names each, or client_id alone when it differs (seed §7.2)",
         detail: "Headers chain_id, app_user_id do not match the receipt's chain_id, app_user_id.",
       },
     },
