@@ -219,7 +219,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     description:
       "Deletes the receipt whose receipt_id, client_id, chain_id and app_user_id all match, and notifies the app " +
       "user. Checks run in this order: headers (400, 406), token and client (403), the receipt exists " +
-      "(406), its fields match (406 naming each one that differs). Nothing is deleted and nobody is notified " +
+      "(406), its fields match (406 naming each one that differs, or client_id alone on another client's receipt). " +
+      "Nothing is deleted and nobody is notified " +
       "unless every check passes; of two deletes racing for one receipt, one gets 200 and the other 406.",
     headers: deleteHeaders,
     success: {
@@ -248,7 +249,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       },
       mismatch: {
         ...receiptFieldsDiffer(["chain_id", "app_user_id"]),
-        summary: "client_id, chain_id or app_user_id differs from the receipt's; the message names each",
+        summary:
+          "client_id, chain_id or app_user_id differs from the receipt's; the message names each, or client_id alone when it differs",
       },
     },
   },

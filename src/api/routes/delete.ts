@@ -38,7 +38,12 @@ function refusal(headers: ReceiptOwner & { receipt_id: string }, receipt: Receip
   if (!receipt) {
     return refuse(REFUSALS.noReceipt, "no receipt");
   }
-  const differing = OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
+  // Naming which of chain_id and app_user_id differ on another client's receipt would let its holder
+  // confirm guesses of that receipt's chain and app user, so client_id is then named alone.
+  const differing =
+    receipt.client_id !== headers.client_id
+      ? (["client_id"] as const)
+      : OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
   // The batch read and deleted in one transaction; a match that was not deleted is a fault (500).
   if (differing.length === 0) throw new Error("receipt matched every field yet was not deleted");
   // The receipt's own values are not shown: they belong to another client, chain or app user.
