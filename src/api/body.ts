@@ -1,10 +1,11 @@
 /**
  * Reading a JSON request body (docs/api.md#add): its media type (415), its size (413) and the time it
- * takes to arrive (400), then JSON and the schema (406 naming every field at fault by its path,
- * such as `line_items[3].quantity`).
+ * takes to arrive (400), then JSON, I-JSON and the schema (406 naming every field at fault by its
+ * path, such as `line_items[3].quantity`).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
+import { findIJsonFault, type IJsonFault } from "./i-json.ts";
 import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
 
 /** docs/api.md#add: a body holds at most 64 KiB. */
@@ -19,8 +20,8 @@ export const BODY_DEADLINE_MS = 10_000;
 
 /**
  * Reads the body of a request whose Content-Type header is `contentType`, which must be one JSON
- * object, and checks it against `schema`. Returns the checked value and the text exactly as sent,
- * for storing as given.
+ * object in I-JSON, and checks it against `schema`. Returns the checked value and the text exactly
+ * as sent, for storing as given.
  */
 export async function readJsonBody<Schema extends z.ZodMiniType>(
   request: Request,
@@ -43,6 +44,8 @@ export async function readJsonBody<Schema extends z.ZodMiniType>(
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw refuse(REFUSALS.notObject, "not an object");
   }
+  const fault = findIJsonFault(text);
+  if (fault) throw notIJson(fault, fieldNamesOf(schema));
   const result = schema.safeParse(parsed, { error: plainMessage });
   if (!result.success) throw bodyRefusal(result.error.issues, fieldNamesOf(schema));
   return { value: result.data, text };
@@ -117,6 +120,29 @@ function decodeUtf8(bytes: Uint8Array): string {
   } catch {
     throw refuse(REFUSALS.notUtf8, "UTF-8");
   }
+}
+
+// A path as long as the nesting would make the message as long as the body; the start says where.
+const MAX_PATH_CHARACTERS = 200;
+
+const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name">, string> = {
+  NUL: "a NUL character",
+  "lone surrogate": "a lone surrogate",
+  noncharacter: "a Unicode noncharacter",
+};
+
+// The first fault alone, as for a syntax error: the scan stops there.
+function notIJson({ path, rule, inName }: IJsonFault, schemaNames: ReadonlySet<string>): ApiError {
+  const reason =
+    rule === "duplicate name"
+      ? "appears more than once in one object"
+      : inName
+        ? `has ${I_JSON_FAULTS[rule]} in its name`
+        : `holds ${I_JSON_FAULTS[rule]}`;
+  const field = shorten(formatFieldPath(path), MAX_PATH_CHARACTERS);
+  return new ApiError(406, `Body field ${field} ${reason}; a body must be I-JSON (RFC 7493).`, {
+    cause: `not I-JSON: ${shorten(formatFieldPath(path, schemaNames), MAX_PATH_CHARACTERS)} ${rule}`,
+  });
 }
 
 function bodyRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlySet<string>): ApiError {
@@ -206,6 +232,6 @@ function plainMessage(issue: z.core.$ZodRawIssue): string | undefined {
   return `must be ${noun}`;
 }
 
-function shorten(text: string): string {
-  return text.length > 40 ? `${text.slice(0, 40)}…` : text;
+function shorten(text: string, maxLength = 40): string {
+  return text.length > maxLength ? `${text.slice(0, maxLength)}…` : text;
 }

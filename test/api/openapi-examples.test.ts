@@ -88,6 +88,7 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
       const [first, ...rest] = exampleBody().line_items;
       return add(await addHeadersFor(), { ...exampleBody(), currency: "eur", line_items: [{ ...first!, quantity: 0 }, ...rest] });
     },
+    "not-i-json": async () => add(await addHeadersFor(), JSON.stringify(exampleBody()).replace('"total":', '"total":1,"total":')),
     "unknown-field": async () => add(await addHeadersFor(), { ...exampleBody(), totl: 447 }),
     "idempotency-conflict": async () => {
       const headers = { ...(await addHeadersFor()), "Idempotency-Key": uniqueId("key") };

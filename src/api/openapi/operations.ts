@@ -196,6 +196,12 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         ...REFUSALS.notJson,
         summary: "The body is empty, not UTF-8, not JSON, or not one JSON object",
       },
+      "not-i-json": {
+        status: 406,
+        summary:
+          "The body is not I-JSON (RFC 7493): a name twice in one object, a lone surrogate, a noncharacter or NUL; the message names the first field at fault",
+        detail: "Body field total appears more than once in one object; a body must be I-JSON (RFC 7493).",
+      },
       "body-rule": {
         status: 406,
         summary: "The body breaks a rule; the message names up to ten fields by their path",
