@@ -20,14 +20,10 @@ export const BODY_DEADLINE_MS = 10_000;
 
 /**
  * Reads the body of a request whose Content-Type header is `contentType`, which must be one JSON
- * object in I-JSON, and checks it against `schema`. Returns the checked value and the text exactly
- * as sent, for storing as given.
+ * object in I-JSON, and checks it against `schema`. Returns the text exactly as sent, for storing
+ * as given.
  */
-export async function readJsonBody<Schema extends z.ZodMiniType>(
-  request: Request,
-  contentType: string,
-  schema: Schema,
-): Promise<{ value: z.output<Schema>; text: string }> {
+export async function readJsonBody(request: Request, contentType: string, schema: z.ZodMiniType): Promise<string> {
   if (!isJsonMediaType(contentType)) {
     throw refuse(REFUSALS.mediaType, "content type");
   }
@@ -46,9 +42,10 @@ export async function readJsonBody<Schema extends z.ZodMiniType>(
   }
   const fault = findIJsonFault(text);
   if (fault) throw notIJson(fault, fieldNamesOf(schema));
+  exposeProtoMembers(parsed);
   const result = schema.safeParse(parsed, { error: plainMessage });
   if (!result.success) throw bodyRefusal(result.error.issues, fieldNamesOf(schema));
-  return { value: result.data, text };
+  return text;
 }
 
 // A message names at most this many fields: a body of 500 broken lines must not echo 500 reasons.
@@ -145,6 +142,26 @@ function notIJson({ path, rule, inName }: IJsonFault, schemaNames: ReadonlySet<s
   });
 }
 
+// zod keeps a member named `__proto__` off the objects it builds, and so never checks it: every
+// rule of a record would pass over that key unseen. Under this stand-in name, which no body can
+// hold (a NUL in a name is not I-JSON), such a member is checked as any other and named back.
+const PROTO_STAND_IN = "\u0000__proto__";
+
+// JSON.parse makes `__proto__` an own member; renaming it leaves every object's prototype alone.
+function exposeProtoMembers(body: object): void {
+  const pending: unknown[] = [body];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (typeof value !== "object" || value === null) continue;
+    const members = value as Record<string, unknown>;
+    if (Object.hasOwn(members, "__proto__")) {
+      members[PROTO_STAND_IN] = members["__proto__"];
+      delete members["__proto__"];
+    }
+    for (const member of Object.values(members)) pending.push(member);
+  }
+}
+
 function bodyRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlySet<string>): ApiError {
   // One reason per field, the first found: a field that is missing need not also be "not a string".
   const reasons = new Map<string, string>();
@@ -176,7 +193,8 @@ function bodyRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlyS
 // written `[*]`: it came from the client.
 function formatFieldPath(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
   let text = "";
-  for (const part of path) {
+  for (const key of path) {
+    const part = key === PROTO_STAND_IN ? "__proto__" : key;
     if (typeof part === "number") text += `[${part}]`;
     else if (onlyNames && !onlyNames.has(String(part))) text += "[*]";
     else if (typeof part === "string" && PLAIN_NAME.test(part)) text += text === "" ? part : `.${part}`;

@@ -51,6 +51,63 @@ async function expectNotAcceptable(text: string | Uint8Array): Promise<string> {
   return message;
 }
 
+describe("issue 11.4 every metadata rule holds for every key, __proto__ included: docs/api.md#add-body", () => {
+  it.each([
+    ["an array", '["4711"]', "must be a string"],
+    ["a number", "4711", "must be a string"],
+    ["an object", '{"card":"4711"}', "must be a string"],
+    ["null", "null", "must be a string, not null"],
+    ["5,000 characters", JSON.stringify("x".repeat(5000)), "must be at most 200 characters"],
+  ])("metadata.__proto__ holding %s: 406 naming it, nothing stored", async (_label, value, reason) => {
+    const message = await expectNotAcceptable(withMember('"metadata":{', `"__proto__":${value}`));
+    expect(message).toContain(`Body field metadata.__proto__ ${reason}`);
+  });
+
+  it("__proto__ as a 21st metadata key: 406, at most 20 keys", async () => {
+    const twenty = Array.from({ length: 20 }, (_, index) => `"k${index}":"v"`).join(",");
+    const text = VALID.replace(/"metadata":\{[^}]*\}/, `"metadata":{${twenty},"__proto__":"v"}`);
+    const message = await expectNotAcceptable(text);
+    expect(message).toContain("Body field metadata must hold at most 20 keys");
+  });
+
+  it("__proto__ spelled with an escape is the same key: 406 naming metadata.__proto__", async () => {
+    const message = await expectNotAcceptable(withMember('"metadata":{', '"\\u005f_proto__":5'));
+    expect(message).toContain("Body field metadata.__proto__ must be a string");
+  });
+
+  it("a metadata key __proto__ that keeps every rule is stored as sent", async () => {
+    await expectStoredAsSent(withMember('"metadata":{', '"__proto__":"4711"'));
+  });
+
+  it("a top-level __proto__ is an unknown field: 406 naming it, nothing stored", async () => {
+    const message = await expectNotAcceptable(withMember("{", '"__proto__":{"total":1}'));
+    expect(message).toContain("Body field __proto__ is not a field of this operation");
+  });
+
+  it("a __proto__ in a line item or payment supplies none of its fields: 406 naming the missing ones", async () => {
+    const item = '{"__proto__":{"description":"Oat milk","quantity":1,"unit_price":248,"total":248}}';
+    const payment = '{"__proto__":{"method":"card","amount":248}}';
+    const text = VALID.replace(/"line_items":\[.*?\],"store_id"/, `"line_items":[${item}],"store_id"`).replace(
+      /"payments":\[.*?\]/,
+      `"payments":[${payment}]`,
+    );
+    const message = await expectNotAcceptable(text);
+    for (const field of ["line_items[0].description", "line_items[0].quantity", "payments[0].method", "payments[0].amount"]) {
+      expect(message).toContain(`Body field ${field} is missing`);
+    }
+  });
+
+  it("a __proto__ in a line item or payment beside its fields is a till's own field, stored as sent", async () => {
+    await expectStoredAsSent(withMember('"payments":[{', '"__proto__":{"x":1}').replace('"line_items":[{', '"line_items":[{"__proto__":[1],'));
+  });
+
+  it("the log names no client's key: metadata.__proto__ is written [*]", async () => {
+    const { headers } = await newCaller();
+    const lines = await loggedRequests(() => postAdd(headers, withMember('"metadata":{', '"__proto__":5')));
+    expect(lines.find((line) => line.event === "request")?.cause).toBe("body rules: metadata[*] invalid_type");
+  });
+});
+
 describe("issue 11.5 the body must be I-JSON (RFC 7493): docs/api.md#add-body", () => {
   it.each([
     ["a top-level field", VALID.replace('"total":248', '"total":999,"total":248'), "total"],
