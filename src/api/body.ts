@@ -1,7 +1,7 @@
 /**
- * Reading a JSON request body (docs/api.md#add): its media type (415), its size (413) and the time it
- * takes to arrive (400), then JSON, I-JSON and the schema (406 naming every field at fault by its
- * path, such as `line_items[3].quantity`).
+ * Reading a JSON request body (docs/api.md#add): its media type and coding (415), its size (413)
+ * and the time it takes to arrive (400), then JSON, I-JSON and the schema (406 naming every field
+ * at fault by its path, such as `line_items[3].quantity`).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
@@ -26,6 +26,11 @@ export const BODY_DEADLINE_MS = 10_000;
 export async function readJsonBody(request: Request, contentType: string, schema: z.ZodMiniType): Promise<string> {
   if (!isJsonMediaType(contentType)) {
     throw refuse(REFUSALS.mediaType, "content type");
+  }
+  // The runtime hands a Worker the body as sent, still compressed: a gzipped body would be
+  // refused as not UTF-8, and a JSON body labelled br stored as if nobody might decode it again.
+  if (!isIdentityCoding(request.headers.get("content-encoding"))) {
+    throw refuse(REFUSALS.contentEncoding, "content encoding");
   }
   const text = decodeUtf8(await readAtMost(request, MAX_BODY_BYTES));
   if (text.trim() === "") {
@@ -59,6 +64,12 @@ function isJsonMediaType(value: string): boolean {
     const [name = "", charset = ""] = parameter.split("=");
     return name.trim().toLowerCase() !== "charset" || /^"?utf-?8"?$/i.test(charset.trim());
   });
+}
+
+// A list of codings, applied in order (RFC 9110 §8.4); identity is no coding at all.
+function isIdentityCoding(value: string | null): boolean {
+  if (value === null) return true;
+  return value.split(",").every((coding) => ["", "identity"].includes(coding.trim().toLowerCase()));
 }
 
 // Counts the bytes as they arrive, so that a Content-Length that lies, or none at all (chunked),

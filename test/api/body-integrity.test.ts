@@ -187,3 +187,53 @@ describe("issue 11.5 the body must be I-JSON (RFC 7493): docs/api.md#add-body", 
     expect(lines.find((line) => line.event === "request")?.cause).toBe("not I-JSON: metadata[*] duplicate name");
   });
 });
+
+describe("issue 11.6 Content-Encoding other than identity: 415 before the body is read: docs/api.md#add-errors", () => {
+  async function gzip(text: string): Promise<Uint8Array> {
+    const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+
+  it("a gzipped body labelled gzip: 415 naming Content-Encoding, nothing stored", async () => {
+    const { headers } = await newCaller();
+    const body = await gzip(VALID);
+    const message = await expectRefused(
+      () => call(PATHS.add, { headers: { ...headers, "Content-Encoding": "gzip" }, body }),
+      415,
+      "Unsupported Media Type",
+    );
+    expect(message).toContain("Header Content-Encoding must be identity");
+    expectRemark(message);
+  });
+
+  it.each(["br", "GZIP", "gzip, identity", "identity, gzip", "identity,deflate", "x-custom"])(
+    "plain JSON labelled %j: 415, nothing stored",
+    async (coding) => {
+      const { headers } = await newCaller();
+      const message = await expectRefused(
+        () => postAdd({ ...headers, "Content-Encoding": coding }),
+        415,
+        "Unsupported Media Type",
+      );
+      expect(message).toContain("Content-Encoding");
+    },
+  );
+
+  it.each(["identity", "IDENTITY", " Identity ", "identity, identity"])("plain JSON labelled %j is stored", async (coding) => {
+    const { headers } = await newCaller();
+    expect((await postAdd({ ...headers, "Content-Encoding": coding })).status).toBe(200);
+  });
+
+  it("is answered before the body is read: a body that never arrives does not hold it", async () => {
+    const { headers } = await newCaller();
+    const never = new ReadableStream<Uint8Array>({ pull: () => new Promise<void>(() => undefined) });
+    const answer = await call(PATHS.add, { headers: { ...headers, "Content-Encoding": "gzip" }, body: never });
+    expectErrorShape(answer, 415, "Unsupported Media Type");
+  });
+
+  it("comes after the token and the chain, as every body check does", async () => {
+    const { headers } = await newCaller();
+    const answer = await postAdd({ ...headers, chain_id: "another-chain", "Content-Encoding": "gzip" });
+    expectErrorShape(answer, 403, "Forbidden");
+  });
+});

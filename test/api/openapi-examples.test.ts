@@ -82,6 +82,7 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
     "other-client": async () => add({ ...(await addHeadersFor()), client_id: (await issueClient()).clientId }),
     chain: async () => add({ ...(await addHeadersFor()), chain_id: uniqueId("chain") }),
     "media-type": async () => add({ ...(await addHeadersFor()), "Content-Type": "text/plain" }),
+    "content-encoding": async () => add({ ...(await addHeadersFor()), "Content-Encoding": "gzip" }),
     "too-large": async () => add(await addHeadersFor(), "x".repeat(64 * 1024 + 1)),
     "not-json": async () => add(await addHeadersFor(), "{"),
     "body-rule": async () => {
