@@ -1,10 +1,11 @@
 /**
- * Reading a JSON request body (docs/api.md#add): its media type (415), its size (413) and the time it
- * takes to arrive (400), then JSON and the schema (406 naming every field at fault by its path,
- * such as `line_items[3].quantity`).
+ * Reading a JSON request body (docs/api.md#add): its media type and coding (415), its size (413)
+ * and the time it takes to arrive (400), then JSON, I-JSON and the schema (406 naming every field
+ * at fault by its path, such as `line_items[3].quantity`).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
+import { findIJsonFault, type IJsonFault } from "./i-json.ts";
 import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
 
 /** docs/api.md#add: a body holds at most 64 KiB. */
@@ -19,16 +20,17 @@ export const BODY_DEADLINE_MS = 10_000;
 
 /**
  * Reads the body of a request whose Content-Type header is `contentType`, which must be one JSON
- * object, and checks it against `schema`. Returns the checked value and the text exactly as sent,
- * for storing as given.
+ * object in I-JSON, and checks it against `schema`. Returns the text exactly as sent, for storing
+ * as given.
  */
-export async function readJsonBody<Schema extends z.ZodMiniType>(
-  request: Request,
-  contentType: string,
-  schema: Schema,
-): Promise<{ value: z.output<Schema>; text: string }> {
+export async function readJsonBody(request: Request, contentType: string, schema: z.ZodMiniType): Promise<string> {
   if (!isJsonMediaType(contentType)) {
     throw refuse(REFUSALS.mediaType, "content type");
+  }
+  // The runtime hands a Worker the body as sent, still compressed: a gzipped body would be
+  // refused as not UTF-8, and a JSON body labelled br stored as if nobody might decode it again.
+  if (!isIdentityCoding(request.headers.get("content-encoding"))) {
+    throw refuse(REFUSALS.contentEncoding, "content encoding");
   }
   const text = decodeUtf8(await readAtMost(request, MAX_BODY_BYTES));
   if (text.trim() === "") {
@@ -43,9 +45,12 @@ export async function readJsonBody<Schema extends z.ZodMiniType>(
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw refuse(REFUSALS.notObject, "not an object");
   }
+  const fault = findIJsonFault(text);
+  if (fault) throw notIJson(fault, fieldNamesOf(schema));
+  exposeProtoMembers(parsed);
   const result = schema.safeParse(parsed, { error: plainMessage });
   if (!result.success) throw bodyRefusal(result.error.issues, fieldNamesOf(schema));
-  return { value: result.data, text };
+  return text;
 }
 
 // A message names at most this many fields: a body of 500 broken lines must not echo 500 reasons.
@@ -59,6 +64,12 @@ function isJsonMediaType(value: string): boolean {
     const [name = "", charset = ""] = parameter.split("=");
     return name.trim().toLowerCase() !== "charset" || /^"?utf-?8"?$/i.test(charset.trim());
   });
+}
+
+// A list of codings, applied in order (RFC 9110 §8.4); identity is no coding at all.
+function isIdentityCoding(value: string | null): boolean {
+  if (value === null) return true;
+  return value.split(",").every((coding) => ["", "identity"].includes(coding.trim().toLowerCase()));
 }
 
 // Counts the bytes as they arrive, so that a Content-Length that lies, or none at all (chunked),
@@ -119,6 +130,49 @@ function decodeUtf8(bytes: Uint8Array): string {
   }
 }
 
+// A path as long as the nesting would make the message as long as the body; the start says where.
+const MAX_PATH_CHARACTERS = 200;
+
+const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name">, string> = {
+  NUL: "a NUL character",
+  "lone surrogate": "a lone surrogate",
+  noncharacter: "a Unicode noncharacter",
+};
+
+// The first fault alone, as for a syntax error: the scan stops there.
+function notIJson({ path, rule, inName }: IJsonFault, schemaNames: ReadonlySet<string>): ApiError {
+  const reason =
+    rule === "duplicate name"
+      ? "appears more than once in one object"
+      : inName
+        ? `has ${I_JSON_FAULTS[rule]} in its name`
+        : `holds ${I_JSON_FAULTS[rule]}`;
+  const field = shorten(formatFieldPath(path), MAX_PATH_CHARACTERS);
+  return new ApiError(406, `Body field ${field} ${reason}; a body must be I-JSON (RFC 7493).`, {
+    cause: `not I-JSON: ${shorten(formatFieldPath(path, schemaNames), MAX_PATH_CHARACTERS)} ${rule}`,
+  });
+}
+
+// zod keeps a member named `__proto__` off the objects it builds, and so never checks it: every
+// rule of a record would pass over that key unseen. Under this stand-in name, which no body can
+// hold (a NUL in a name is not I-JSON), such a member is checked as any other and named back.
+const PROTO_STAND_IN = "\u0000__proto__";
+
+// JSON.parse makes `__proto__` an own member; renaming it leaves every object's prototype alone.
+function exposeProtoMembers(body: object): void {
+  const pending: unknown[] = [body];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (typeof value !== "object" || value === null) continue;
+    const members = value as Record<string, unknown>;
+    if (Object.hasOwn(members, "__proto__")) {
+      members[PROTO_STAND_IN] = members["__proto__"];
+      delete members["__proto__"];
+    }
+    for (const member of Object.values(members)) pending.push(member);
+  }
+}
+
 function bodyRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlySet<string>): ApiError {
   // One reason per field, the first found: a field that is missing need not also be "not a string".
   const reasons = new Map<string, string>();
@@ -150,7 +204,8 @@ function bodyRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlyS
 // written `[*]`: it came from the client.
 function formatFieldPath(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
   let text = "";
-  for (const part of path) {
+  for (const key of path) {
+    const part = key === PROTO_STAND_IN ? "__proto__" : key;
     if (typeof part === "number") text += `[${part}]`;
     else if (onlyNames && !onlyNames.has(String(part))) text += "[*]";
     else if (typeof part === "string" && PLAIN_NAME.test(part)) text += text === "" ? part : `.${part}`;
@@ -206,6 +261,6 @@ function plainMessage(issue: z.core.$ZodRawIssue): string | undefined {
   return `must be ${noun}`;
 }
 
-function shorten(text: string): string {
-  return text.length > 40 ? `${text.slice(0, 40)}…` : text;
+function shorten(text: string, maxLength = 40): string {
+  return text.length > maxLength ? `${text.slice(0, maxLength)}…` : text;
 }

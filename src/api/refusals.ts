@@ -52,6 +52,10 @@ export const REFUSALS = {
 
   chainNotAllowed: { status: 403, detail: "Header chain_id names a chain this client may not add receipts for." },
   mediaType: { status: 415, detail: "Header Content-Type must be application/json, in UTF-8." },
+  contentEncoding: {
+    status: 415,
+    detail: "Header Content-Encoding must be identity, or absent: send the body uncompressed.",
+  },
   emptyBody: { status: 406, detail: "Body is empty; send one JSON object." },
   notJson: { status: 406, detail: "Body is not valid JSON; send one JSON object." },
   notObject: { status: 406, detail: "Body must be one JSON object." },

@@ -82,12 +82,14 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
     "other-client": async () => add({ ...(await addHeadersFor()), client_id: (await issueClient()).clientId }),
     chain: async () => add({ ...(await addHeadersFor()), chain_id: uniqueId("chain") }),
     "media-type": async () => add({ ...(await addHeadersFor()), "Content-Type": "text/plain" }),
+    "content-encoding": async () => add({ ...(await addHeadersFor()), "Content-Encoding": "gzip" }),
     "too-large": async () => add(await addHeadersFor(), "x".repeat(64 * 1024 + 1)),
     "not-json": async () => add(await addHeadersFor(), "{"),
     "body-rule": async () => {
       const [first, ...rest] = exampleBody().line_items;
       return add(await addHeadersFor(), { ...exampleBody(), currency: "eur", line_items: [{ ...first!, quantity: 0 }, ...rest] });
     },
+    "not-i-json": async () => add(await addHeadersFor(), JSON.stringify(exampleBody()).replace('"total":', '"total":1,"total":')),
     "unknown-field": async () => add(await addHeadersFor(), { ...exampleBody(), totl: 447 }),
     "idempotency-conflict": async () => {
       const headers = { ...(await addHeadersFor()), "Idempotency-Key": uniqueId("key") };

@@ -130,8 +130,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     summary: "Add a receipt for an app user",
     description:
       "Stores one receipt and answers its service-made receipt_id, a UUIDv7. Checks run in this " +
-      "order: headers (400, 406), token and client (403), chain (403), media type (415), size (413), a body " +
-      "that has not arrived in full within 10 s (400), body (406), " +
+      "order: headers (400, 406), token and client (403), chain (403), media type and coding (415), size (413), " +
+      "a body that has not arrived in full within 10 s (400), body (406), " +
       "Idempotency-Key (409). Repeating an Idempotency-Key within 24 hours with the same body, chain_id and " +
       "app_user_id returns the first answer and stores nothing.",
     headers: addHeaders,
@@ -188,6 +188,10 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         ...REFUSALS.mediaType,
         summary: "Content-Type is not application/json in UTF-8",
       },
+      "content-encoding": {
+        ...REFUSALS.contentEncoding,
+        summary: "Content-Encoding is other than identity: the body must be sent uncompressed",
+      },
       "too-large": {
         ...bodyTooLarge(65536),
         summary: "The body is larger than 64 KiB",
@@ -195,6 +199,12 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "not-json": {
         ...REFUSALS.notJson,
         summary: "The body is empty, not UTF-8, not JSON, or not one JSON object",
+      },
+      "not-i-json": {
+        status: 406,
+        summary:
+          "The body is not I-JSON (RFC 7493): a name twice in one object, a lone surrogate, a noncharacter or NUL; the message names the first field at fault",
+        detail: "Body field total appears more than once in one object; a body must be I-JSON (RFC 7493).",
       },
       "body-rule": {
         status: 406,

@@ -1,0 +1,133 @@
+/**
+ * Finds where a JSON text is not I-JSON (RFC 7493): a member name repeated within one object, a
+ * lone surrogate, a Unicode noncharacter, or a NUL. JSON.parse accepts all four, yet parsers
+ * disagree on them (first or last of two names wins, a surrogate becomes U+FFFD or an error, a C
+ * reader ends a string at NUL), and add stores the text as sent for whoever reads it next.
+ */
+
+/** A place where a JSON text is not I-JSON. */
+export interface IJsonFault {
+  /** The member or element at fault, from the top: `["line_items", 0, "sku"]`. */
+  path: PropertyKey[];
+  /** Which rule it breaks. */
+  rule: "duplicate name" | "lone surrogate" | "noncharacter" | "NUL";
+  /** Whether the member's name breaks it, rather than its value. */
+  inName: boolean;
+}
+
+/**
+ * Returns the first fault in `text`, which JSON.parse has accepted, or `undefined` for I-JSON.
+ * One pass over the text, no recursion: the nesting is kept on an explicit stack, so 64 KiB of
+ * brackets (the body limit bounds the depth at 32,768) cannot exhaust the call stack.
+ */
+export function findIJsonFault(text: string): IJsonFault | undefined {
+  const open: Container[] = [];
+  let nextIsName = false;
+  for (let at = 0; at < text.length; at++) {
+    switch (text.charCodeAt(at)) {
+      case OPEN_BRACE:
+        open.push({ names: new Set(), key: "" });
+        nextIsName = true;
+        break;
+      case OPEN_BRACKET:
+        open.push({ names: undefined, key: 0 });
+        break;
+      case CLOSE_BRACE:
+      case CLOSE_BRACKET:
+        open.pop();
+        nextIsName = false;
+        break;
+      case COMMA: {
+        const container = open.at(-1)!;
+        if (container.names) nextIsName = true;
+        else container.key = (container.key as number) + 1;
+        break;
+      }
+      case QUOTE: {
+        const string = readString(text, at);
+        if (nextIsName) {
+          nextIsName = false;
+          const container = open.at(-1)!;
+          // A name with an escape may equal one without: `"\u0074otal"` is `total`.
+          const name = string.escaped ? (JSON.parse(text.slice(at, string.end + 1)) as string) : text.slice(at + 1, string.end);
+          container.key = name;
+          if (string.rule) return { path: pathOf(open), rule: string.rule, inName: true };
+          if (container.names!.has(name)) return { path: pathOf(open), rule: "duplicate name", inName: true };
+          container.names!.add(name);
+        } else if (string.rule) {
+          return { path: pathOf(open), rule: string.rule, inName: false };
+        }
+        at = string.end;
+        break;
+      }
+    }
+  }
+  return undefined;
+}
+
+// An object or array still open: the names it has so far, and the member or element being read.
+interface Container {
+  names: Set<string> | undefined;
+  key: string | number;
+}
+
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const LETTER_U = 0x75;
+
+// The path of the value being read; an object's key is its last name read so far.
+function pathOf(open: readonly Container[]): PropertyKey[] {
+  return open.map((container) => container.key);
+}
+
+type Rule = IJsonFault["rule"];
+
+/**
+ * Reads the string whose opening quote is at `start` to its closing quote, code unit by code
+ * unit, escaped or raw alike: where it ends, whether it holds an escape, the first rule it breaks.
+ */
+function readString(text: string, start: number): { end: number; escaped: boolean; rule: Rule | undefined } {
+  let escaped = false;
+  let rule: Rule | undefined;
+  let high = -1; // a high surrogate waiting for its low half
+  for (let at = start + 1; ; at++) {
+    let unit = text.charCodeAt(at);
+    if (unit === QUOTE) return { end: at, escaped, rule: rule ?? (high >= 0 ? "lone surrogate" : undefined) };
+    if (unit === BACKSLASH) {
+      escaped = true;
+      at += 1;
+      // The letter of \" \\ \/ \b \f \n \r \t stands in for its character: no rule concerns either.
+      unit = text.charCodeAt(at);
+      if (unit === LETTER_U) {
+        unit = Number.parseInt(text.slice(at + 1, at + 5), 16);
+        at += 4;
+      }
+    }
+    rule ??= high >= 0 ? afterHighSurrogate(high, unit) : ruleOf(unit);
+    high = high < 0 && isHighSurrogate(unit) ? unit : -1;
+  }
+}
+
+function afterHighSurrogate(high: number, unit: number): Rule | undefined {
+  if (unit < 0xdc00 || unit > 0xdfff) return "lone surrogate";
+  const codePoint = 0x10000 + ((high - 0xd800) << 10) + (unit - 0xdc00);
+  // U+nFFFE and U+nFFFF of every plane are noncharacters.
+  return (codePoint & 0xfffe) === 0xfffe ? "noncharacter" : undefined;
+}
+
+// The rule a code unit breaks on its own (a high surrogate waits for the next).
+function ruleOf(unit: number): Rule | undefined {
+  if (unit === 0) return "NUL";
+  if (unit >= 0xdc00 && unit <= 0xdfff) return "lone surrogate";
+  if ((unit >= 0xfdd0 && unit <= 0xfdef) || unit >= 0xfffe) return "noncharacter";
+  return undefined;
+}
+
+function isHighSurrogate(unit: number): boolean {
+  return unit >= 0xd800 && unit <= 0xdbff;
+}
