@@ -49,8 +49,8 @@ export async function issueAccessToken(
 
 /**
  * Verifies a token: HS256 only, a `kid` among the configured keys, this service's issuer and
- * audience, all claims present, not issued in the future. Expiry is told apart from every other
- * fault because the client's remedy differs (log in again).
+ * audience, all claims present, not issued in the future, living no longer than login grants.
+ * Expiry is told apart from every other fault because the client's remedy differs (log in again).
  */
 export async function verifyAccessToken(config: ApiConfig, token: string): Promise<TokenCheck> {
   let kid: unknown;
@@ -78,6 +78,11 @@ export async function verifyAccessToken(config: ApiConfig, token: string): Promi
     }
     if (claims.iat > Math.floor(Date.now() / 1000) + CLOCK_SKEW_SECONDS) {
       return { ok: false, reason: "invalid", cause: "issued in the future" };
+    }
+    // Only a holder of a signing key can mint a longer token, but nothing this service issued
+    // lives longer, so such a token is a leaked key at work or a bug, never a client.
+    if (claims.exp - claims.iat > TOKEN_LIFETIME_SECONDS + CLOCK_SKEW_SECONDS) {
+      return { ok: false, reason: "invalid", cause: "lifetime over an hour" };
     }
     return { ok: true, claims };
   } catch (error) {
