@@ -39,5 +39,13 @@ export async function cachedClientRecord(
   return record;
 }
 
+/**
+ * The record's `tokens_valid_after` in milliseconds, 0 for a record that never revoked its
+ * tokens. A value that does not parse gives NaN, which no token's epoch passes.
+ */
+export function tokensValidAfter(record: ClientRecord): number {
+  return record.tokens_valid_after === undefined ? 0 : Date.parse(record.tokens_valid_after);
+}
+
 // Bounds the memory an attacker can make an isolate spend on unknown client_ids.
 const MAX_CACHED_CLIENTS = 10_000;

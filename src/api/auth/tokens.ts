@@ -22,21 +22,28 @@ export interface AccessClaims {
   iat: number;
   exp: number;
   jti: string;
+  /**
+   * The client record's `tokens_valid_after` at login, in milliseconds since 1970 (0 when the
+   * record had none). Absent from tokens issued before issue 11. A record that has since moved
+   * past it revokes the token.
+   */
+  epoch?: number;
 }
 
 export type TokenCheck =
   | { ok: true; claims: AccessClaims }
   | { ok: false; reason: "expired" | "invalid"; cause: string };
 
-/** Signs a token for a client; `now` (seconds) is for tests. */
+/** Signs a token for a client under the record's revocation `epoch`; `now` (seconds) is for tests. */
 export async function issueAccessToken(
   config: ApiConfig,
   clientId: string,
   scope: string,
+  epoch: number,
   now = Math.floor(Date.now() / 1000),
 ): Promise<string> {
   const signer = config.tokenKeys[0]!;
-  return new SignJWT({ scope })
+  return new SignJWT({ scope, epoch })
     .setProtectedHeader({ alg: ALGORITHM, kid: signer.kid, typ: "JWT" })
     .setSubject(clientId)
     .setIssuer(config.issuer)
@@ -73,7 +80,11 @@ export async function verifyAccessToken(config: ApiConfig, token: string): Promi
       clockTolerance: CLOCK_SKEW_SECONDS,
     });
     const claims = payload as unknown as AccessClaims;
-    if (typeof claims.scope !== "string" || typeof claims.sub !== "string") {
+    if (
+      typeof claims.scope !== "string" ||
+      typeof claims.sub !== "string" ||
+      (claims.epoch !== undefined && typeof claims.epoch !== "number")
+    ) {
       return { ok: false, reason: "invalid", cause: "claim types" };
     }
     if (claims.iat > Math.floor(Date.now() / 1000) + CLOCK_SKEW_SECONDS) {
