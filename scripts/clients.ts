@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { base64url } from "jose";
-import { newClientRecord } from "../src/shared/client-records.ts";
+import { newClientRecord, revokingIssuedTokens } from "../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
@@ -20,10 +20,10 @@ const USAGE = `Usage: npm run clients -- <command> [options]
                        issue a client; prints its secret once
   list [--json]        every client with its chains and state
   show <client_id> [--json]
-  disable <client_id>  refuse its logins and its live tokens
-  enable <client_id>
+  disable <client_id>  refuse its logins and every token issued so far
+  enable <client_id>   allow logins again; tokens issued before disable stay refused
   rotate <client_id> [--json]
-                       a new secret; the old one stops working
+                       a new secret; the old one and every token issued so far stop working
 
 Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory).`;
@@ -123,21 +123,24 @@ async function onOneClient(command: "show" | "disable" | "enable" | "rotate", ar
   const target = targetOf(values);
   const record = readRecord(target, clientId);
   if (!record) throw new Error(`No client ${clientId}.`);
-  const now = new Date().toISOString();
 
   if (command === "show") {
     console.log(values.json ? JSON.stringify(publicView(record)) : describe(publicView(record)));
   } else if (command === "rotate") {
     const secret = makeClientSecret();
-    const rotated = { ...record, secret_hash: await hashClientSecret(secret), updated_at: now };
+    const rotated = revokingIssuedTokens({ ...record, secret_hash: await hashClientSecret(secret) });
     writeRecord(target, rotated);
     printSecret(values.json, rotated, secret, "Rotated");
-  } else {
-    writeRecord(target, { ...record, disabled: command === "disable", updated_at: now });
+  } else if (command === "disable") {
+    writeRecord(target, revokingIssuedTokens({ ...record, disabled: true }));
     console.log(
-      `${command === "disable" ? "Disabled" : "Enabled"} client ${clientId}. ` +
-        "Logins see it at once; live tokens within about a minute (KV spread and isolate cache).",
+      `Disabled client ${clientId}. Logins see it at once; tokens issued so far are refused within about ` +
+        "a minute (KV spread and isolate cache), and stay refused after enable.",
     );
+  } else {
+    // Tokens issued before the disable stay revoked: enable leaves tokens_valid_after alone.
+    writeRecord(target, { ...record, disabled: false, updated_at: new Date().toISOString() });
+    console.log(`Enabled client ${clientId}. It can log in again wherever KV shows the change.`);
   }
 }
 

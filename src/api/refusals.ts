@@ -49,6 +49,11 @@ export const REFUSALS = {
   unknownClient: { status: 403, detail: "Header client_id is unknown." },
   disabledClient: { status: 403, detail: "Header client_id names a disabled client." },
   otherClient: { status: 403, detail: "Header client_id is not the client the access token was issued to." },
+  tokenRevoked: {
+    status: 403,
+    detail:
+      "Header Authorization holds a token issued before the client's secret was rotated or the client disabled; generate a fresh token with login.",
+  },
 
   chainNotAllowed: { status: 403, detail: "Header chain_id names a chain this client may not add receipts for." },
   mediaType: { status: 415, detail: "Header Content-Type must be application/json, in UTF-8." },

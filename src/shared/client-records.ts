@@ -1,6 +1,7 @@
 /**
- * How a client record comes to be: the one recipe that `npm run clients -- issue`, the tests and
- * the bench all follow, so a field added to the record is added everywhere at once.
+ * How a client record comes to be, and how `rotate` and `disable` revoke its tokens: the one
+ * recipe that `npm run clients`, the tests and the bench all follow, so a field added to the
+ * record is added everywhere at once.
  */
 import { hashClientSecret, makeClientSecret } from "./secrets.ts";
 import { POS_SCOPE, type ClientRecord } from "./types.ts";
@@ -35,4 +36,15 @@ export async function newClientRecord(
     updated_at: at,
   };
   return { record, secret };
+}
+
+/**
+ * The record with every token issued so far revoked, as `rotate` and `disable` store it. The time
+ * only ever moves forward, even if the operator's clock went back: a token carries the value it
+ * was issued under, and a later value must never compare as older.
+ */
+export function revokingIssuedTokens(record: ClientRecord, now = new Date()): ClientRecord {
+  const previous = record.tokens_valid_after ? Date.parse(record.tokens_valid_after) : 0;
+  const validAfter = new Date(Math.max(now.getTime(), previous + 1));
+  return { ...record, tokens_valid_after: validAfter.toISOString(), updated_at: now.toISOString() };
 }

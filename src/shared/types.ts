@@ -14,6 +14,11 @@ export interface ClientRecord {
   disabled: boolean;
   created_at: string;
   updated_at: string;
+  /**
+   * ISO time of the last `rotate` or `disable`: tokens issued under an earlier value are refused
+   * on add and delete. Absent in records older than issue 11, which revoke nothing.
+   */
+  tokens_valid_after?: string;
 }
 
 /** The message the API Worker queues when a receipt is deleted (docs/api.md#deletion-notices). */

@@ -80,6 +80,11 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
       return add(headers);
     },
     "other-client": async () => add({ ...(await addHeadersFor()), client_id: (await issueClient()).clientId }),
+    "revoked-token": async () => {
+      const headers = await addHeadersFor();
+      await updateClient(headers.client_id!, { tokens_valid_after: new Date().toISOString() });
+      return add(headers);
+    },
     chain: async () => add({ ...(await addHeadersFor()), chain_id: uniqueId("chain") }),
     "media-type": async () => add({ ...(await addHeadersFor()), "Content-Type": "text/plain" }),
     "content-encoding": async () => add({ ...(await addHeadersFor()), "Content-Encoding": "gzip" }),
@@ -118,6 +123,11 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
       return call(PATHS.delete, { headers });
     },
     "other-client": async () => remove({ client_id: (await issueClient()).clientId }),
+    "revoked-token": async () => {
+      const headers = await deleteHeaders();
+      await updateClient(headers.client_id!, { tokens_valid_after: new Date().toISOString() });
+      return call(PATHS.delete, { headers });
+    },
     "no-receipt": async () => remove({ receipt_id: crypto.randomUUID() }),
     mismatch: async () => remove({ chain_id: uniqueId("chain"), app_user_id: uniqueId("au") }),
     ...commonScenarios(PATHS.delete, "POST"),

@@ -87,6 +87,19 @@ describe("docs/api.md#operators npm run clients", () => {
     expect(JSON.parse(kvValue(client.client_id)).secret_hash).toBe(await hashClientSecret(rotated.client_secret));
   });
 
+  it("issue 11.1 revocation (docs/api.md#revocation): disable and rotate move tokens_valid_after on, enable keeps it", () => {
+    const client = issued("--chain", "c1");
+    const validAfter = () => JSON.parse(kvValue(client.client_id)).tokens_valid_after as string | undefined;
+    expect(validAfter()).toBeUndefined();
+    expect(clients("disable", client.client_id).status).toBe(0);
+    const disabled = validAfter()!;
+    expect(Date.parse(disabled)).toBeGreaterThan(Date.now() - 60_000);
+    expect(clients("enable", client.client_id).status).toBe(0);
+    expect(validAfter()).toBe(disabled);
+    expect(clients("rotate", client.client_id).status).toBe(0);
+    expect(Date.parse(validAfter()!)).toBeGreaterThan(Date.parse(disabled));
+  });
+
   it("acting on an unknown client fails with status 1 and writes nothing", () => {
     for (const command of ["show", "disable", "enable", "rotate"]) {
       const result = clients(command, "pos-nobody");
@@ -131,6 +144,12 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
   beforeAll(async () => {
     const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
     expect(build.status, build.stderr).toBe(0);
+    // Delete needs the tables; made before the Worker starts, so that nothing else holds the files.
+    const migrate = spawnSync("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
+      cwd: ROOT,
+      encoding: "utf8",
+    });
+    expect(migrate.status, migrate.stderr).toBe(0);
     // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
     mf = new Miniflare(
       convertV4MiniflareOptions({
@@ -142,7 +161,8 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
       kvNamespaces: { CLIENTS: "00000000000000000000000000000002" },
       // Where `wrangler --persist-to <state>` keeps local resources.
       resourcePersistencePath: path.join(state, "v3"),
-      d1Databases: ["DB"],
+      // Likewise D1 by its database_id, so that `wrangler d1 migrations apply --local` reaches it.
+      d1Databases: { DB: "00000000-0000-4000-8000-000000000001" },
       queueProducers: { NOTICES: "receipts-v2-notices" },
       bindings: {
         TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
@@ -180,5 +200,30 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
     const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
     expect((await login(client.client_id, client.client_secret)).status).toBe(403);
     expect((await login(client.client_id, rotated.client_secret)).status).toBe(200);
+  }, 60_000);
+
+  it("issue 11.1 revocation (docs/api.md#revocation): tokens issued before disable or rotate are refused on delete, also after enable", async () => {
+    const client = issued("--chain", "c1");
+    // No receipt exists under this ID: a token that passes every check gets 406, a revoked one 403.
+    const remove = async (token: string) => {
+      const response = await mf.dispatchFetch("http://localhost/receipts/v2/delete", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, client_id: client.client_id, chain_id: "c1", app_user_id: "au-1", receipt_id: crypto.randomUUID() },
+      });
+      return { status: response.status, message: ((await response.json()) as { message: string }).message };
+    };
+    const first = (await login(client.client_id, client.client_secret)).body.data.access_token;
+    expect((await remove(first)).status).toBe(406);
+
+    clients("disable", client.client_id);
+    clients("enable", client.client_id);
+    expect(await remove(first)).toMatchObject({ status: 403, message: expect.stringContaining("generate a fresh token") });
+    const second = (await login(client.client_id, client.client_secret)).body.data.access_token;
+    expect((await remove(second)).status).toBe(406);
+
+    const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
+    expect((await remove(second)).status).toBe(403);
+    const third = (await login(client.client_id, rotated.client_secret)).body.data.access_token;
+    expect((await remove(third)).status).toBe(406);
   }, 60_000);
 });

@@ -8,7 +8,17 @@ import { clientKey, type ClientRecord } from "../../shared/types.ts";
 // client is refused within about a minute of the operator's write (docs/api.md says so).
 const KV_CACHE_TTL_SECONDS = 30;
 
-const isolateCache = new Map<string, { record: ClientRecord | null; until: number }>();
+interface CachedRecord {
+  record: ClientRecord | null;
+  /**
+   * When the KV read began. A token issued later came from a login that read KV later, through
+   * the same edge cache, so this copy may be older than the record that login saw.
+   */
+  readAt: number;
+  until: number;
+}
+
+const isolateCache = new Map<string, CachedRecord>();
 
 /**
  * Reads a client record straight from KV. Login uses this: a rotated or disabled secret must
@@ -19,24 +29,38 @@ export async function readClientRecord(kv: KVNamespace, clientId: string): Promi
 }
 
 /**
- * Reads a client record, reusing one this isolate read less than `maxAgeMs` ago. Token-bearing
+ * Reads a client record, reusing one this isolate read less than `maxAgeMs` ago, unless the
+ * token presented (issued at `tokenIssuedAt`, seconds) may be newer than that copy. Token-bearing
  * routes use this: tills call them thousands of times a minute, and a bounded staleness is the
- * documented price of revocation.
+ * documented price of revocation. A token newer than the copy came from a login that read the
+ * record more recently (after an `enable`, or after the client was issued), so the copy must not
+ * overrule it.
  */
 export async function cachedClientRecord(
   kv: KVNamespace,
   clientId: string,
   maxAgeMs: number,
+  tokenIssuedAt: number,
 ): Promise<ClientRecord | null> {
   const now = Date.now();
   const hit = isolateCache.get(clientId);
-  if (hit && hit.until > now) return hit.record;
+  // `iat` is whole seconds: a token of second S may have been issued as late as S + 999 ms, so
+  // only a copy read after that is certainly the newer one.
+  if (hit && hit.until > now && hit.readAt >= (tokenIssuedAt + 1) * 1000) return hit.record;
   const record = await readClientRecord(kv, clientId);
   if (maxAgeMs > 0) {
     if (isolateCache.size >= MAX_CACHED_CLIENTS) isolateCache.clear();
-    isolateCache.set(clientId, { record, until: now + maxAgeMs });
+    isolateCache.set(clientId, { record, readAt: now, until: now + maxAgeMs });
   }
   return record;
+}
+
+/**
+ * The record's `tokens_valid_after` in milliseconds, 0 for a record that never revoked its
+ * tokens. A value that does not parse gives NaN, which no token's epoch passes.
+ */
+export function tokensValidAfter(record: ClientRecord): number {
+  return record.tokens_valid_after === undefined ? 0 : Date.parse(record.tokens_valid_after);
 }
 
 // Bounds the memory an attacker can make an isolate spend on unknown client_ids.

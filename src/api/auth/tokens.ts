@@ -22,21 +22,28 @@ export interface AccessClaims {
   iat: number;
   exp: number;
   jti: string;
+  /**
+   * The client record's `tokens_valid_after` at login, in milliseconds since 1970 (0 when the
+   * record had none). Absent from tokens issued before issue 11. A record that has since moved
+   * past it revokes the token.
+   */
+  epoch?: number;
 }
 
 export type TokenCheck =
   | { ok: true; claims: AccessClaims }
   | { ok: false; reason: "expired" | "invalid"; cause: string };
 
-/** Signs a token for a client; `now` (seconds) is for tests. */
+/** Signs a token for a client under the record's revocation `epoch`; `now` (seconds) is for tests. */
 export async function issueAccessToken(
   config: ApiConfig,
   clientId: string,
   scope: string,
+  epoch: number,
   now = Math.floor(Date.now() / 1000),
 ): Promise<string> {
   const signer = config.tokenKeys[0]!;
-  return new SignJWT({ scope })
+  return new SignJWT({ scope, epoch })
     .setProtectedHeader({ alg: ALGORITHM, kid: signer.kid, typ: "JWT" })
     .setSubject(clientId)
     .setIssuer(config.issuer)
@@ -49,8 +56,8 @@ export async function issueAccessToken(
 
 /**
  * Verifies a token: HS256 only, a `kid` among the configured keys, this service's issuer and
- * audience, all claims present, not issued in the future. Expiry is told apart from every other
- * fault because the client's remedy differs (log in again).
+ * audience, all claims present, not issued in the future, living no longer than login grants.
+ * Expiry is told apart from every other fault because the client's remedy differs (log in again).
  */
 export async function verifyAccessToken(config: ApiConfig, token: string): Promise<TokenCheck> {
   let kid: unknown;
@@ -73,11 +80,20 @@ export async function verifyAccessToken(config: ApiConfig, token: string): Promi
       clockTolerance: CLOCK_SKEW_SECONDS,
     });
     const claims = payload as unknown as AccessClaims;
-    if (typeof claims.scope !== "string" || typeof claims.sub !== "string") {
+    if (
+      typeof claims.scope !== "string" ||
+      typeof claims.sub !== "string" ||
+      (claims.epoch !== undefined && typeof claims.epoch !== "number")
+    ) {
       return { ok: false, reason: "invalid", cause: "claim types" };
     }
     if (claims.iat > Math.floor(Date.now() / 1000) + CLOCK_SKEW_SECONDS) {
       return { ok: false, reason: "invalid", cause: "issued in the future" };
+    }
+    // Only a holder of a signing key can mint a longer token, but nothing this service issued
+    // lives longer, so such a token is a leaked key at work or a bug, never a client.
+    if (claims.exp - claims.iat > TOKEN_LIFETIME_SECONDS + CLOCK_SKEW_SECONDS) {
+      return { ok: false, reason: "invalid", cause: "lifetime over an hour" };
     }
     return { ok: true, claims };
   } catch (error) {

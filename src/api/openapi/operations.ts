@@ -63,6 +63,10 @@ const BEARER_ERRORS: Record<string, ErrorExample> = {
   "unknown-client": { ...REFUSALS.unknownClient, summary: "client_id is unknown" },
   "disabled-client": { ...REFUSALS.disabledClient, summary: "client_id names a client the operator disabled" },
   "other-client": { ...REFUSALS.otherClient, summary: "The token was issued to another client than client_id" },
+  "revoked-token": {
+    ...REFUSALS.tokenRevoked,
+    summary: "The token was issued before the client's secret was rotated or the client disabled: log in again",
+  },
 };
 
 /** The operations of receipts.v2, keyed by path like the Worker's OPERATIONS. */

@@ -1,7 +1,7 @@
 /** POST /receipts/v2/login (docs/api.md#login, #login-errors; docs/api.md#login). */
 import { loginHeaders, type LoginResponse } from "../../shared/schemas.ts";
 import { POS_SCOPE } from "../../shared/types.ts";
-import { readClientRecord } from "../auth/clients.ts";
+import { readClientRecord, tokensValidAfter } from "../auth/clients.ts";
 import { secretMatches } from "../auth/secrets.ts";
 import { TOKEN_LIFETIME_SECONDS, issueAccessToken } from "../auth/tokens.ts";
 import type { ApiContext } from "../context.ts";
@@ -34,7 +34,7 @@ export async function login(c: ApiContext): Promise<Response> {
     throw refuse(REFUSALS.loginScopeNotGranted, "scope not granted");
   }
 
-  const token = await issueAccessToken(c.get("config"), record.client_id, headers.scope);
+  const token = await issueAccessToken(c.get("config"), record.client_id, headers.scope, tokensValidAfter(record));
   const body: LoginResponse = {
     data: { access_token: token, expires_in: TOKEN_LIFETIME_SECONDS, token_type: "Bearer" },
     status: "OK",
