@@ -9,10 +9,11 @@ import { describe, expect, it } from "vitest";
 import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../helpers.ts";
 import { DELETE, seedReceipt, type SeededReceipt } from "../notices.ts";
 import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
-import { CAMPAIGN_TIMEOUT_MS, FUZZ_RUNS, runCampaign, type FuzzRequest } from "./harness.ts";
+import { CAMPAIGN_TIMEOUT_MS, FUZZ_RUNS, FUZZ_SECONDS, runCampaign, type FuzzRequest } from "./harness.ts";
 
 // Enough receipts that the campaign never runs out: about one request in thirteen deletes one.
-const POOL = Math.max(400, Math.ceil(FUZZ_RUNS / 5));
+// No more than FUZZ_SECONDS can use (at a generous 200 requests a second): seeding is not bounded.
+const POOL = Math.max(400, Math.ceil(Math.min(FUZZ_RUNS, FUZZ_SECONDS * 200) / 5));
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
 
 describe("issue 5 fuzzing: delete", () => {
