@@ -162,7 +162,8 @@ const SLOTTED = ["authorization", "content-type"];
  * The value of a header as the Worker reads it: white space trimmed and repeats joined with ", ",
  * except that an empty Authorization or Content-Type line is no line (docs/api.md "What never
  * reaches the Worker"): the runtime joins a line onto an empty slot by replacing it, so
- * `"", "Bearer t"` arrives as `Bearer t`, `"Bearer t", ""` as `Bearer t, `, and `"", ""` as nothing.
+ * `"", "Bearer t"` arrives as `Bearer t`, `"Bearer t", ""` as `Bearer t, ` (no token), and `"", ""`
+ * as nothing.
  */
 export function asReceived(headers: Record<string, string>, name: string): string | null {
   if (!SLOTTED.includes(name.toLowerCase())) return new Headers(headers).get(name);
