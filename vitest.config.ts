@@ -1,8 +1,8 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
-import { TEST_TOKEN_KEYS } from "./test/keys.ts";
-import { PUSH_LOG_NAMESPACE, notifierWorkers } from "./test/notifier-worker.ts";
+import { TEST_TOKEN_KEYS } from "./test/support/keys.ts";
+import { PUSH_LOG_NAMESPACE, notifierWorkers } from "./test/support/notifier-worker.ts";
 
 const root = import.meta.dirname;
 
@@ -34,7 +34,7 @@ export default defineConfig(async () => {
             name: "workers",
             // Every request logs a line; show them only for a test that fails.
             silent: "passed-only",
-            globalSetup: ["./test/notifier-worker.ts"],
+            globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
             // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
             // FUZZ_SECONDS bounds each route's campaign, so that `npm test` stays fast whatever the machine.
@@ -43,7 +43,7 @@ export default defineConfig(async () => {
               fuzzSeconds: Number(process.env.FUZZ_SECONDS) || 60,
               fuzzSeed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : null,
             },
-            setupFiles: ["./test/apply-migrations.ts"],
+            setupFiles: ["./test/support/apply-migrations.ts"],
           },
         },
         {

@@ -1,5 +1,5 @@
 /**
- * Receipt bodies for add, valid by contract §3: the totals add up, every field within its rule.
+ * Receipt bodies for add, valid by docs/api.md#add: the totals add up, every field within its rule.
  * Sized by the number of line items, as a real receipt grows.
  */
 

@@ -7,6 +7,7 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { UsageError, parse, runCli } from "../scripts/lib/cli.ts";
+import { PATHS } from "../src/shared/paths.ts";
 import { POS_SCOPE } from "../src/shared/types.ts";
 import { receiptBody } from "./bodies.ts";
 import { countCalls, describeCalls, type CountedRequest, type Operation } from "./budgets.ts";
@@ -47,7 +48,6 @@ const ROUNDS = 3;
 const DELETE_RPS_CEILING = 1500;
 const APP_USER = "app-user-0001";
 const RESULTS_FILE = path.join(import.meta.dirname, "results.json");
-const API = { login: "/receipts/v2/login", add: "/receipts/v2/add", delete: "/receipts/v2/delete" };
 // Not an operation: the API Worker's cheapest answer (routing, config, error model, log line).
 const API_TRIVIAL = "/receipts/v2/trivial";
 
@@ -152,7 +152,7 @@ async function targetsFor(route: RouteName, bench: Bench): Promise<{ api: Target
       return { ...targets, api: { ...targets.api, expectedStatus: 404 } };
     }
     case "login":
-      return both({ method: "POST", headers: loginHeaders(bench.client) }, API.login, FLOOR_PATHS.login);
+      return both({ method: "POST", headers: loginHeaders(bench.client) }, PATHS.login, FLOOR_PATHS.login);
     case "add-2k":
     case "add-40k":
       return both(
@@ -162,7 +162,7 @@ async function targetsFor(route: RouteName, bench: Bench): Promise<{ api: Target
           body: Buffer.from(receiptBody(route === "add-2k" ? 2 * KIB : 40 * KIB)),
           perRequest: () => ({ "idempotency-key": crypto.randomUUID() }),
         },
-        API.add,
+        PATHS.add,
         FLOOR_PATHS.add,
       );
     case "delete": {
@@ -171,7 +171,7 @@ async function targetsFor(route: RouteName, bench: Bench): Promise<{ api: Target
       const deleting = (ids: string[], origin: string, path: string): Target =>
         deleteTarget(bench, ids, origin, path);
       return {
-        api: deleting(await seed(), urls.api, API.delete),
+        api: deleting(await seed(), urls.api, PATHS.delete),
         floor: deleting(await seed(), urls.floor, FLOOR_PATHS.delete),
       };
     }
@@ -197,14 +197,14 @@ function deleteTarget(bench: Bench, ids: string[], origin: string, path: string)
 async function countedRequest(operation: Operation, runtime: Runtime): Promise<CountedRequest> {
   if (operation === "trivial") return { path: API_TRIVIAL, headers: {}, expectedStatus: 404 };
   const client = await runtime.issueClient(`count-${operation}`);
-  if (operation === "login") return { path: API.login, headers: loginHeaders(client), expectedStatus: 200 };
+  if (operation === "login") return { path: PATHS.login, headers: loginHeaders(client), expectedStatus: 200 };
   const token = await logIn(runtime, client);
   if (operation === "add") {
     const headers = { ...addHeaders(client, token), "idempotency-key": crypto.randomUUID() };
-    return { path: API.add, headers, body: receiptBody(2 * KIB), expectedStatus: 200 };
+    return { path: PATHS.add, headers, body: receiptBody(2 * KIB), expectedStatus: 200 };
   }
   const [receiptId] = await runtime.seedReceipts(client, APP_USER, 1, receiptBody(2 * KIB));
-  return { path: API.delete, headers: { ...tokenHeaders(client, token), receipt_id: receiptId! }, expectedStatus: 200 };
+  return { path: PATHS.delete, headers: { ...tokenHeaders(client, token), receipt_id: receiptId! }, expectedStatus: 200 };
 }
 
 /** Warms both targets up, then times them in alternating turns. */
@@ -222,7 +222,7 @@ async function compare(api: Target, floor: Target, settings: LoadSettings): Prom
 }
 
 async function logIn(runtime: Runtime, client: BenchClient): Promise<string> {
-  const response = await fetch(runtime.urls.api + API.login, { method: "POST", headers: loginHeaders(client) });
+  const response = await fetch(runtime.urls.api + PATHS.login, { method: "POST", headers: loginHeaders(client) });
   const body = (await response.json()) as { data?: { access_token?: string } };
   if (!body.data?.access_token) throw new Error(`Bench login failed (${response.status}): ${JSON.stringify(body)}`);
   return body.data.access_token;
@@ -232,7 +232,7 @@ function loginHeaders(client: BenchClient): Record<string, string> {
   return { client_id: client.clientId, client_secret: client.secret, token_type: "Bearer", scope: POS_SCOPE };
 }
 
-/** The headers add and delete share (contract §3, seed §4.3), less receipt_id. */
+/** The headers add and delete share (docs/api.md#add, docs/api.md#delete), less receipt_id. */
 function tokenHeaders(client: BenchClient, token: string): Record<string, string> {
   return { authorization: `Bearer ${token}`, client_id: client.clientId, chain_id: client.chainId, app_user_id: APP_USER };
 }

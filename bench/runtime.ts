@@ -9,9 +9,9 @@ import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery, type SourcelessWorkerOptions } from "wrangler";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
-import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
+import { newClientRecord } from "../src/shared/client-records.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
-import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
+import { clientKey } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
 
 /** The Workers a bench run talks to, each on its own loopback socket. */
@@ -96,19 +96,11 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
   return {
     urls,
     async issueClient(name) {
-      const client: BenchClient = { clientId: `bench-${name}`, secret: makeClientSecret(), chainId: `chain-${name}` };
-      const now = new Date().toISOString();
-      const record: ClientRecord = {
-        client_id: client.clientId,
-        secret_hash: await hashClientSecret(client.secret),
-        chains: [client.chainId],
-        scopes: [POS_SCOPE],
-        disabled: false,
-        created_at: now,
-        updated_at: now,
-      };
-      await kv.put(clientKey(client.clientId), JSON.stringify(record));
-      return client;
+      const clientId = `bench-${name}`;
+      const chainId = `chain-${name}`;
+      const { record, secret } = await newClientRecord({ client_id: clientId, chains: [chainId] });
+      await kv.put(clientKey(clientId), JSON.stringify(record));
+      return { clientId, secret, chainId };
     },
     async seedReceipts(client, appUserId, count, body) {
       const first = receiptSerial;

@@ -1,4 +1,4 @@
--- Receipts that POS clients add and app users hold (contract §3).
+-- Receipts that POS clients add and app users hold (docs/api.md#add).
 -- receipt_id is a UUIDv7 made by the service: time-ordered, so new rows append to the primary
 -- key's b-tree instead of landing at random pages, and over 70 random bits make it unguessable.
 -- The delete path finds a receipt by its primary key; the index serves an app user's listing

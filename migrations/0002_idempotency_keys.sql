@@ -1,4 +1,4 @@
--- Idempotency-Key records of add (contract §3): the first answer to one client's key, kept so
+-- Idempotency-Key records of add (docs/api.md#add): the first answer to one client's key, kept so
 -- that a retry within 24 hours gets that answer again instead of adding a second receipt.
 -- The key is per client (two clients may pick the same key). fingerprint is a hash of what the
 -- request asked for (body, chain_id, app_user_id), so the same key for a different receipt is

@@ -1,4 +1,4 @@
--- Deletion notices on their way to the app user (contract §4, §5).
+-- Deletion notices on their way to the app user (docs/api.md#delete, #deletion-notices).
 --
 -- notice_outbox: the delete operation inserts a row in the same D1 batch that removes the receipt,
 -- so a receipt can never be gone without its notice recorded. The row is the notice's source of

@@ -1,16 +1,17 @@
 /**
- * Operators issue, list, show, disable, enable and rotate POS clients (contract §6). Records go
+ * Operators issue, list, show, disable, enable and rotate POS clients (docs/api.md#operators). Records go
  * to the CLIENTS KV namespace through `wrangler kv`; the secret is printed once and only its hash
  * is stored.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { base64url } from "jose";
-import { headerText } from "../src/shared/schemas.ts";
+import { newClientRecord } from "../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
-import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
-import { UsageError, parse, runCli } from "./lib/cli.ts";
+import { clientKey, type ClientRecord } from "../src/shared/types.ts";
+import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
 import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run clients -- <command> [options]
@@ -35,6 +36,9 @@ const COMMON = {
 
 // KV's bulk read takes at most 100 keys a call.
 const BULK_GET_LIMIT = 100;
+
+// How long a remote KV write may take to be seen everywhere (Cloudflare documents up to 60 s).
+const KV_PROPAGATION_MS = 60_000;
 
 await runCli(USAGE, async (argv) => {
   const [command, ...rest] = argv;
@@ -68,19 +72,35 @@ async function issue(argv: string[]): Promise<void> {
   const target = targetOf(values);
   if (readRecord(target, clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
 
-  const secret = makeClientSecret();
-  const now = new Date().toISOString();
-  const record: ClientRecord = {
-    client_id: clientId,
-    secret_hash: await hashClientSecret(secret),
-    chains: [...new Set(chains)],
-    scopes: [POS_SCOPE],
-    disabled: false,
-    created_at: now,
-    updated_at: now,
-  };
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains });
+  const writeStarted = Date.now();
   writeRecord(target, record);
+  // A made client_id is 72 random bits: no other issue can be racing for it.
+  if (values["client-id"] !== undefined) await confirmStillOurs(target, record, Date.now() - writeStarted);
   printSecret(values.json, record, secret, "Issued");
+}
+
+/**
+ * KV has no compare-and-set, so two issues for one --client-id can both find it free and both
+ * write; the last write stands. A rival that found the ID free before our write landed has its own
+ * write still to make, which takes about as long as ours did (a wrangler start, under the same
+ * load), plus remotely up to KV's 60 s propagation, over which its read may have missed ours. We
+ * wait that long, then read back (one more wrangler start of margin): the one whose record KV does
+ * not hold has lost, and its secret was never valid. docs/operations.md#clients says what this can
+ * and cannot promise.
+ */
+async function confirmStillOurs(target: Target, record: ClientRecord, writeMs: number): Promise<void> {
+  const waitMs = (target.remote ? KV_PROPAGATION_MS : 0) + writeMs;
+  if (target.remote) {
+    console.error(`Waiting ${Math.ceil(waitMs / 1000)} s to confirm that no other issue for ${record.client_id} raced this one.`);
+  }
+  await sleep(waitMs);
+  if (readRecord(target, record.client_id)?.secret_hash !== record.secret_hash) {
+    throw new Error(
+      `Another issue for client ${record.client_id} ran at the same time and its record stands; ` +
+        `this command's secret was never valid and is not shown. See 'npm run clients -- show ${record.client_id}'.`,
+    );
+  }
 }
 
 function list(argv: string[]): void {
@@ -170,13 +190,6 @@ function readRecords(target: Target, keys: string[]): ClientRecord[] {
 
 function writeRecord(target: Target, record: ClientRecord): void {
   wrangler(["kv", "key", "put", clientKey(record.client_id), JSON.stringify(record), "--binding", "CLIENTS", ...targetFlags(target)]);
-}
-
-/** IDs travel as HTTP headers, so they obey the same rule (contract §1). */
-function usableId(flag: string, value: string): string {
-  const result = headerText.safeParse(value);
-  if (!result.success) throw new UsageError(`${flag} ${result.error.issues[0]!.message}: ${JSON.stringify(value)}`);
-  return value;
 }
 
 function noPositionals(positionals: string[]): void {

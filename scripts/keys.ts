@@ -1,10 +1,11 @@
 /**
- * Makes token signing keys (contract §2). `new` prints a fresh key set; with `--from` it puts a
+ * Makes token signing keys (docs/api.md#login). `new` prints a fresh key set; with `--from` it puts a
  * new signing key in front of an existing set, so tokens signed by the old keys keep verifying
  * until the operator drops them. The output is for `wrangler secret put TOKEN_KEYS`.
  */
 import { readFileSync } from "node:fs";
-import { newTokenKey, parseTokenKeys } from "../src/shared/token-keys.ts";
+import { parseTokenKeys } from "../src/api/config.ts";
+import { newTokenKey } from "../src/shared/token-keys.ts";
 import { UsageError, parse, runCli } from "./lib/cli.ts";
 
 const USAGE = `Usage: npm run keys -- new [--from <file>|-]

@@ -1,9 +1,9 @@
 /**
  * Operators list the deletion notices that could not be delivered and send them again
- * (contract §5, §6). Both act on the D1 database through `wrangler d1 execute`, with the SQL of
- * src/storage/notice-sql.ts, which the Workers use too.
+ * (docs/api.md#deletion-notices, #operators). Both act on the D1 database through `wrangler d1 execute`, with the SQL of
+ * src/storage/outbox-sql.ts, which the Workers use too.
  */
-import { EVENT_ID_PATTERN, FAILED_SQL, replayFailedSql } from "../src/storage/notice-sql.ts";
+import { EVENT_ID_PATTERN, FAILED_SQL, replayFailedSql } from "../src/storage/outbox-sql.ts";
 import { UsageError, parse, runCli } from "./lib/cli.ts";
 import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 

@@ -1,5 +1,5 @@
 /**
- * `npm start`: everything a newcomer needs to run the service locally (contract §7). Applies the
+ * `npm start`: everything a newcomer needs to run the service locally (docs/api.md#local-use). Applies the
  * local D1 migrations, writes each Worker's `.dev.vars` when missing, then serves both Workers in
  * one `wrangler dev`, so the queue flows between them. Arguments after `--` go to wrangler dev.
  */

@@ -5,7 +5,7 @@ declare global {
   namespace Cloudflare {
     interface Env extends ApiEnv {
       TEST_MIGRATIONS: D1Migration[];
-      /** Pushes the test push receiver got (test/push-receiver.js). */
+      /** Pushes the test push receiver got (test/support/push-receiver.js). */
       PUSH_LOG: KVNamespace;
     }
     interface GlobalProps {

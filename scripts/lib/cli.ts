@@ -1,5 +1,6 @@
 /** What every operator command shares: argument parsing and the usage exit (status 2). */
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { headerText } from "../../src/shared/schemas.ts";
 
 /** Thrown for bad arguments; `runCli` prints the usage and exits 2 without writing anything. */
 export class UsageError extends Error {}
@@ -11,6 +12,28 @@ export function parse<T extends ParseArgsConfig["options"]>(args: string[], opti
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+}
+
+/**
+ * Checks an ID (client_id, chain_id) that POS requests will carry as a header value: one that no
+ * request could carry as given is a UsageError, so nothing is written for a client that can never
+ * log in. Beyond the header rule (docs/api.md#common-rules) it refuses white space at either end,
+ * which HTTP strips, and a leading "-", which a later command would read as an option
+ * (`disable --remote` names no client but the deployed namespace).
+ *
+ * @example usableId("--client-id", values["client-id"]) // returns the value, or throws UsageError
+ */
+export function usableId(flag: string, value: string): string {
+  const result = headerText.safeParse(value);
+  const problem = !result.success
+    ? result.error.issues[0]!.message
+    : value !== value.trim()
+      ? "has white space at either end, which HTTP strips"
+      : value.startsWith("-")
+        ? "starts with '-' and would read as an option"
+        : null;
+  if (problem) throw new UsageError(`${flag} ${problem}: ${JSON.stringify(value)}`);
+  return value;
 }
 
 /**

@@ -1,26 +1,20 @@
 /**
  * The API Worker's HTTP surface: the routes, the request log, and the error model that every
- * refusal goes through (contract §1).
+ * refusal goes through (docs/api.md#common-rules).
  */
 import { Hono } from "hono";
 import { describeError, logLine } from "../shared/log.ts";
 import { PATHS } from "../shared/paths.ts";
 import { apiConfig } from "./config.ts";
 import type { ApiBindings, ApiContext } from "./context.ts";
-import {
-  ApiError,
-  UNCONFIGURED_SUPPORT,
-  errorBody,
-  internalErrorBody,
-  jsonResponse,
-  type SupportPointer,
-} from "./errors.ts";
+import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type SupportPointer } from "./errors.ts";
+import { jsonResponse } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
 import { login } from "./routes/login.ts";
 import { openApiDocument } from "./routes/openapi.ts";
 
-/** The operations of receipts.v2 (seed §4); all answer POST only. */
+/** The operations of receipts.v2 (docs/api.md#operations); all answer POST only. */
 export const OPERATIONS = {
   [PATHS.login]: login,
   [PATHS.add]: add,

@@ -1,12 +1,13 @@
 /**
- * Reading a JSON request body (contract §3): its media type (415), its size (413) and the time it
+ * Reading a JSON request body (docs/api.md#add): its media type (415), its size (413) and the time it
  * takes to arrive (400), then JSON and the schema (406 naming every field at fault by its path,
  * such as `line_items[3].quantity`).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
+import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
 
-/** Contract §3: a body holds at most 64 KiB. */
+/** docs/api.md#add: a body holds at most 64 KiB. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /**
@@ -27,22 +28,20 @@ export async function readJsonBody<Schema extends z.ZodMiniType>(
   schema: Schema,
 ): Promise<{ value: z.output<Schema>; text: string }> {
   if (!isJsonMediaType(contentType)) {
-    throw new ApiError(415, "Header Content-Type must be application/json, in UTF-8.", {
-      cause: "content type",
-    });
+    throw refuse(REFUSALS.mediaType, "content type");
   }
   const text = decodeUtf8(await readAtMost(request, MAX_BODY_BYTES));
   if (text.trim() === "") {
-    throw new ApiError(406, "Body is empty; send one JSON object.", { cause: "empty body" });
+    throw refuse(REFUSALS.emptyBody, "empty body");
   }
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    throw new ApiError(406, "Body is not valid JSON; send one JSON object.", { cause: "JSON syntax" });
+    throw refuse(REFUSALS.notJson, "JSON syntax");
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-    throw new ApiError(406, "Body must be one JSON object.", { cause: "not an object" });
+    throw refuse(REFUSALS.notObject, "not an object");
   }
   const result = schema.safeParse(parsed, { error: plainMessage });
   if (!result.success) throw bodyRefusal(result.error.issues, fieldNamesOf(schema));
@@ -99,10 +98,10 @@ async function readAtMost(request: Request, maxBytes: number): Promise<Uint8Arra
 }
 
 function tooLarge(cause: string): ApiError {
-  return new ApiError(413, `Body is larger than ${MAX_BODY_BYTES / 1024} KiB (${MAX_BODY_BYTES} bytes).`, { cause });
+  return refuse(bodyTooLarge(MAX_BODY_BYTES), cause);
 }
 
-// 400, not 408: contract §1 fixes the statuses, and among them an incomplete request is a
+// 400, not 408: docs/api.md#common-rules fixes the statuses, and among them an incomplete request is a
 // malformed one (docs/api.md "Limits and hardening").
 function tooSlow(): ApiError {
   return new ApiError(
@@ -116,7 +115,7 @@ function decodeUtf8(bytes: Uint8Array): string {
   try {
     return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
   } catch {
-    throw new ApiError(406, "Body is not valid UTF-8; send one JSON object in UTF-8.", { cause: "UTF-8" });
+    throw refuse(REFUSALS.notUtf8, "UTF-8");
   }
 }
 

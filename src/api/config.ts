@@ -1,7 +1,27 @@
-import type { ApiEnv } from "../shared/env.ts";
-import { ConfigError, parseTokenKeys, type TokenKey } from "../shared/token-keys.ts";
+/**
+ * The API Worker's settings (wrangler vars and secrets), parsed and checked once per isolate so
+ * that a bad one fails with its name rather than deep inside a request. Runs on Node too:
+ * `npm run keys` checks a key set with {@link parseTokenKeys}.
+ */
+import type { TokenKey } from "../shared/token-keys.ts";
 
-export { ConfigError };
+/** The API Worker's wrangler vars and secrets, as the runtime hands them over. */
+export interface ApiSettings {
+  /** JSON Web Key Set of HS256 keys; the first key signs, every key verifies. */
+  TOKEN_KEYS: string;
+  TOKEN_ISSUER: string;
+  TOKEN_AUDIENCE: string;
+  DOCS_URL: string;
+  SUPPORT_CONTACT: string;
+  /** How long one isolate may reuse a client record read from KV, in seconds. */
+  CLIENT_CACHE_SECONDS: string;
+}
+
+/** A setting that is missing or malformed; the message names the setting, never its value. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
 
 /** The API Worker's settings, checked once per isolate. */
 export interface ApiConfig {
@@ -14,20 +34,19 @@ export interface ApiConfig {
   clientCacheMs: number;
 }
 
-
-let cached: { env: ApiEnv; config: ApiConfig } | undefined;
+let cached: { env: ApiSettings; config: ApiConfig } | undefined;
 
 /**
  * Returns the parsed settings, parsing them on first use in an isolate. A bad setting throws
  * `ConfigError` naming it, which the error handler turns into a 500 with the cause in the log.
  */
-export function apiConfig(env: ApiEnv): ApiConfig {
+export function apiConfig(env: ApiSettings): ApiConfig {
   if (cached?.env !== env) cached = { env, config: parseApiConfig(env) };
   return cached.config;
 }
 
 /** Parses and checks every setting of the API Worker. */
-export function parseApiConfig(env: ApiEnv): ApiConfig {
+export function parseApiConfig(env: ApiSettings): ApiConfig {
   return {
     tokenKeys: parseTokenKeys(env.TOKEN_KEYS),
     issuer: requiredText(env, "TOKEN_ISSUER"),
@@ -38,14 +57,49 @@ export function parseApiConfig(env: ApiEnv): ApiConfig {
   };
 }
 
-function requiredText(env: ApiEnv, name: keyof ApiEnv): string {
+function requiredText(env: ApiSettings, name: keyof ApiSettings): string {
   const value = env[name];
   if (typeof value !== "string" || value.trim() === "") throw new ConfigError(`${name} is not set`);
   return value;
 }
 
-function seconds(env: ApiEnv, name: keyof ApiEnv): number {
+function seconds(env: ApiSettings, name: keyof ApiSettings): number {
   const value = Number(requiredText(env, name));
   if (!Number.isFinite(value) || value < 0) throw new ConfigError(`${name} must be a number of seconds`);
   return value;
+}
+
+const MIN_KEY_BYTES = 32;
+
+/** Parses a JSON Web Key Set of `oct` HS256 keys (docs/api.md#login). */
+export function parseTokenKeys(raw: string | undefined): TokenKey[] {
+  if (!raw) throw new ConfigError("TOKEN_KEYS is not set");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError("TOKEN_KEYS is not JSON");
+  }
+  const keys = (parsed as { keys?: unknown })?.keys;
+  if (!Array.isArray(keys) || keys.length === 0) {
+    throw new ConfigError("TOKEN_KEYS has no keys array");
+  }
+  const seen = new Set<string>();
+  return keys.map((key: Record<string, unknown>, i) => {
+    const { kty, kid, alg, k } = key ?? {};
+    if (kty !== "oct" || alg !== "HS256" || typeof kid !== "string" || kid === "" || typeof k !== "string") {
+      throw new ConfigError(`TOKEN_KEYS key ${i} must be {kty:"oct", alg:"HS256", kid, k}`);
+    }
+    if (seen.has(kid)) throw new ConfigError(`TOKEN_KEYS repeats kid at key ${i}`);
+    seen.add(kid);
+    if (base64urlByteLength(k) < MIN_KEY_BYTES) {
+      throw new ConfigError(`TOKEN_KEYS key ${i} is shorter than 256 bits`);
+    }
+    return { kid, k };
+  });
+}
+
+function base64urlByteLength(text: string): number {
+  if (!/^[A-Za-z0-9_-]*$/.test(text)) return 0;
+  return Math.floor((text.length * 6) / 8);
 }

@@ -1,10 +1,10 @@
 /**
- * The error model shared by every route (seed §7, contract §1): one JSON shape, fixed status
+ * The error model shared by every route (docs/api.md#errors, docs/api.md#common-rules): one JSON shape, fixed status
  * words, and messages that name the header or field at fault.
  */
 import type { ErrorResponse as ErrorBody } from "../shared/schemas.ts";
 
-/** Status words of contract §1. */
+/** Status words of docs/api.md#common-rules. */
 export const STATUS_WORDS = {
   200: "OK",
   400: "Bad Request",
@@ -44,7 +44,7 @@ export class ApiError extends Error {
 
 /** How an ApiError is rendered and logged beyond its status and detail. */
 export interface ApiErrorOptions {
-  /** Overrides the status word; only login's 403 needs it (seed §7.1). */
+  /** Overrides the status word; only login's 403 needs it (docs/api.md#login-errors). */
   statusWord?: string;
   headers?: Record<string, string>;
   /** The real reason, for the log line only. */
@@ -57,7 +57,7 @@ export interface SupportPointer {
   supportContact: string;
 }
 
-/** The generic remark every client-error message ends with (seed §7). */
+/** The generic remark every client-error message ends with (docs/api.md#errors). */
 export function invalidSyntaxRemark(support: SupportPointer): string {
   return `The request has invalid syntax. See ${support.docsUrl} or contact ${support.supportContact}.`;
 }
@@ -85,23 +85,3 @@ export const UNCONFIGURED_SUPPORT: SupportPointer = {
   docsUrl: "the operator's documentation",
   supportContact: "the operator's support",
 };
-
-/**
- * JSON with the charset contract §1 asks for, never cached (tokens and receipts), and never
- * sniffed: a browser must not take a message that echoes the request's path for HTML.
- */
-export function jsonResponse(
-  body: unknown,
-  status: number,
-  headers: Record<string, string> = {},
-): Response {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-      ...headers,
-    },
-  });
-}

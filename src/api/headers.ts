@@ -1,10 +1,10 @@
 import type * as z from "zod/mini";
-import { ApiError } from "./errors.ts";
+import { missingHeaders, refuse, unusableHeaders } from "./refusals.ts";
 
 /**
  * Reads the headers a schema names from a request, case-insensitively, and validates them.
  * Every absent required header is named in one 400; then every unusable value in one 406
- * (contract §1), so a client fixes all of them in one round.
+ * (docs/api.md#common-rules), so a client fixes all of them in one round.
  */
 export function readHeaders<Shape extends Record<string, z.ZodMiniType>>(
   request: Request,
@@ -18,7 +18,7 @@ export function readHeaders<Shape extends Record<string, z.ZodMiniType>>(
     else if (!field.safeParse(undefined).success) missing.push(name);
   }
   if (missing.length > 0) {
-    throw new ApiError(400, `${listNames("Header", missing)} missing; there is no default.`);
+    throw refuse(missingHeaders(missing));
   }
   const result = schema.safeParse(present);
   if (result.success) return result.data;
@@ -27,9 +27,5 @@ export function readHeaders<Shape extends Record<string, z.ZodMiniType>>(
     const name = String(issue.path[0]);
     if (!reasons.has(name)) reasons.set(name, `Header ${name} ${issue.message}`);
   }
-  throw new ApiError(406, `${[...reasons.values()].join("; ")}: not a usable string.`);
-}
-
-function listNames(noun: string, names: string[]): string {
-  return names.length === 1 ? `${noun} ${names[0]} is` : `${noun}s ${names.join(", ")} are`;
+  throw refuse(unusableHeaders([...reasons.values()]));
 }

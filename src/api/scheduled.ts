@@ -4,8 +4,9 @@
  */
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
+import type { DeletionNotice } from "../shared/types.ts";
+import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/outbox.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
-import { purgeDelivered, resendPendingNotices } from "./notices.ts";
 
 /** A maintenance job run on every cron tick; returns what it did, for the log line. */
 type ScheduledJob = (env: ApiEnv, now: Date) => Promise<Record<string, number>>;
@@ -29,4 +30,51 @@ export async function runScheduledJobs(env: ApiEnv, now = new Date()): Promise<v
       }
     }),
   );
+}
+
+/** A notice still unsent this long after its deletion was not sent at delete time. */
+export const RESEND_GRACE_MS = 30_000;
+
+/**
+ * A notice enqueued this long ago and still undelivered has lost its queue copy (the notifier
+ * retries for about an hour before dead-lettering, see src/notifier/retry.ts), so it is sent again.
+ */
+export const LOST_AFTER_MS = 3 * 60 * 60 * 1000;
+
+// sendBatch takes at most 100 messages; ten batches a minute is far above the rate of failed sends.
+const RESEND_PAGE = 100;
+const RESEND_PAGES_PER_RUN = 10;
+
+/** Cron job: sends every notice the outbox holds unsent after the grace period, or lost. */
+export async function resendPendingNotices(env: ApiEnv, now: Date): Promise<Record<string, number>> {
+  let resent = 0;
+  for (let page = 0; page < RESEND_PAGES_PER_RUN; page += 1) {
+    const notices = await pendingNotices(env.DB, {
+      unsentBefore: new Date(now.getTime() - RESEND_GRACE_MS),
+      lostBefore: new Date(now.getTime() - LOST_AFTER_MS),
+      limit: RESEND_PAGE,
+    });
+    if (notices.length === 0) break;
+    await env.NOTICES.sendBatch(
+      notices.map(({ payload }) => ({ body: JSON.parse(payload) as DeletionNotice, contentType: "json" as const })),
+    );
+    await markEnqueued(env.DB, notices.map(({ event_id }) => event_id), now);
+    resent += notices.length;
+    if (notices.length < RESEND_PAGE) break;
+  }
+  return { resent };
+}
+
+/**
+ * Delivered notices are kept 14 days, the longest retention a queue allows: until then a stray
+ * copy can still arrive and must be recognised as delivered.
+ */
+export const DELIVERED_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
+
+const PURGE_PAGE = 1000;
+
+/** Cron job: deletes delivered notices past their retention, a bounded page per run. */
+export async function purgeDelivered(env: ApiEnv, now: Date): Promise<Record<string, number>> {
+  const purged = await purgeDeliveredNotices(env.DB, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
+  return { purged };
 }

@@ -1,6 +1,6 @@
 /** The client's own check of a header value, since it carries no schema library at run time. */
 
-/** The most characters a header value may hold (contract §1). */
+/** The most characters a header value may hold (docs/api.md#common-rules). */
 export const MAX_HEADER_TEXT = 256;
 
 // Printable ASCII with no space at either end: HTTP strips such spaces, so the value would

@@ -14,7 +14,7 @@ import type { AddResponse, DeleteResponse, ErrorResponse, LoginResponse, receipt
 
 export { RETURN_CODE_VERSION, ReturnCodeError, makeReturnCode, parseReturnCode, type ReturnCodeIds } from "./return-code.ts";
 
-/** A receipt as add takes it (contract §3). */
+/** A receipt as add takes it (docs/api.md#add). */
 export type Receipt = z.input<typeof receiptBody>;
 
 /** What the client needs of `fetch`; the global one, a Worker's service binding or a test's. */
@@ -37,12 +37,12 @@ export interface ReceiptsClientOptions {
   retry?: { attempts?: number; delayMs?: number };
 }
 
-/** A refusal or failure the service answered, with its error body (seed §7). */
+/** A refusal or failure the service answered, with its error body (docs/api.md#errors). */
 export class ReceiptsError extends Error {
   override name = "ReceiptsError";
   /** The HTTP status, equal to the body's status_code. */
   readonly status: number;
-  /** The body's status word; login's 403 says `Not Acceptable` (seed §7.1). */
+  /** The body's status word; login's 403 says `Not Acceptable` (docs/api.md#login-errors). */
   readonly statusWord: string;
   /** Seconds to wait before trying again, when the service said so (a login answered 429). */
   readonly retryAfterSeconds: number | undefined;
@@ -84,7 +84,7 @@ export class ReceiptsClient {
     this.#delayMs = checkedCount("retry.delayMs", options.retry?.delayMs ?? 200, 0);
   }
 
-  /** Logs in now, keeping the token for later calls, and returns it (seed §4.1). */
+  /** Logs in now, keeping the token for later calls, and returns it (docs/api.md#login). */
   async login(): Promise<LoginResponse["data"]> {
     const answer = await this.#send<LoginResponse>(PATHS.login, {
       headers: { client_id: this.#clientId, client_secret: this.#clientSecret, token_type: "Bearer", scope: "service.pos" },
@@ -96,7 +96,7 @@ export class ReceiptsClient {
   }
 
   /**
-   * Adds a receipt for an app user (contract §3) and returns what the service stored. Network
+   * Adds a receipt for an app user (docs/api.md#add) and returns what the service stored. Network
    * failures and 5xx answers are retried under one Idempotency-Key, so a retry never stores a
    * second receipt. Pass your own key (such as the till's receipt number) to retry safely even
    * after the process itself failed; otherwise a random one is made for this call.
@@ -121,7 +121,7 @@ export class ReceiptsClient {
   }
 
   /**
-   * Removes a receipt; the service notifies its app user (seed §4.3). Not retried: a retry after
+   * Removes a receipt; the service notifies its app user (docs/api.md#delete). Not retried: a retry after
    * a lost answer would meet the receipt gone (406), so a network failure is left to the caller.
    */
   async delete(ids: { receiptId: string; chainId: string; appUserId: string }): Promise<DeleteResponse> {

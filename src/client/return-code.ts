@@ -1,6 +1,6 @@
 /**
  * The return code: the text of the app's return QR code, which carries a receipt's ID and its
- * app user's ID to the till (seed §2). docs/api.md "Return code" is its specification:
+ * app user's ID to the till (docs/api.md#resources). docs/api.md "Return code" is its specification:
  *
  *     RC1.<base64url(receipt_id)>.<base64url(app_user_id)>
  *

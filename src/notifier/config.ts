@@ -1,6 +1,6 @@
 /**
  * Where the notifier sends notices, read from its settings once per isolate: to a push URL with
- * the signing keys, or to the log when no URL is set (plain local development, contract §5).
+ * the signing keys, or to the log when no URL is set (plain local development, docs/api.md#deletion-notices).
  */
 import type { NotifierEnv } from "../shared/env.ts";
 

@@ -5,7 +5,7 @@
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
-import { storeFailedNotice } from "../storage/notices.ts";
+import { storeFailedNotice } from "../storage/outbox.ts";
 
 /** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";

@@ -1,11 +1,11 @@
 /**
- * Delivery of one notice from the notices queue (contract §5): at least once, and pushed once per
+ * Delivery of one notice from the notices queue (docs/api.md#deletion-notices): at least once, and pushed once per
  * event_id however often the queue hands it over, through a claim on its outbox row.
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
-import { claimNotice, markDelivered, recordFailure } from "../storage/notices.ts";
+import { claimNotice, markDelivered, recordFailure } from "../storage/outbox.ts";
 import type { PushTarget } from "./config.ts";
 import { PUSH_TIMEOUT_MS, pushNotice } from "./push.ts";
 import { retryDelaySeconds } from "./retry.ts";

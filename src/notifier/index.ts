@@ -1,6 +1,6 @@
 /**
  * Entry of the notifier Worker: consumes the deletion notices and delivers them to the app push
- * service, and consumes their dead-letter queue (contract §5). Both queues come to this one
+ * service, and consumes their dead-letter queue (docs/api.md#deletion-notices). Both queues come to this one
  * handler; `batch.queue` tells them apart.
  */
 import type { NotifierEnv } from "../shared/env.ts";

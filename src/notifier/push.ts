@@ -1,5 +1,5 @@
 /**
- * One push of a notice to the app push service, signed the Standard Webhooks way (contract §5),
+ * One push of a notice to the app push service, signed the Standard Webhooks way (docs/api.md#deletion-notices),
  * so the app side can verify it with any Standard Webhooks library. Kept alone so that a reviewer
  * audits the signing alone.
  */

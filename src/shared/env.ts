@@ -3,10 +3,11 @@
  * so that one file says it. Kept apart from types.ts because the operator scripts, which run on
  * Node, share those types but not the Workers runtime's.
  */
+import type { ApiSettings } from "../api/config.ts";
 import type { DeletionNotice } from "./types.ts";
 
 /** Bindings and settings of the API Worker (see wrangler.toml). */
-export interface ApiEnv {
+export interface ApiEnv extends ApiSettings {
   /** Receipts, idempotency keys and the notice outbox. */
   DB: D1Database;
   /** Client records, written only by operators (`npm run clients`). */
@@ -15,14 +16,6 @@ export interface ApiEnv {
   NOTICES: Queue<DeletionNotice>;
   /** Slows down repeated failed logins for one client_id. */
   LOGIN_LIMITER: RateLimit;
-  /** JSON Web Key Set of HS256 keys; the first key signs, every key verifies. */
-  TOKEN_KEYS: string;
-  TOKEN_ISSUER: string;
-  TOKEN_AUDIENCE: string;
-  DOCS_URL: string;
-  SUPPORT_CONTACT: string;
-  /** How long one isolate may reuse a client record read from KV, in seconds. */
-  CLIENT_CACHE_SECONDS: string;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */

@@ -1,5 +1,5 @@
 /**
- * The paths receipts.v2 answers, relative to the base URL (seed §4, §9). The Worker routes them,
+ * The paths receipts.v2 answers, relative to the base URL (docs/api.md#operations, #versioning). The Worker routes them,
  * the OpenAPI document describes them and the POS client calls them: one spelling for all three.
  */
 export const PATHS = {

@@ -8,7 +8,7 @@ import * as z from "zod/mini";
 const printableAscii = /^[\x20-\x7E]*$/;
 
 /**
- * A header value usable as a string (contract §1): present values that are empty, longer than
+ * A header value usable as a string (docs/api.md#common-rules): present values that are empty, longer than
  * `maxLength`, or hold anything but printable ASCII are refused with 406.
  */
 function usableHeader(maxLength?: number) {
@@ -22,7 +22,7 @@ function usableHeader(maxLength?: number) {
   );
 }
 
-/** The usual header value: at most 256 characters (contract §1). */
+/** The usual header value: at most 256 characters (docs/api.md#common-rules). */
 export const headerText = usableHeader(256);
 
 /** `Authorization` is exempt from the length rule: an over-long token is simply invalid (403). */
@@ -37,7 +37,7 @@ function documentedHeader(description: string, example?: string) {
 
 export const clientIdHeader = documentedHeader("Client ID issued by the operator", "pos-acme-01");
 
-/** Headers of `POST /receipts/v2/login` (seed §4.1). */
+/** Headers of `POST /receipts/v2/login` (docs/api.md#login). */
 export const loginHeaders = z.object({
   client_id: clientIdHeader,
   client_secret: documentedHeader("Client secret issued by the operator"),
@@ -58,7 +58,7 @@ export const loginResponse = z.object({
 });
 export type LoginResponse = z.infer<typeof loginResponse>;
 
-/** Headers of `POST /receipts/v2/add` (contract §3). */
+/** Headers of `POST /receipts/v2/add` (docs/api.md#add). */
 export const addHeaders = z.object({
   Authorization: authorizationHeader,
   client_id: clientIdHeader,
@@ -157,7 +157,7 @@ export const payment = z.looseObject({
 });
 
 /**
- * The body of `POST /receipts/v2/add` (contract §3): one JSON object of at most 64 KiB. Unknown
+ * The body of `POST /receipts/v2/add` (docs/api.md#add): one JSON object of at most 64 KiB. Unknown
  * top-level fields are refused, so that a typo cannot vanish silently.
  */
 export const receiptBody = z
@@ -233,7 +233,7 @@ export const addResponse = z.object({
 });
 export type AddResponse = z.infer<typeof addResponse>;
 
-/** The body of every error response (seed §7). */
+/** The body of every error response (docs/api.md#errors). */
 export const errorResponse = z.object({
   message: z.string(),
   status: z.string(),
@@ -241,7 +241,7 @@ export const errorResponse = z.object({
 });
 export type ErrorResponse = z.infer<typeof errorResponse>;
 
-/** Headers of `POST /receipts/v2/delete` (seed §4.3), in the seed's order. */
+/** Headers of `POST /receipts/v2/delete` (docs/api.md#delete), in the documented order. */
 export const deleteHeaders = z.object({
   Authorization: authorizationHeader,
   receipt_id: documentedHeader(

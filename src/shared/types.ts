@@ -16,7 +16,7 @@ export interface ClientRecord {
   updated_at: string;
 }
 
-/** The message the API Worker queues when a receipt is deleted (contract §5). */
+/** The message the API Worker queues when a receipt is deleted (docs/api.md#deletion-notices). */
 export interface DeletionNotice {
   event_id: string;
   type: "receipt.deleted";
@@ -27,7 +27,7 @@ export interface DeletionNotice {
   client_id: string;
 }
 
-/** The only scope the service knows today (seed §4.1). */
+/** The only scope the service knows today (docs/api.md#login). */
 export const POS_SCOPE = "service.pos";
 
 /** KV key of a client record. */

@@ -1,11 +1,12 @@
 /**
- * D1 statements for receipts and the Idempotency-Key records of add (migrations 0001, 0002).
- * Every function takes the database it works on: receipts are to be spread over several
- * databases by chain, and the caller picks the one.
+ * D1 statements for receipts: add with its Idempotency-Key records (migrations 0001, 0002), and
+ * delete with the notice it records in the outbox (0003). Every function takes the database it
+ * works on: receipts are to be spread over several databases, and the caller picks the one.
  */
 import type { AddResponse } from "../shared/schemas.ts";
+import type { DeletionNotice } from "../shared/types.ts";
 
-/** How long a client's Idempotency-Key is remembered (contract §3). */
+/** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /** A receipt row. `body` is the JSON text exactly as the client sent it. */
@@ -81,6 +82,35 @@ export async function addReceipt(
   return { kind: "replayed", response: JSON.parse(row.response) as AddResponse };
 }
 
+/** The fields of a receipt that delete compares with the request's headers. */
+export interface ReceiptOwner {
+  client_id: string;
+  chain_id: string;
+  app_user_id: string;
+}
+
+/** What the delete operation's batch did: deleted, or why not (the receipt as it was, or none). */
+export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null };
+
+/**
+ * Deletes the notice's receipt and records the notice in the outbox, in one D1 batch (one round
+ * trip, one transaction), only if the receipt exists with the notice's client_id, chain_id and
+ * app_user_id. Both writes carry that condition, so of two racing deletes exactly one removes the
+ * receipt and records a notice; the other sees no receipt.
+ */
+export async function deleteReceiptWithNotice(db: D1Database, notice: DeletionNotice): Promise<DeleteOutcome> {
+  const { event_id, occurred_at, receipt_id, client_id, chain_id, app_user_id } = notice;
+  const [before, , removal] = await db.batch([
+    db.prepare(READ_OWNER).bind(receipt_id),
+    db
+      .prepare(RECORD_NOTICE_IF_OWNED)
+      .bind(event_id, JSON.stringify(notice), occurred_at, receipt_id, client_id, chain_id, app_user_id),
+    db.prepare(DELETE_IF_OWNED).bind(receipt_id, client_id, chain_id, app_user_id),
+  ]);
+  if (removal!.meta.changes === 1) return { deleted: true };
+  return { deleted: false, receipt: (before!.results[0] as ReceiptOwner | undefined) ?? null };
+}
+
 /**
  * Deletes Idempotency-Key records older than the window and returns how many. Works in short
  * chunks: D1 runs one statement at a time, and one long delete would hold up every add.
@@ -141,3 +171,16 @@ const DELETE_EXPIRED_KEYS = `
   DELETE FROM idempotency_keys WHERE rowid IN (
     SELECT rowid FROM idempotency_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2
   )`;
+
+// What the receipt held before the delete: tells "no receipt" from "fields differ".
+const READ_OWNER = "SELECT client_id, chain_id, app_user_id FROM receipts WHERE receipt_id = ?1";
+
+const RECORD_NOTICE_IF_OWNED = `
+  INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
+  SELECT ?1, receipt_id, ?2, ?3 FROM receipts
+  WHERE receipt_id = ?4 AND client_id = ?5 AND chain_id = ?6 AND app_user_id = ?7`;
+
+// The same condition as the notice's, so the receipt goes exactly when its notice was recorded.
+const DELETE_IF_OWNED = `
+  DELETE FROM receipts
+  WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`;

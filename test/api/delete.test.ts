@@ -2,12 +2,13 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
-import { EVENT_ID_PATTERN } from "../../src/storage/notice-sql.ts";
+import { EVENT_ID_PATTERN } from "../../src/storage/outbox-sql.ts";
 import {
   type Answer,
   BASE,
   type TestClient,
   call,
+  countedCall,
   expectErrorShape,
   expectNamesMissing,
   expectRemark,
@@ -18,9 +19,8 @@ import {
   signTestToken,
   uniqueId,
   updateClient,
-} from "../helpers.ts";
+} from "../support/api.ts";
 import {
-  DELETE,
   type SeededReceipt,
   deleteHeadersFor,
   expectSignedPush,
@@ -29,7 +29,8 @@ import {
   seedReceipt,
   waitForDelivery,
   waitForPushes,
-} from "../notices.ts";
+} from "../support/notices.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 const HEADER_NAMES = ["Authorization", "receipt_id", "client_id", "chain_id", "app_user_id"] as const;
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
@@ -41,16 +42,16 @@ async function owner(): Promise<{ client: TestClient; token: string; receipt: Se
   return { client, token, receipt: await seedReceipt(client) };
 }
 
-/** Seed §3 and contract §4: after a refusal the receipt is still there and no notice exists. */
+/** docs/api.md#receipt-states and docs/api.md#delete: after a refusal the receipt is still there and no notice exists. */
 async function expectUntouched(receipt: SeededReceipt): Promise<void> {
   expect(await receiptExists(receipt.receipt_id)).toBe(true);
   expect(await outboxRows(receipt.receipt_id)).toEqual([]);
 }
 
-describe("seed §4.3 delete success", () => {
-  it("answers 200 with the seed's body, removes the receipt and records one notice", async () => {
+describe("docs/api.md#delete delete success", () => {
+  it("answers 200 with the documented body, removes the receipt and records one notice", async () => {
     const { token, receipt } = await owner();
-    const answer = await call(DELETE, { headers: deleteHeadersFor(token, receipt) });
+    const answer = await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });
     expect(answer.status).toBe(200);
     expect(answer.headers.get("content-type")).toBe("application/json; charset=utf-8");
     expect(answer.body).toEqual({
@@ -64,9 +65,9 @@ describe("seed §4.3 delete success", () => {
     expect(rows[0]!.event_id).toMatch(EVENT_ID_PATTERN);
   });
 
-  it("contract §5: the notice is the contract's message, and exactly one signed webhook reaches the push service", async () => {
+  it("docs/api.md#deletion-notices: the notice is the documented message, and exactly one signed webhook reaches the push service", async () => {
     const { token, receipt } = await owner();
-    expect((await call(DELETE, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
     const [push] = await waitForPushes(receipt.receipt_id);
     const notice = await expectSignedPush(push!);
     expect(Object.keys(notice)).toEqual(["event_id", "type", "occurred_at", "receipt_id", "app_user_id", "chain_id", "client_id"]);
@@ -92,42 +93,42 @@ describe("seed §4.3 delete success", () => {
     const headers = Object.fromEntries(
       Object.entries(deleteHeadersFor(token, receipt)).map(([name, value]) => [name.toUpperCase(), value]),
     );
-    expect((await call(DELETE, { headers })).status).toBe(200);
+    expect((await call(PATHS.delete, { headers })).status).toBe(200);
   });
 
   it("a second delete of the same receipt: 406, and still one notice", async () => {
     const { token, receipt } = await owner();
-    expect((await call(DELETE, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
-    const again = await call(DELETE, { headers: deleteHeadersFor(token, receipt) });
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
+    const again = await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });
     expect(expectErrorShape(again, 406, "Not Acceptable")).toContain("receipt_id");
     expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
   });
 });
 
-describe("seed §7.2 delete errors: 400 a required header is missing", () => {
+describe("docs/api.md#delete-errors delete errors: 400 a required header is missing", () => {
   it.each(nonEmptySubsets(HEADER_NAMES).map((names) => [names.join("+"), names] as const))(
     "without %s: 400 naming every missing header, nothing deleted",
     async (_label, missing) => {
       const { token, receipt } = await owner();
       const headers = deleteHeadersFor(token, receipt);
       for (const name of missing) delete headers[name];
-      const message = expectErrorShape(await call(DELETE, { headers }), 400, "Bad Request");
+      const message = expectErrorShape(await call(PATHS.delete, { headers }), 400, "Bad Request");
       expectNamesMissing(message, missing, HEADER_NAMES);
       await expectUntouched(receipt);
     },
   );
 });
 
-describe("seed §7.2 delete errors: 406 a header value is not a string", () => {
+describe("docs/api.md#delete-errors delete errors: 406 a header value is not a string", () => {
   for (const name of HEADER_NAMES) {
-    // Contract §1: Authorization has no length rule; an over-long token is an invalid one (403).
+    // docs/api.md#common-rules: Authorization has no length rule; an over-long token is an invalid one (403).
     const cases = UNUSABLE_VALUES.filter(([label]) => name !== "Authorization" || !label.startsWith("longer"));
     it.each(cases)(`${name} %s: 406 naming ${name}, nothing deleted`, async (_label, value) => {
       const { token, receipt } = await owner();
       const headers = { ...deleteHeadersFor(token, receipt), [name]: value };
       // workerd drops an empty Authorization between a caller and the Worker (it then counts as
       // missing, 400); the app itself is asked directly what it makes of one that does arrive.
-      const answer = name === "Authorization" && value.trim() === "" ? await callApp(headers) : await call(DELETE, { headers });
+      const answer = name === "Authorization" && value.trim() === "" ? await callApp(headers) : await call(PATHS.delete, { headers });
       const message = expectErrorShape(answer, 406, "Not Acceptable");
       expect(message).toContain(name);
       expectRemark(message);
@@ -138,7 +139,7 @@ describe("seed §7.2 delete errors: 406 a header value is not a string", () => {
   it("names every unusable header at once", async () => {
     const { token, receipt } = await owner();
     const headers = { ...deleteHeadersFor(token, receipt), chain_id: "", app_user_id: "caf\u00e9" };
-    const message = expectErrorShape(await call(DELETE, { headers }), 406, "Not Acceptable");
+    const message = expectErrorShape(await call(PATHS.delete, { headers }), 406, "Not Acceptable");
     expect(message).toContain("chain_id");
     expect(message).toContain("app_user_id");
     await expectUntouched(receipt);
@@ -147,17 +148,17 @@ describe("seed §7.2 delete errors: 406 a header value is not a string", () => {
   it("an Authorization longer than 256 characters is an invalid token: 403", async () => {
     const { token, receipt } = await owner();
     const headers = { ...deleteHeadersFor(token, receipt), Authorization: `Bearer ${"x".repeat(300)}` };
-    expect(expectErrorShape(await call(DELETE, { headers }), 403, "Forbidden")).toContain("Authorization");
+    expect(expectErrorShape(await call(PATHS.delete, { headers }), 403, "Forbidden")).toContain("Authorization");
     await expectUntouched(receipt);
   });
 });
 
-describe("seed §7.2 delete errors: 403 Forbidden", () => {
+describe("docs/api.md#delete-errors delete errors: 403 Forbidden", () => {
   it("an unknown client_id: 403 naming client_id as unknown", async () => {
     const { receipt } = await owner();
     const stranger = uniqueId("pos-unknown");
     const token = await signTestToken({ sub: stranger });
-    const answer = await call(DELETE, { headers: { ...deleteHeadersFor(token, receipt), client_id: stranger } });
+    const answer = await call(PATHS.delete, { headers: { ...deleteHeadersFor(token, receipt), client_id: stranger } });
     const message = expectErrorShape(answer, 403, "Forbidden");
     expect(message).toMatch(/client_id is unknown/);
     await expectUntouched(receipt);
@@ -167,25 +168,25 @@ describe("seed §7.2 delete errors: 403 Forbidden", () => {
     const { client, receipt } = await owner();
     const hourAgo = Math.floor(Date.now() / 1000) - 3700;
     const token = await signTestToken({ sub: client.clientId, iat: hourAgo, exp: hourAgo + 3600 });
-    const message = expectErrorShape(await call(DELETE, { headers: deleteHeadersFor(token, receipt) }), 403, "Forbidden");
+    const message = expectErrorShape(await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) }), 403, "Forbidden");
     expect(message).toContain("expired");
     expect(message).toMatch(/fresh token/);
     await expectUntouched(receipt);
   });
 
-  it("contract §4: the token of another client: 403 naming client_id", async () => {
+  it("docs/api.md#delete: the token of another client: 403 naming client_id", async () => {
     const { receipt } = await owner();
     const other = await issueClient();
     const token = await loginToken(other);
-    const message = expectErrorShape(await call(DELETE, { headers: deleteHeadersFor(token, receipt) }), 403, "Forbidden");
+    const message = expectErrorShape(await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) }), 403, "Forbidden");
     expect(message).toContain("client_id");
     await expectUntouched(receipt);
   });
 
-  it("contract §2: a disabled client's live token: 403 naming client_id", async () => {
+  it("docs/api.md#login: a disabled client's live token: 403 naming client_id", async () => {
     const { client, token, receipt } = await owner();
     await updateClient(client.clientId, { disabled: true });
-    const message = expectErrorShape(await call(DELETE, { headers: deleteHeadersFor(token, receipt) }), 403, "Forbidden");
+    const message = expectErrorShape(await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) }), 403, "Forbidden");
     expect(message).toContain("client_id");
     await expectUntouched(receipt);
   });
@@ -201,31 +202,33 @@ describe("seed §7.2 delete errors: 403 Forbidden", () => {
   it.each(invalidTokens)("a token with %s: 403 naming Authorization", async (_label, makeToken) => {
     const { client, receipt } = await owner();
     const headers = deleteHeadersFor(await makeToken(client.clientId), receipt);
-    expect(expectErrorShape(await call(DELETE, { headers }), 403, "Forbidden")).toContain("Authorization");
+    expect(expectErrorShape(await call(PATHS.delete, { headers }), 403, "Forbidden")).toContain("Authorization");
     await expectUntouched(receipt);
   });
 
   it("an Authorization without the Bearer scheme: 403 naming Authorization", async () => {
     const { token, receipt } = await owner();
     const headers = { ...deleteHeadersFor(token, receipt), Authorization: `Basic ${token}` };
-    expect(expectErrorShape(await call(DELETE, { headers }), 403, "Forbidden")).toContain("Authorization");
+    expect(expectErrorShape(await call(PATHS.delete, { headers }), 403, "Forbidden")).toContain("Authorization");
     await expectUntouched(receipt);
   });
 });
 
-describe("seed §7.2 delete errors: 406 the receipt", () => {
+describe("docs/api.md#delete-errors delete errors: 406 the receipt", () => {
   it("no document under receipt_id: 406 naming receipt_id", async () => {
     const { token, receipt } = await owner();
     const headers = { ...deleteHeadersFor(token, receipt), receipt_id: crypto.randomUUID() };
-    const message = expectErrorShape(await call(DELETE, { headers }), 406, "Not Acceptable");
+    const message = expectErrorShape(await call(PATHS.delete, { headers }), 406, "Not Acceptable");
     expect(message).toContain("receipt_id");
     expectRemark(message);
     await expectUntouched(receipt);
   });
 
+  // Issue 11.7: once client_id differs it is named alone (test/api/delete-disclosure.test.ts).
   it.each(nonEmptySubsets(OWNER_FIELDS).map((fields) => [fields.join("+"), fields] as const))(
-    "%s differing from the receipt: 406 naming each differing field and no other",
-    async (_label, differing) => {
+    "%s differing from the receipt: 406 naming each differing field (client_id alone if it differs) and no other",
+    async (_label, differingFields) => {
+      const differing = differingFields.includes("client_id") ? ["client_id"] : differingFields;
       // The caller authenticates as itself; the receipt carries other values in the differing fields.
       const caller = await issueClient();
       const token = await loginToken(caller);
@@ -238,41 +241,41 @@ describe("seed §7.2 delete errors: 406 the receipt", () => {
       };
       const receipt = await seedReceipt(caller, {
         receipt_id: headers.receipt_id,
-        client_id: differing.includes("client_id") ? (await issueClient()).clientId : headers.client_id,
-        chain_id: differing.includes("chain_id") ? uniqueId("chain-other") : headers.chain_id,
-        app_user_id: differing.includes("app_user_id") ? uniqueId("au-other") : headers.app_user_id,
+        client_id: differingFields.includes("client_id") ? (await issueClient()).clientId : headers.client_id,
+        chain_id: differingFields.includes("chain_id") ? uniqueId("chain-other") : headers.chain_id,
+        app_user_id: differingFields.includes("app_user_id") ? uniqueId("au-other") : headers.app_user_id,
       });
-      const message = expectErrorShape(await call(DELETE, { headers }), 406, "Not Acceptable");
+      const message = expectErrorShape(await call(PATHS.delete, { headers }), 406, "Not Acceptable");
       for (const field of differing) expect(message).toContain(field);
       for (const field of OWNER_FIELDS.filter((f) => !differing.includes(f))) {
         expect(message).not.toMatch(new RegExp(`\\b${field}\\b`));
       }
       // The receipt's own values belong to someone else and are not shown.
-      for (const field of differing) expect(message).not.toContain(receipt[field]);
+      for (const field of differingFields) expect(message).not.toContain(receipt[field]);
       expectRemark(message);
       await expectUntouched(receipt);
     },
   );
 });
 
-describe("contract §4 order of checks", () => {
+describe("docs/api.md#delete-errors order of checks", () => {
   it("a missing header wins over an unusable one (400)", async () => {
     const { token, receipt } = await owner();
     const headers: Record<string, string> = { ...deleteHeadersFor(token, receipt), chain_id: "" };
     delete headers.app_user_id;
-    expectErrorShape(await call(DELETE, { headers }), 400, "Bad Request");
+    expectErrorShape(await call(PATHS.delete, { headers }), 400, "Bad Request");
   });
 
   it("an unusable header wins over an invalid token (406)", async () => {
     const { receipt } = await owner();
     const headers = { ...deleteHeadersFor("garbage", receipt), app_user_id: " " };
-    expectErrorShape(await call(DELETE, { headers }), 406, "Not Acceptable");
+    expectErrorShape(await call(PATHS.delete, { headers }), 406, "Not Acceptable");
   });
 
   it("an invalid token wins over an unknown client_id (403 naming Authorization)", async () => {
     const { receipt } = await owner();
     const headers = { ...deleteHeadersFor("garbage", receipt), client_id: uniqueId("nobody") };
-    const message = expectErrorShape(await call(DELETE, { headers }), 403, "Forbidden");
+    const message = expectErrorShape(await call(PATHS.delete, { headers }), 403, "Forbidden");
     expect(message).toContain("Authorization");
     expect(message).not.toContain("client_id");
   });
@@ -281,33 +284,33 @@ describe("contract §4 order of checks", () => {
     const { receipt } = await owner();
     const token = await loginToken(await issueClient());
     const headers = { ...deleteHeadersFor(token, receipt), receipt_id: crypto.randomUUID() };
-    expectErrorShape(await call(DELETE, { headers }), 403, "Forbidden");
+    expectErrorShape(await call(PATHS.delete, { headers }), 403, "Forbidden");
   });
 
   it("a missing receipt is reported as such, not as differing fields", async () => {
     const { token, receipt } = await owner();
     const headers = { ...deleteHeadersFor(token, receipt), receipt_id: crypto.randomUUID(), chain_id: "other" };
-    const message = expectErrorShape(await call(DELETE, { headers }), 406, "Not Acceptable");
+    const message = expectErrorShape(await call(PATHS.delete, { headers }), 406, "Not Acceptable");
     expect(message).toContain("receipt_id");
     expect(message).not.toContain("chain_id");
   });
 });
 
-describe("contract §1 delete answers POST only", () => {
+describe("docs/api.md#common-rules delete answers POST only", () => {
   it.each(["GET", "PUT", "DELETE", "PATCH"])("%s: 405 with Allow: POST and a message saying to use POST", async (method) => {
     const { token, receipt } = await owner();
-    const answer = await call(DELETE, { method, headers: deleteHeadersFor(token, receipt) });
+    const answer = await call(PATHS.delete, { method, headers: deleteHeadersFor(token, receipt) });
     expect(expectErrorShape(answer, 405, "Method Not Allowed")).toContain("use POST");
     expect(answer.headers.get("allow")).toBe("POST");
     await expectUntouched(receipt);
   });
 });
 
-describe("contract §4 atomicity", () => {
+describe("docs/api.md#atomicity delete atomicity", () => {
   it("20 racing deletes of one receipt: one 200, nineteen 406, one notice, one push", async () => {
     const { token, receipt } = await owner();
     const answers = await Promise.all(
-      Array.from({ length: 20 }, () => call(DELETE, { headers: deleteHeadersFor(token, receipt) })),
+      Array.from({ length: 20 }, () => call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })),
     );
     const statuses = answers.map((answer) => answer.status).sort();
     expect(statuses).toEqual([200, ...Array<number>(19).fill(406)]);
@@ -331,7 +334,7 @@ describe("contract §4 atomicity", () => {
     });
     const ctx = createExecutionContext();
     const response = await createApp().fetch(
-      new Request(BASE + DELETE, { method: "POST", headers: deleteHeadersFor(token, receipt) }),
+      new Request(BASE + PATHS.delete, { method: "POST", headers: deleteHeadersFor(token, receipt) }),
       { ...env, DB: failingDb },
       ctx,
     );
@@ -348,31 +351,10 @@ describe("contract §4 atomicity", () => {
 describe("issue 4 cost budget of a successful delete", () => {
   it("response path: one KV read and one D1 round trip; the queue send and its mark come after", async () => {
     const { token, receipt } = await owner();
-    const calls: string[] = [];
-    let releaseSend!: () => void;
-    const sendGate = new Promise<void>((resolve) => (releaseSend = resolve));
-    const counted = {
-      ...env,
-      CLIENTS: countingBinding(env.CLIENTS, "KV", calls),
-      DB: countingD1(env.DB, calls),
-      // The send waits for the test: if the response needed it, the response could not arrive.
-      NOTICES: countingBinding(env.NOTICES, "Queue", calls, () => sendGate),
-    };
-    const ctx = createExecutionContext();
-    const response = await createApp().fetch(
-      new Request(BASE + DELETE, { method: "POST", headers: deleteHeadersFor(token, receipt) }),
-      counted,
-      ctx,
-    );
-    expect(response.status).toBe(200);
-    await response.text();
-    const onResponsePath = calls.filter((name) => name !== "Queue.send");
-    expect(onResponsePath).toEqual(["KV.get", "D1.batch"]);
-
-    releaseSend();
-    await waitOnExecutionContext(ctx);
-    const afterResponse = calls.slice(calls.indexOf("D1.batch") + 1);
-    expect(afterResponse.sort()).toEqual(["D1.run", "Queue.send"]);
+    const { answer, ledger } = await countedCall(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });
+    expect(answer.status).toBe(200);
+    expect(ledger.names("response")).toEqual(["kv.get", "d1.batch"]);
+    expect(ledger.names("after").sort()).toEqual(["d1.run", "queue.send"]);
     expect((await outboxRows(receipt.receipt_id))[0]!.enqueued_at).not.toBeNull();
   });
 });
@@ -380,66 +362,7 @@ describe("issue 4 cost budget of a successful delete", () => {
 /** Calls a fresh app with the test bindings, past the runtime's own header handling. */
 async function callApp(headers: Record<string, string>): Promise<Answer> {
   const ctx = createExecutionContext();
-  const response = await createApp().fetch(new Request(BASE + DELETE, { method: "POST", headers }), env, ctx);
+  const response = await createApp().fetch(new Request(BASE + PATHS.delete, { method: "POST", headers }), env, ctx);
   await waitOnExecutionContext(ctx);
   return { status: response.status, headers: response.headers, body: await response.json() };
-}
-
-/** Wraps a binding so that each method call is recorded as `<label>.<method>`. */
-function countingBinding<T extends object>(binding: T, label: string, calls: string[], before?: () => Promise<void>): T {
-  return new Proxy(binding, {
-    get(target, property, _receiver) {
-      const value = Reflect.get(target, property, target);
-      if (typeof value !== "function") return value;
-      return async (...args: unknown[]) => {
-        calls.push(`${label}.${String(property)}`);
-        await before?.();
-        return value.apply(target, args);
-      };
-    },
-  });
-}
-
-/**
- * Wraps D1 so that every round trip (a batch, or a statement's run/all/first/raw) is recorded;
- * preparing and binding a statement costs no round trip and is not.
- */
-function countingD1(db: D1Database, calls: string[]): D1Database {
-  const originals = new WeakMap<object, D1PreparedStatement>();
-  const wrapStatement = (statement: D1PreparedStatement): D1PreparedStatement => {
-    const proxy = new Proxy(statement, {
-      get(target, property) {
-        const value = Reflect.get(target, property, target);
-        if (property === "bind") return (...args: unknown[]) => wrapStatement(value.apply(target, args));
-        if (["run", "all", "first", "raw"].includes(String(property))) {
-          return (...args: unknown[]) => {
-            calls.push(`D1.${String(property)}`);
-            return value.apply(target, args);
-          };
-        }
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
-    originals.set(proxy, statement);
-    return proxy;
-  };
-  return new Proxy(db, {
-    get(target, property) {
-      const value = Reflect.get(target, property, target);
-      if (property === "prepare") return (sql: string) => wrapStatement(target.prepare(sql));
-      if (property === "batch") {
-        return (statements: D1PreparedStatement[]) => {
-          calls.push("D1.batch");
-          return target.batch(statements.map((statement) => originals.get(statement) ?? statement));
-        };
-      }
-      if (property === "exec") {
-        return (sql: string) => {
-          calls.push("D1.exec");
-          return target.exec(sql);
-        };
-      }
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
 }

@@ -5,8 +5,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { BODY_DEADLINE_MS } from "../../src/api/body.ts";
 import {
-  ADD,
-  LOGIN,
   call,
   callInContext,
   expectErrorShape,
@@ -19,8 +17,9 @@ import {
   uniqueId,
   validReceiptBody,
   type Answer,
-} from "../helpers.ts";
-import { DELETE, deleteHeadersFor, seedReceipt } from "../notices.ts";
+} from "../support/api.ts";
+import { deleteHeadersFor, seedReceipt } from "../support/notices.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 /** A request body that sends `prefix`, then one byte each `everyMs` (or nothing more), and never ends. */
 function endlessBody(prefix: string, everyMs?: number): ReadableStream<Uint8Array> {
@@ -55,7 +54,7 @@ describe("issue 5 request limits: a body must arrive within the deadline", () =>
     const lines = await loggedRequests(async () => {
       message = await expectRefused(
         async () => {
-          const pending = callInContext(ADD, { headers, body }).finally(() => (answered = true));
+          const pending = callInContext(PATHS.add, { headers, body }).finally(() => (answered = true));
           await vi.advanceTimersByTimeAsync(BODY_DEADLINE_MS - 1);
           expect(answered).toBe(false);
           await vi.advanceTimersByTimeAsync(1);
@@ -84,7 +83,7 @@ describe("issue 5 request limits: a body must arrive within the deadline", () =>
         controller.close();
       },
     });
-    const pending = callInContext(ADD, { headers, body });
+    const pending = callInContext(PATHS.add, { headers, body });
     await vi.advanceTimersByTimeAsync(BODY_DEADLINE_MS - 100);
     expect((await pending).status).toBe(200);
   });
@@ -94,7 +93,7 @@ describe("issue 5 request limits: a body must arrive within the deadline", () =>
     async () => {
       const { headers } = await newCaller();
       const started = Date.now();
-      await expectRefused(() => call(ADD, { headers, body: endlessBody("{") }), 400, "Bad Request");
+      await expectRefused(() => call(PATHS.add, { headers, body: endlessBody("{") }), 400, "Bad Request");
       expect(Date.now() - started).toBeGreaterThanOrEqual(BODY_DEADLINE_MS);
       expect(Date.now() - started).toBeLessThan(BODY_DEADLINE_MS + 5000);
     },
@@ -103,13 +102,13 @@ describe("issue 5 request limits: a body must arrive within the deadline", () =>
 
   it("routes that read no body answer at once, however long the body takes", async () => {
     const client = await issueClient();
-    const answer = await call(LOGIN, { headers: loginHeadersFor(client), body: endlessBody("{") });
+    const answer = await call(PATHS.login, { headers: loginHeadersFor(client), body: endlessBody("{") });
     expect(answer.status).toBe(200);
   });
 
   it("a refusal before the body does not wait for it", async () => {
     const { headers } = await newCaller();
-    const answer = await call(ADD, { headers: { ...headers, chain_id: uniqueId("chain") }, body: endlessBody("{") });
+    const answer = await call(PATHS.add, { headers: { ...headers, chain_id: uniqueId("chain") }, body: endlessBody("{") });
     expectErrorShape(answer, 403, "Forbidden");
   });
 });
@@ -161,10 +160,10 @@ describe("issue 5 request limits: a body of 64 KiB cannot be made costly", () =>
 
 describe("issue 5 security headers: every answer is JSON, never cached, never sniffed", () => {
   const cases: [string, () => Promise<Answer>, number][] = [
-    ["login 200", async () => call(LOGIN, { headers: loginHeadersFor(await issueClient()) }), 200],
-    ["login 400", async () => call(LOGIN), 400],
-    ["login 403", async () => call(LOGIN, { headers: { ...loginHeadersFor(await issueClient()), client_secret: "wrong" } }), 403],
-    ["login 406", async () => call(LOGIN, { headers: { ...loginHeadersFor(await issueClient()), scope: "" } }), 406],
+    ["login 200", async () => call(PATHS.login, { headers: loginHeadersFor(await issueClient()) }), 200],
+    ["login 400", async () => call(PATHS.login), 400],
+    ["login 403", async () => call(PATHS.login, { headers: { ...loginHeadersFor(await issueClient()), client_secret: "wrong" } }), 403],
+    ["login 406", async () => call(PATHS.login, { headers: { ...loginHeadersFor(await issueClient()), scope: "" } }), 406],
     ["add 200", async () => postAdd((await newCaller()).headers), 200],
     ["add 403", async () => postAdd({ ...(await newCaller()).headers, Authorization: "Bearer x" }), 403],
     ["add 406", async () => postAdd((await newCaller()).headers, "{"), 406],
@@ -177,18 +176,18 @@ describe("issue 5 security headers: every answer is JSON, never cached, never sn
     ["add 415", async () => postAdd({ ...(await newCaller()).headers, "Content-Type": "text/plain" }), 415],
     ["delete 200", async () => {
       const { client, headers } = await newCaller();
-      return call(DELETE, { headers: deleteHeadersFor(headers.Authorization!.slice(7), await seedReceipt(client)) });
+      return call(PATHS.delete, { headers: deleteHeadersFor(headers.Authorization!.slice(7), await seedReceipt(client)) });
     }, 200],
-    ["delete 400", async () => call(DELETE), 400],
+    ["delete 400", async () => call(PATHS.delete), 400],
     ["delete 403", async () => {
       const { client } = await newCaller();
-      return call(DELETE, { headers: deleteHeadersFor("forged", await seedReceipt(client)) });
+      return call(PATHS.delete, { headers: deleteHeadersFor("forged", await seedReceipt(client)) });
     }, 403],
     ["delete 406", async () => {
       const { client, headers } = await newCaller();
-      return call(DELETE, { headers: { ...deleteHeadersFor(headers.Authorization!.slice(7), await seedReceipt(client)), app_user_id: "someone-else" } });
+      return call(PATHS.delete, { headers: { ...deleteHeadersFor(headers.Authorization!.slice(7), await seedReceipt(client)), app_user_id: "someone-else" } });
     }, 406],
-    ["405", async () => call(ADD, { method: "GET" }), 405],
+    ["405", async () => call(PATHS.add, { method: "GET" }), 405],
     ["404", async () => call("/receipts/v2/nothing"), 404],
   ];
   it.each(cases)("%s", async (_label, send, status) => {

@@ -8,7 +8,6 @@ import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import {
   BASE,
-  LOGIN,
   call,
   consoleLines,
   issueClient,
@@ -19,8 +18,8 @@ import {
   uniqueId,
   validReceiptBody,
   type Answer,
-} from "../helpers.ts";
-import { DELETE } from "../notices.ts";
+} from "../support/api.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 /** The fields of the request line (docs/api.md "Limits and hardening"). */
 const REQUEST_LINE_FIELDS = [
@@ -68,10 +67,10 @@ describe("issue 5 structured logs: one line per request, never a secret, a token
 
     // Each request, and whether it gets far enough (past its headers) to name its client.
     const requests: [string, () => Promise<Answer>, boolean][] = [
-      ["login", () => call(LOGIN, { headers: loginHeadersFor(client) }), true],
-      ["login with a wrong secret", () => call(LOGIN, { headers: { ...loginHeadersFor(client), client_secret: `${mark}-guess` } }), true],
-      ["login with an unusable secret", () => call(LOGIN, { headers: { ...loginHeadersFor(client), client_secret: `${mark}\tx` } }), false],
-      ["login with a missing secret", () => call(LOGIN, { headers: { client_id: client.clientId, token_type: "Bearer", scope: "service.pos" } }), false],
+      ["login", () => call(PATHS.login, { headers: loginHeadersFor(client) }), true],
+      ["login with a wrong secret", () => call(PATHS.login, { headers: { ...loginHeadersFor(client), client_secret: `${mark}-guess` } }), true],
+      ["login with an unusable secret", () => call(PATHS.login, { headers: { ...loginHeadersFor(client), client_secret: `${mark}\tx` } }), false],
+      ["login with a missing secret", () => call(PATHS.login, { headers: { client_id: client.clientId, token_type: "Bearer", scope: "service.pos" } }), false],
       ["add", () => postAdd(headers, markedBody), true],
       ["add with an Idempotency-Key", () => postAdd({ ...headers, "Idempotency-Key": `${mark}-key` }, markedBody), true],
       ["add reusing it for another body", () => postAdd({ ...headers, "Idempotency-Key": `${mark}-key` }, validReceiptBody()), true],
@@ -96,12 +95,12 @@ describe("issue 5 structured logs: one line per request, never a secret, a token
       ["add with a header of the wrong type", () => postAdd({ ...headers, app_user_id: `${mark}\u0001` }), false],
       ["add of another media type", () => postAdd({ ...headers, "Content-Type": "text/plain" }, mark), true],
       ["add of 65 KiB", () => postAdd(headers, mark.repeat(5000)), true],
-      ["delete of the added receipt", () => call(DELETE, { headers: deleteHeaders(answers[4]!) }), true],
-      ["delete of it again", () => call(DELETE, { headers: deleteHeaders(answers[4]!) }), true],
-      ["delete naming another app user", () => call(DELETE, { headers: { ...deleteHeaders(answers[5]!), app_user_id: `${mark}-user` } }), true],
-      ["delete with a forged token", () => call(DELETE, { headers: { ...deleteHeaders(answers[5]!), Authorization: `Bearer ${markedAlg}` } }), true],
-      ["delete with an empty receipt_id", () => call(DELETE, { headers: { ...deleteHeaders(answers[5]!), receipt_id: "" } }), false],
-      ["GET on login", () => call(LOGIN, { method: "GET", headers: loginHeadersFor(client) }), false],
+      ["delete of the added receipt", () => call(PATHS.delete, { headers: deleteHeaders(answers[4]!) }), true],
+      ["delete of it again", () => call(PATHS.delete, { headers: deleteHeaders(answers[4]!) }), true],
+      ["delete naming another app user", () => call(PATHS.delete, { headers: { ...deleteHeaders(answers[5]!), app_user_id: `${mark}-user` } }), true],
+      ["delete with a forged token", () => call(PATHS.delete, { headers: { ...deleteHeaders(answers[5]!), Authorization: `Bearer ${markedAlg}` } }), true],
+      ["delete with an empty receipt_id", () => call(PATHS.delete, { headers: { ...deleteHeaders(answers[5]!), receipt_id: "" } }), false],
+      ["GET on login", () => call(PATHS.login, { method: "GET", headers: loginHeadersFor(client) }), false],
       ["an unknown path", () => call("/receipts/v2/nothing", { headers: loginHeadersFor(client) }), false],
     ];
 
@@ -117,7 +116,7 @@ describe("issue 5 structured logs: one line per request, never a secret, a token
     const lines = await consoleLines(async () => {
       for (const [, send] of requests) answers.push(await send());
       // A 500: the settings are broken, and the caller's secret is in the request.
-      failed = await createApp().fetch(new Request(BASE + LOGIN, { method: "POST", headers: loginHeadersFor(client) }), {
+      failed = await createApp().fetch(new Request(BASE + PATHS.login, { method: "POST", headers: loginHeadersFor(client) }), {
         ...env,
         TOKEN_KEYS: "{",
       });

@@ -22,8 +22,8 @@ import {
   uniqueId,
   updateClient,
   type Answer,
-} from "../helpers.ts";
-import { deleteHeadersFor, seedReceipt } from "../notices.ts";
+} from "../support/api.ts";
+import { deleteHeadersFor, seedReceipt } from "../support/notices.ts";
 
 type Scenario = () => Promise<Answer>;
 

@@ -17,9 +17,10 @@ import {
   updateClient,
   uniqueId,
   type Answer,
-} from "../helpers.ts";
-import { TEST_TOKEN_KEYS } from "../keys.ts";
-import { DELETE, deleteHeadersFor, seedReceipt } from "../notices.ts";
+} from "../support/api.ts";
+import { TEST_TOKEN_KEYS } from "../support/keys.ts";
+import { deleteHeadersFor, seedReceipt } from "../support/notices.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 /** A token-bearing route, ready to be called by one fresh client with any Authorization value. */
 interface Target {
@@ -55,7 +56,7 @@ const TARGETS: Target[] = [
       return {
         clientId: client.clientId,
         token,
-        send: (authorization) => call(DELETE, { headers: { ...deleteHeadersFor(token, receipt), Authorization: authorization } }),
+        send: (authorization) => call(PATHS.delete, { headers: { ...deleteHeadersFor(token, receipt), Authorization: authorization } }),
       };
     },
   },

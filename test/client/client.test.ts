@@ -7,8 +7,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ReceiptsClient, ReceiptsError, type FetchLike, type Receipt, type ReceiptsClientOptions } from "../../src/client/index.ts";
 import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../helpers.ts";
-import { outboxRows, receiptExists } from "../notices.ts";
+import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../support/api.ts";
+import { outboxRows, receiptExists } from "../support/notices.ts";
 
 /** Decides one call instead of the Worker, or passes it on with `forward`. */
 type Step = (request: Request, forward: () => Promise<Response>) => Promise<Response>;
@@ -245,7 +245,7 @@ describe("issue 7 client: add retries safely under one Idempotency-Key", () => {
 });
 
 describe("issue 7 client: ReceiptsError carries the service's answer", () => {
-  it("login's 403 keeps its status word Not Acceptable (seed §7.1)", async () => {
+  it("login's 403 keeps its status word Not Acceptable (docs/api.md#login-errors)", async () => {
     const client = await issueClient();
     const pos = clientFor({ ...client, secret: "not-the-secret" }, workerFetch().fetch);
     const refusal = await pos.login().catch((error) => error);

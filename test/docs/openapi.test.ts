@@ -57,7 +57,7 @@ describe("issue 7 OpenAPI document: its examples pass the Worker's own schemas",
         const body = errorExampleBody(row);
         expect(errorResponse.safeParse(body).error).toBeUndefined();
         expect(body.status_code).toBe(row.status);
-        // Contract §1: the one exception to the status words is login's 403 (seed §7.1).
+        // docs/api.md#common-rules: the one exception to the status words is login's 403 (docs/api.md#login-errors).
         expect(body.status).toBe(path === PATHS.login && row.status === 403 ? "Not Acceptable" : STATUS_WORDS[row.status]);
       }
     });

@@ -1,5 +1,5 @@
 /**
- * Issue 5 fuzzing of add: random header sets, values and bodies. Beyond the contract's shape, a
+ * Issue 5 fuzzing of add: random header sets, values and bodies. Beyond the documented shape, a
  * model of the store: a 200 only for a client's own token and one of its chains, an
  * Idempotency-Key replaying its first answer, and D1 holding exactly the receipts the 200s
  * reported, byte for byte.
@@ -7,9 +7,10 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ADD, call, issueClient, loginToken, rowCounts, type TestClient } from "../helpers.ts";
+import { call, issueClient, loginToken, rowCounts, type TestClient } from "../support/api.ts";
 import { asReceived, headerSet, headerValue, receiptBody, times } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 /** A receipt as the model expects it in D1. */
 interface Expected {
@@ -47,7 +48,7 @@ describe("issue 5 fuzzing: add", () => {
       await runCampaign(
         "add",
         requests,
-        ({ headers, body }) => call(ADD, { headers, body }),
+        ({ headers, body }) => call(PATHS.add, { headers, body }),
         async ({ headers, body }, { answer }) => {
           if (answer.status === 200) {
             const data = answer.body.data;

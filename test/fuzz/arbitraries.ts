@@ -6,7 +6,7 @@
  * which is also what the runtime makes of a JavaScript string here.
  */
 import fc from "fast-check";
-import { validReceiptBody } from "../helpers.ts";
+import { validReceiptBody } from "../support/api.ts";
 
 const SQL = ["' OR '1'='1", "'; DROP TABLE receipts; --", "1 UNION SELECT secret_hash FROM clients", "%", "_%", "\\", "`", "?1"];
 const JSON_META = ['"', "'", '{"a":1}', "}]", "[", "\\u0000", "null", '","client_id":"x', "\\"];
@@ -75,7 +75,7 @@ export function headerSet(fields: Record<string, fc.Arbitrary<string>>): fc.Arbi
   });
 }
 
-/** A receipt body that keeps every rule of contract §3, with amounts of its own. */
+/** A receipt body that keeps every rule of docs/api.md#add, with amounts of its own. */
 export const validReceipt: fc.Arbitrary<Record<string, unknown>> = fc
   .record({
     purchased_at: fc.constantFrom("2026-11-22T14:03:00+01:00", "2026-11-22t13:03:00z", "2016-12-31T23:59:60Z", "2026-02-28T00:00:00.5-05:30"),
@@ -160,10 +160,10 @@ const SLOTTED = ["authorization", "content-type"];
 
 /**
  * The value of a header as the Worker reads it: white space trimmed and repeats joined with ", ",
- * except that an empty Authorization or Content-Type line is no line (docs/api.md "What never
- * reaches the Worker"): the runtime joins a line onto an empty slot by replacing it, so
- * `"", "Bearer t"` arrives as `Bearer t`, `"Bearer t", ""` as `Bearer t, ` (no token), and `"", ""`
- * as nothing.
+ * except that an empty Authorization or Content-Type line is no line
+ * (docs/api.md#what-never-reaches-the-worker): the runtime joins a line onto an empty slot by
+ * replacing it, so `"", "Bearer t"` arrives as `Bearer t`, `"Bearer t", ""` as `Bearer t, `
+ * (no token), and `"", ""` as nothing.
  */
 export function asReceived(headers: Record<string, string>, name: string): string | null {
   if (!SLOTTED.includes(name.toLowerCase())) return new Headers(headers).get(name);
@@ -176,7 +176,7 @@ export function asReceived(headers: Record<string, string>, name: string): strin
   return value === "" ? null : value;
 }
 
-/** Contract §1: a value a route can use as a string (`Authorization` has no length limit). */
+/** docs/api.md#common-rules: a value a route can use as a string (`Authorization` has no length limit). */
 export function usable(value: string | null, maxLength = 256): value is string {
   return value !== null && /^[\x20-\x7e]*$/.test(value) && value.trim() !== "" && value.length <= maxLength;
 }

@@ -1,15 +1,16 @@
 /**
  * Issue 5 fuzzing of delete: random header sets and values around a pool of stored receipts. A
- * model of contract §4 names the one status each request must get, so a receipt is deleted
+ * model of docs/api.md#delete names the one status each request must get, so a receipt is deleted
  * exactly when its own client, with its own token, names its chain and app user; D1 loses exactly
  * those receipts and records exactly one notice for each.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../helpers.ts";
-import { DELETE, seedReceipt, type SeededReceipt } from "../notices.ts";
+import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../support/api.ts";
+import { seedReceipt, type SeededReceipt } from "../support/notices.ts";
 import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, FUZZ_RUNS, FUZZ_SECONDS, runCampaign, type FuzzRequest } from "./harness.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 // Enough receipts that the campaign never runs out: about one request in thirteen deletes one.
 // No more than FUZZ_SECONDS can use (at a generous 200 requests a second): seeding is not bounded.
@@ -52,7 +53,7 @@ describe("issue 5 fuzzing: delete", () => {
       await runCampaign(
         "delete",
         requests,
-        ({ headers, body }) => call(DELETE, { headers, body }),
+        ({ headers, body }) => call(PATHS.delete, { headers, body }),
         async ({ headers }, { answer }) => {
           const [expected, receipt] = expectedDelete(headers, clients, tokens, pool, deleted);
           if (answer.status !== expected) throw new Error(`expected ${expected}, got ${answer.status}`);
@@ -97,7 +98,7 @@ describe("issue 11.10 the fuzz model of repeated headers: docs/api.md#what-never
     const statuses: number[][] = [];
     for (const headers of cases) {
       const [expected] = expectedDelete(headers, clients, tokens, pool, deleted);
-      const answer = await call(DELETE, { headers });
+      const answer = await call(PATHS.delete, { headers });
       statuses.push([answer.status, expected]);
       if (answer.status === 200) deleted.add(asReceived(headers, "receipt_id")!);
     }
@@ -112,7 +113,7 @@ describe("issue 11.10 the fuzz model of repeated headers: docs/api.md#what-never
 });
 
 /**
- * Contract §1 and §4, in their order: the status delete must give these headers, as the Worker
+ * docs/api.md#common-rules and #delete, in their order: the status delete must give these headers, as the Worker
  * receives them, and the receipt a 200 removes.
  */
 function expectedDelete(

@@ -1,13 +1,13 @@
 /**
  * The property-based fuzzing of issue 5: runs a campaign of generated requests against one route
- * inside workerd and checks every answer and every log line against the contract. A campaign
+ * inside workerd and checks every answer and every log line against docs/api.md. A campaign
  * does not stop at the first broken invariant: it counts them all and reports the first few with
  * the seed that replays them (`FUZZ_SEED=<seed> npm run fuzz`).
  */
 import fc from "fast-check";
 import { expect, inject, vi } from "vitest";
 import { addResponse, deleteResponse, loginResponse } from "../../src/shared/schemas.ts";
-import { expectErrorShape, type Answer } from "../helpers.ts";
+import { expectErrorShape, type Answer } from "../support/api.ts";
 
 /** Requests per route: 2,000 in `npm test`, `FUZZ_RUNS` (20,000 by default) in `npm run fuzz`. */
 export const FUZZ_RUNS = inject("fuzzRuns");
@@ -23,8 +23,8 @@ export const CAMPAIGN_TIMEOUT_MS = (FUZZ_SECONDS + 120) * 1000;
 
 export type Route = "login" | "add" | "delete";
 
-// Contract §1's status words, written out here rather than imported, so that the Worker cannot
-// agree with itself; login's 403 keeps the seed's "Not Acceptable".
+// docs/api.md#common-rules's status words, written out here rather than imported, so that the Worker cannot
+// agree with itself; login's 403 keeps its documented "Not Acceptable".
 const STATUS_WORDS: Record<number, string> = {
   400: "Bad Request",
   403: "Forbidden",
@@ -58,7 +58,7 @@ export interface Exchange {
 
 /**
  * Runs `FUZZ_RUNS` requests drawn from `requests` (fewer if `FUZZ_SECONDS` run out), each through `send`, then `check`. Every
- * answer must keep the contract's shape (`expectContractAnswer`) and write exactly one request log
+ * answer must keep the documented shape (`expectContractAnswer`) and write exactly one request log
  * line holding none of `secrets()`; `check` adds the route's own model of what must have happened.
  */
 export async function runCampaign(
@@ -106,7 +106,7 @@ export async function runCampaign(
   expect(breaks.slice(0, 5), `${breaks.length} invariant breaks; replay with FUZZ_SEED=${seed}`).toEqual([]);
 }
 
-/** Contract §1 for any answer of `route`: no 5xx, JSON never cached, and the error shape. */
+/** docs/api.md#common-rules for any answer of `route`: no 5xx, JSON never cached, and the error shape. */
 export function expectContractAnswer(route: Route, answer: Answer): void {
   if (!STATUSES[route].includes(answer.status)) {
     throw new Error(`${route} answered ${answer.status}: ${JSON.stringify(answer.body).slice(0, 300)}`);

@@ -1,14 +1,15 @@
 /**
- * Issue 5 fuzzing of login: random header sets, values and bodies. Beyond the contract's shape,
+ * Issue 5 fuzzing of login: random header sets, values and bodies. Beyond the documented shape,
  * a model says what each request must get, login writes nothing to D1, and the failed-login limit
  * holds: never more than 5 refused credentials per client_id in one window of the limiter, and
  * the right secret is never refused for others' failures.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { LOGIN, call, issueClient, rowCounts, uniqueId, type TestClient } from "../helpers.ts";
+import { call, issueClient, rowCounts, uniqueId, type TestClient } from "../support/api.ts";
 import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 // The limiter's window (wrangler.toml LOGIN_LIMITER: 5 a minute), aligned to the clock as the
 // local limiter aligns it.
@@ -45,7 +46,7 @@ describe("issue 5 fuzzing: login", () => {
         requests,
         async ({ headers, body }) => {
           const started = Math.floor(Date.now() / WINDOW_MS);
-          const answer = await call(LOGIN, { headers, body });
+          const answer = await call(PATHS.login, { headers, body });
           window = Math.floor(Date.now() / WINDOW_MS) === started ? started : undefined;
           return answer;
         },
@@ -68,7 +69,7 @@ describe("issue 5 fuzzing: login", () => {
   );
 });
 
-/** Contract §1 and §2: the statuses login may give these headers, as the Worker receives them. */
+/** docs/api.md#common-rules and #login: the statuses login may give these headers, as the Worker receives them. */
 function expectedLogin(sent: Record<string, string>, client: TestClient, disabled: TestClient): number[] {
   const names = ["client_id", "client_secret", "token_type", "scope"];
   const values = Object.fromEntries(names.map((name) => [name, asReceived(sent, name)]));

@@ -1,18 +1,17 @@
 /**
  * The notice crossing Workers for real: delete on the API Worker, the notices queue, the notifier
- * Worker running beside it (test/notifier-worker.ts), the dead-letter queue, and the push
+ * Worker running beside it (test/support/notifier-worker.ts), the dead-letter queue, and the push
  * receiver. The cron job is run by hand, as the every-minute trigger would.
  */
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { DELIVERED_RETENTION_MS, LOST_AFTER_MS, purgeDelivered, resendPendingNotices } from "../../src/api/notices.ts";
+import { DELIVERED_RETENTION_MS, LOST_AFTER_MS, purgeDelivered, resendPendingNotices } from "../../src/api/scheduled.ts";
 import { createApp } from "../../src/api/app.ts";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
-import { replayFailedSql } from "../../src/storage/notice-sql.ts";
-import { BASE, call, issueClient, loginToken } from "../helpers.ts";
+import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { BASE, call, issueClient, loginToken } from "../support/api.ts";
 import {
-  DELETE,
   type SeededReceipt,
   deleteHeadersFor,
   expectSignedPush,
@@ -24,7 +23,8 @@ import {
   seedReceipt,
   waitForDelivery,
   waitForPushes,
-} from "../notices.ts";
+} from "../support/notices.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 async function owner(): Promise<{ token: string; receipt: SeededReceipt }> {
   const client = await issueClient();
@@ -39,7 +39,7 @@ async function deleteWhileQueueFails(token: string, receipt: SeededReceipt): Pro
   } as unknown as Queue;
   const ctx = createExecutionContext();
   const response = await createApp().fetch(
-    new Request(BASE + DELETE, { method: "POST", headers: deleteHeadersFor(token, receipt) }),
+    new Request(BASE + PATHS.delete, { method: "POST", headers: deleteHeadersFor(token, receipt) }),
     { ...env, NOTICES: failingQueue },
     ctx,
   );
@@ -50,10 +50,10 @@ async function deleteWhileQueueFails(token: string, receipt: SeededReceipt): Pro
 
 const inAMinute = () => new Date(Date.now() + 31_000);
 
-describe("contract §5 delivery across Workers", () => {
+describe("docs/api.md#deletion-notices delivery across Workers", () => {
   it("delete → queue → notifier → push service: one push, signed, and recorded as delivered", async () => {
     const { token, receipt } = await owner();
-    expect((await call(DELETE, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
     const [push] = await waitForPushes(receipt.receipt_id);
     const notice = await expectSignedPush(push!);
     expect(notice).toMatchObject({ type: "receipt.deleted", receipt_id: receipt.receipt_id });
@@ -63,7 +63,7 @@ describe("contract §5 delivery across Workers", () => {
 
   it("a re-sent copy of a delivered notice reaches the notifier and is not pushed again", async () => {
     const { token, receipt } = await owner();
-    await call(DELETE, { headers: deleteHeadersFor(token, receipt) });
+    await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });
     await waitForPushes(receipt.receipt_id);
     await waitForDelivery(receipt.receipt_id);
     const [row] = await outboxRows(receipt.receipt_id);
@@ -76,7 +76,7 @@ describe("contract §5 delivery across Workers", () => {
   });
 });
 
-describe("contract §5 nothing is lost: the cron re-send", () => {
+describe("docs/api.md#deletion-notices nothing is lost: the cron re-send", () => {
   it("a queue send that throws at delete time: the delete still succeeds, and the cron job delivers the notice", async () => {
     const { token, receipt } = await owner();
     expect(await deleteWhileQueueFails(token, receipt)).toBe(200);
@@ -110,11 +110,11 @@ describe("contract §5 nothing is lost: the cron re-send", () => {
   });
 });
 
-describe("contract §5 dead letters across Workers", () => {
+describe("docs/api.md#deletion-notices dead letters across Workers", () => {
   it("a push refused for good goes through the dead-letter queue into failed_notices; replay and the cron job deliver it", async () => {
     const { token, receipt } = await owner();
     await receiverAnswers(receipt.receipt_id, 410);
-    expect((await call(DELETE, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
     await expect.poll(() => failedRows(receipt.receipt_id), { timeout: 10_000 }).toHaveLength(1);
     const failed = await failedRows(receipt.receipt_id);
     expect(failed[0]).toMatchObject({ attempts: 1, last_error: "HTTP 410 from the push service" });
@@ -134,10 +134,10 @@ describe("contract §5 dead letters across Workers", () => {
   });
 });
 
-describe("contract §5 outbox lifetime", () => {
+describe("docs/api.md#deletion-notices outbox lifetime", () => {
   it("the purge job deletes delivered notices after 14 days and keeps undelivered ones", async () => {
     const { token, receipt } = await owner();
-    await call(DELETE, { headers: deleteHeadersFor(token, receipt) });
+    await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });
     await waitForDelivery(receipt.receipt_id);
     const stuck = await owner();
     await deleteWhileQueueFails(stuck.token, stuck.receipt);

@@ -7,17 +7,18 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { newDeletionNotice, resendPendingNotices } from "../../src/api/notices.ts";
+import { newDeletionNotice } from "../../src/api/deletion-notice.ts";
+import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import type { DeletionNotice } from "../../src/shared/types.ts";
 import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import notifier from "../../src/notifier/index.ts";
 import { retryDelaySeconds } from "../../src/notifier/retry.ts";
-import { replayFailedSql } from "../../src/storage/notice-sql.ts";
-import { deleteReceiptWithNotice } from "../../src/storage/notices.ts";
-import { uniqueId } from "../helpers.ts";
-import { TEST_PUSH_SECRET } from "../keys.ts";
-import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../notices.ts";
+import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { deleteReceiptWithNotice } from "../../src/storage/receipts.ts";
+import { uniqueId } from "../support/api.ts";
+import { TEST_PUSH_SECRET } from "../support/keys.ts";
+import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
 
 const NOTICES_QUEUE = "receipts-v2-notices";
 const PUSH_URL = "https://push.example.test/receipts";
@@ -115,7 +116,7 @@ async function deliver(
   };
 }
 
-describe("contract §5 delivery: a signed push per notice", () => {
+describe("docs/api.md#deletion-notices delivery: a signed push per notice", () => {
   it("POSTs the outbox payload, signed the Standard Webhooks way, marks it delivered and acks", async () => {
     const notice = await recordedNotice();
     const result = await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }]);
@@ -172,7 +173,7 @@ describe("contract §5 delivery: a signed push per notice", () => {
   });
 });
 
-describe("contract §5 delivery: duplicates push once", () => {
+describe("docs/api.md#deletion-notices delivery: duplicates push once", () => {
   it("a second delivery of a delivered event_id is acked without a push", async () => {
     const notice = await recordedNotice();
     await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }]);
@@ -214,7 +215,7 @@ describe("contract §5 delivery: duplicates push once", () => {
   });
 });
 
-describe("contract §5 delivery: retries with growing delay", () => {
+describe("docs/api.md#deletion-notices delivery: retries with growing delay", () => {
   it("429, 5xx and network failures three times, then a 2xx: retried at growing delays, delivered once", async () => {
     const notice = await recordedNotice();
     answers = [503, 429, new TypeError("Network connection lost."), 200];
@@ -266,7 +267,7 @@ describe("contract §5 delivery: retries with growing delay", () => {
   });
 });
 
-describe("contract §5 delivery: dead letters and replay", () => {
+describe("docs/api.md#deletion-notices delivery: dead letters and replay", () => {
   it("a 4xx that retrying cannot fix goes to the dead-letter queue at once; its consumer stores it with the last error", async () => {
     const notice = await recordedNotice();
     answers = [410];
@@ -333,7 +334,7 @@ describe("contract §5 delivery: dead letters and replay", () => {
   });
 });
 
-describe("contract §5 delivery: no push URL (plain local development)", () => {
+describe("docs/api.md#deletion-notices delivery: no push URL (plain local development)", () => {
   it("logs each notice as one structured JSON line without secrets, marks it delivered and acks", async () => {
     const notice = await recordedNotice();
     const lines: string[] = [];

@@ -4,7 +4,7 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
-import { ROOT, freshState, runScript } from "./run-script.ts";
+import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
 const clients = (...args: string[]) => runScript("clients", [...args, "--persist-to", state]);
@@ -27,7 +27,7 @@ function kvValue(clientId: string): string {
   return spawnSync("wrangler", args, { cwd: ROOT, encoding: "utf8" }).stdout;
 }
 
-describe("contract §6 npm run clients", () => {
+describe("docs/api.md#operators npm run clients", () => {
   it("issue --json prints the client_id, the secret once and the chains; KV holds only the secret's hash", async () => {
     const client = issued("--chain", "c1", "--chain", "c2", "--client-id", "pos-store-7");
     expect(client).toEqual({ client_id: "pos-store-7", client_secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), chains: ["c1", "c2"] });
@@ -124,7 +124,7 @@ describe("contract §6 npm run clients", () => {
   });
 });
 
-describe("contract §6 an issued client logs in against the real Worker; disable and rotate stop it", () => {
+describe("docs/api.md#operators an issued client logs in against the real Worker; disable and rotate stop it", () => {
   let mf: Miniflare;
   const outdir = path.join(state, "build");
 

@@ -1,10 +1,10 @@
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseTokenKeys } from "../../src/shared/token-keys.ts";
-import { freshState, runScript } from "./run-script.ts";
+import { parseTokenKeys } from "../../src/api/config.ts";
+import { freshState, runScript } from "../support/run-script.ts";
 
-describe("contract §6 npm run keys", () => {
+describe("docs/api.md#operators npm run keys", () => {
   it("new prints a key set the Worker accepts: one HS256 key of 256 bits with a kid", () => {
     const result = runScript("keys", ["new"]);
     expect(result.status).toBe(0);

@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
-import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/notice-sql.ts";
-import { ROOT, freshState, runScript } from "./run-script.ts";
+import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
 const notices = (...args: string[]) => runScript("notices", [...args, "--persist-to", state]);
@@ -38,7 +38,7 @@ beforeAll(() => {
   expect(result.status).toBe(0);
 }, 60_000);
 
-describe("contract §6 npm run notices: bad arguments", () => {
+describe("docs/api.md#operators npm run notices: bad arguments", () => {
   it.each([
     ["no command", []],
     ["an unknown command", ["resend"]],
@@ -60,7 +60,7 @@ describe("contract §6 npm run notices: bad arguments", () => {
   });
 });
 
-describe("contract §6 npm run notices: failed and replay", () => {
+describe("docs/api.md#operators npm run notices: failed and replay", () => {
   it("failed lists each failed notice with its last error; replay moves it back to the outbox for the cron job", () => {
     storeFailed(
       [FIRST, "r-first", "HTTP 410 from the push service"],
@@ -103,7 +103,7 @@ describe("contract §6 npm run notices: failed and replay", () => {
   });
 });
 
-describe("contract §6 replay SQL is built only from checked event ids", () => {
+describe("docs/api.md#operators replay SQL is built only from checked event ids", () => {
   it("refuses anything but an event_id as this service makes them", () => {
     expect(EVENT_ID_PATTERN.test(FIRST)).toBe(true);
     for (const bad of ["", `${FIRST} `, FIRST.toUpperCase(), `'${FIRST}'`, `${FIRST};DROP TABLE receipts`]) {

@@ -1,8 +1,8 @@
 import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { afterEach, describe, expect, it } from "vitest";
-import { freePort, endGroup, groupMembers, portIsFree, startGroup, waitFor, waitForWorker } from "./processes.ts";
-import { freshState } from "./run-script.ts";
+import { freePort, endGroup, groupMembers, portIsFree, startGroup, waitFor, waitForWorker } from "../support/processes.ts";
+import { freshState } from "../support/run-script.ts";
 
 let started: ChildProcess | undefined;
 
@@ -12,7 +12,7 @@ afterEach(async () => {
   started = undefined;
 });
 
-describe("issue 11.11 npm start stops everything it started: README.md#run-it-locally", () => {
+describe("issue 11.11 npm start stops everything it started: docs/api.md#local-use", () => {
   it.each(["SIGTERM", "SIGINT"] as const)(
     "%s to npm alone (as a container stop or process manager sends it) ends wrangler dev and both workerd, freeing the port",
     async (signal) => {

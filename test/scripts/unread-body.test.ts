@@ -6,11 +6,11 @@ import path from "node:path";
 import { decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
-import { endGroup, freePort, startGroup, waitForWorker } from "./processes.ts";
-import { freshState, runScript } from "./run-script.ts";
+import { endGroup, freePort, startGroup, waitForWorker } from "../support/processes.ts";
+import { freshState, runScript } from "../support/run-script.ts";
 
 // wrangler dev, not the test runtime: only wrangler dev wraps the Worker in the middleware that
-// drains an unread body before the answer may leave (docs/api.md "Limits and hardening").
+// drains an unread body before the answer may leave (docs/api.md#limits).
 let dev: ChildProcess | undefined;
 let port: number;
 let addHeaders: string;
@@ -42,7 +42,7 @@ afterAll(async () => {
   if (dev) await endGroup(dev);
 });
 
-describe("issue 11.12 a body that never arrives holds no answer on wrangler dev: docs/api.md#limits-and-hardening", () => {
+describe("issue 11.12 a body that never arrives holds no answer on wrangler dev: docs/api.md#limits", () => {
   it.each([
     { name: "login", target: "/receipts/v2/login", length: 1_000, status: 400 },
     { name: "delete", target: "/receipts/v2/delete", length: 1_000, status: 400 },

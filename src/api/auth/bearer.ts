@@ -1,20 +1,20 @@
 /**
- * Authenticates a token-bearing request (add, delete) in the order contract §4 fixes: the token,
+ * Authenticates a token-bearing request (add, delete) in the order docs/api.md#delete fixes: the token,
  * then the client it claims to act for, then that the two belong together.
  */
 import { POS_SCOPE, type ClientRecord } from "../../shared/types.ts";
 import type { ApiContext } from "../context.ts";
-import { ApiError } from "../errors.ts";
+import { REFUSALS, refuse } from "../refusals.ts";
 import { cachedClientRecord } from "./clients.ts";
 import { verifyAccessToken } from "./tokens.ts";
 
-// RFC 6750 reads the scheme name case-insensitively; the seed writes it as "Bearer".
+// RFC 6750 reads the scheme name case-insensitively; docs/api.md writes it as "Bearer".
 const BEARER = /^Bearer +([^\s]+)$/i;
 
 /**
  * Returns the record of the client that `client_id` names, once the Bearer token in
  * `authorization` is valid, unexpired, of the POS scope and issued to that very client.
- * Every refusal is a 403 (seed §7.2).
+ * Every refusal is a 403 (docs/api.md#delete-errors).
  */
 export async function authenticateClient(
   c: ApiContext,
@@ -23,33 +23,23 @@ export async function authenticateClient(
   const config = c.get("config");
   const token = BEARER.exec(headers.authorization)?.[1];
   if (!token) {
-    throw new ApiError(403, "Header Authorization must be Bearer followed by the token from login.", {
-      cause: "no Bearer scheme",
-    });
+    throw refuse(REFUSALS.notBearer, "no Bearer scheme");
   }
   const check = await verifyAccessToken(config, token);
   if (!check.ok) {
     throw check.reason === "expired"
-      ? new ApiError(403, "Header Authorization: the authorization has expired; generate a fresh token with login.", {
-          cause: "token expired",
-        })
-      : new ApiError(403, "Header Authorization does not hold a valid access token.", { cause: check.cause });
+      ? refuse(REFUSALS.tokenExpired, "token expired")
+      : refuse(REFUSALS.tokenInvalid, check.cause);
   }
   if (check.claims.scope !== POS_SCOPE) {
-    throw new ApiError(403, `Header Authorization holds a token without the ${POS_SCOPE} scope.`, {
-      cause: "token scope",
-    });
+    throw refuse(REFUSALS.tokenScope, "token scope");
   }
 
   const record = await cachedClientRecord(c.env.CLIENTS, headers.client_id, config.clientCacheMs);
-  if (!record) throw new ApiError(403, "Header client_id is unknown.", { cause: "unknown client" });
-  if (record.disabled) {
-    throw new ApiError(403, "Header client_id names a disabled client.", { cause: "disabled client" });
-  }
+  if (!record) throw refuse(REFUSALS.unknownClient, "unknown client");
+  if (record.disabled) throw refuse(REFUSALS.disabledClient, "disabled client");
   if (check.claims.sub !== record.client_id) {
-    throw new ApiError(403, "Header client_id is not the client the access token was issued to.", {
-      cause: "token subject differs from client_id",
-    });
+    throw refuse(REFUSALS.otherClient, "token subject differs from client_id");
   }
   return record;
 }

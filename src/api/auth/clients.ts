@@ -1,5 +1,5 @@
 /**
- * Client records, read from KV (contract §2). Operators write them with `npm run clients`; the
+ * Client records, read from KV (docs/api.md#login). Operators write them with `npm run clients`; the
  * Worker only reads.
  */
 import { clientKey, type ClientRecord } from "../../shared/types.ts";

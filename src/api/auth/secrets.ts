@@ -7,7 +7,7 @@ import { ABSENT_SECRET_HASH, hashClientSecret } from "../../shared/secrets.ts";
 /**
  * True when `secret` hashes to `storedHash`, compared in constant time. With no record, pass
  * `undefined`: a dummy hash is compared instead, so an unknown client_id answers in the time a
- * wrong secret does (contract §2).
+ * wrong secret does (docs/api.md#login).
  */
 export async function secretMatches(secret: string, storedHash: string | undefined): Promise<boolean> {
   const encoder = new TextEncoder();

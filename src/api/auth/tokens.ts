@@ -1,5 +1,5 @@
 /**
- * Access tokens (contract §2): HS256 JWTs signed with the first key of `TOKEN_KEYS` and verified
+ * Access tokens (docs/api.md#login): HS256 JWTs signed with the first key of `TOKEN_KEYS` and verified
  * with any of them, so a key can be rotated without cutting live tokens. Kept alone so that a
  * reviewer can audit it alone.
  */
@@ -7,7 +7,7 @@ import { SignJWT, base64url, decodeProtectedHeader, errors, jwtVerify } from "jo
 import type { TokenKey } from "../../shared/token-keys.ts";
 import type { ApiConfig } from "../config.ts";
 
-/** Seed §4.1: tokens live one hour. */
+/** docs/api.md#login: tokens live one hour. */
 export const TOKEN_LIFETIME_SECONDS = 3600;
 
 /** Clocks of two Workers may differ a little; a token from further ahead is refused. */

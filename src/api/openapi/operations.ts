@@ -1,6 +1,6 @@
 /**
  * What the OpenAPI document says about each operation beyond its schemas: the words, the
- * examples, and one example per error row of seed §7 and the contract. The schemas themselves
+ * examples, and one example per row of the error tables of docs/api.md. The schemas themselves
  * are only referenced here; `test/api/openapi-examples.test.ts` replays every error example
  * against the Worker, so an example that drifts from the real answer fails the suite.
  */
@@ -19,7 +19,14 @@ import {
   type LoginResponse,
   type ReceiptBody,
 } from "../../shared/schemas.ts";
-import type { ErrorStatus } from "../errors.ts";
+import {
+  REFUSALS,
+  bodyTooLarge,
+  missingHeaders,
+  receiptFieldsDiffer,
+  unusableHeaders,
+  type Refusal,
+} from "../refusals.ts";
 
 /**
  * One row of an error table: the condition and the refusal the Worker answers it with. A 500
@@ -27,16 +34,7 @@ import type { ErrorStatus } from "../errors.ts";
  */
 export type ErrorExample =
   | { status: 500; /** The condition, as a reader of the error tables looks for it. */ summary: string }
-  | {
-      status: Exclude<ErrorStatus, 500>;
-      summary: string;
-      /** The `ApiError` detail: the message before the common remark. */
-      detail: string;
-      /** Login's 403 keeps the status word `Not Acceptable` (seed §7.1). */
-      statusWord?: string;
-      /** Response headers that belong to the refusal, such as `Allow` or `Retry-After`. */
-      headers?: Record<string, string>;
-    };
+  | (Refusal & { summary: string });
 
 /** A POST operation as the document describes it; the schemas are the Worker's own. */
 export interface DocumentedOperation {
@@ -54,43 +52,18 @@ export interface DocumentedOperation {
 const RECEIPT_ID = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
 const CLIENT_ID = "pos-acme-01";
 
-const EXPIRED_TOKEN: ErrorExample = {
-  status: 403,
-  summary: "The token has expired: log in again (seed §7.2)",
-  detail: "Header Authorization: the authorization has expired; generate a fresh token with login.",
+/** The refusals of a token-bearing operation (add, delete), in the order they are checked. */
+const BEARER_ERRORS: Record<string, ErrorExample> = {
+  "not-bearer": { ...REFUSALS.notBearer, summary: "Authorization is not `Bearer <token>`" },
+  "invalid-token": {
+    ...REFUSALS.tokenInvalid,
+    summary: "The token is malformed, wrongly signed, for another issuer or audience, or not of scope service.pos",
+  },
+  "expired-token": { ...REFUSALS.tokenExpired, summary: "The token has expired: log in again" },
+  "unknown-client": { ...REFUSALS.unknownClient, summary: "client_id is unknown" },
+  "disabled-client": { ...REFUSALS.disabledClient, summary: "client_id names a client the operator disabled" },
+  "other-client": { ...REFUSALS.otherClient, summary: "The token was issued to another client than client_id" },
 };
-
-const INVALID_TOKEN: ErrorExample = {
-  status: 403,
-  summary: "The token is malformed, wrongly signed, for another issuer or audience, or not of scope service.pos",
-  detail: "Header Authorization does not hold a valid access token.",
-};
-
-const NOT_BEARER: ErrorExample = {
-  status: 403,
-  summary: "Authorization is not `Bearer <token>`",
-  detail: "Header Authorization must be Bearer followed by the token from login.",
-};
-
-const UNKNOWN_CLIENT: ErrorExample = {
-  status: 403,
-  summary: "client_id is unknown (seed §7.2)",
-  detail: "Header client_id is unknown.",
-};
-
-const DISABLED_CLIENT: ErrorExample = {
-  status: 403,
-  summary: "client_id names a client the operator disabled",
-  detail: "Header client_id names a disabled client.",
-};
-
-const OTHER_CLIENT: ErrorExample = {
-  status: 403,
-  summary: "The token was issued to another client than client_id",
-  detail: "Header client_id is not the client the access token was issued to.",
-};
-
-const LOGIN_403 = "Not Acceptable";
 
 /** The operations of receipts.v2, keyed by path like the Worker's OPERATIONS. */
 export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
@@ -98,8 +71,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     operationId: "login",
     summary: "Trade client credentials for an access token",
     description:
-      "Generates a Bearer access token valid for 3600 seconds (seed §4.1). Send no body. Every 403 of login " +
-      "carries the status word `Not Acceptable`, as deployed clients expect (seed §7.1). After 5 failed logins " +
+      "Generates a Bearer access token valid for 3600 seconds. Send no body. Every 403 of login " +
+      "carries the status word `Not Acceptable`, as deployed clients expect. After 5 failed logins " +
       "of one client_id within 60 seconds the next failure answers 429.",
     headers: loginHeaders,
     success: {
@@ -118,50 +91,36 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     },
     errors: {
       "missing-header": {
-        status: 400,
-        summary: "A required header is missing; the message names every missing header (seed §7.1)",
-        detail: "Headers client_secret, scope are missing; there is no default.",
+        ...missingHeaders(["client_secret", "scope"]),
+        summary: "A required header is missing; the message names every missing header",
       },
       "unusable-header": {
-        status: 406,
-        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII (seed §7.1)",
-        detail: "Header client_id holds control or non-ASCII characters: not a usable string.",
+        ...unusableHeaders(["Header client_id holds control or non-ASCII characters"]),
+        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
       },
       "token-type": {
-        status: 403,
-        summary: "token_type is not Bearer (seed §7.1)",
-        detail: "Header token_type must be Bearer.",
-        statusWord: LOGIN_403,
+        ...REFUSALS.loginTokenType,
+        summary: "token_type is not Bearer",
       },
       scope: {
-        status: 403,
-        summary: "scope is not service.pos (seed §7.1)",
-        detail: "Header scope must be service.pos.",
-        statusWord: LOGIN_403,
+        ...REFUSALS.loginScope,
+        summary: "scope is not service.pos",
       },
       credentials: {
-        status: 403,
-        summary: "Unknown client_id or wrong client_secret: one answer for both (contract §2)",
-        detail: "Headers client_id and client_secret do not match a client issued by the operator.",
-        statusWord: LOGIN_403,
+        ...REFUSALS.loginCredentials,
+        summary: "Unknown client_id or wrong client_secret: one answer for both",
       },
       disabled: {
-        status: 403,
-        summary: "The client is disabled (contract §2)",
-        detail: "Header client_id names a disabled client.",
-        statusWord: LOGIN_403,
+        ...REFUSALS.loginDisabled,
+        summary: "The client is disabled",
       },
       "scope-not-granted": {
-        status: 403,
-        summary: "The client's record does not grant service.pos (contract §2)",
-        detail: "Header scope service.pos is not granted to this client.",
-        statusWord: LOGIN_403,
+        ...REFUSALS.loginScopeNotGranted,
+        summary: "The client's record does not grant service.pos",
       },
       "too-many-failures": {
-        status: 429,
-        summary: "Too many failed logins for this client_id: wait Retry-After seconds (contract §2)",
-        detail: "Too many failed logins for header client_id; wait before trying again.",
-        headers: { "retry-after": "60" },
+        ...REFUSALS.tooManyLogins,
+        summary: "Too many failed logins for this client_id: wait Retry-After seconds",
       },
     },
   },
@@ -170,7 +129,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     operationId: "add",
     summary: "Add a receipt for an app user",
     description:
-      "Stores one receipt and answers its service-made receipt_id, a UUIDv7 (contract §3). Checks run in this " +
+      "Stores one receipt and answers its service-made receipt_id, a UUIDv7. Checks run in this " +
       "order: headers (400, 406), token and client (403), chain (403), media type (415), size (413), a body " +
       "that has not arrived in full within 10 s (400), body (406), " +
       "Idempotency-Key (409). Repeating an Idempotency-Key within 24 hours with the same body, chain_id and " +
@@ -213,40 +172,29 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     },
     errors: {
       "missing-header": {
-        status: 400,
+        ...missingHeaders(["chain_id", "Content-Type"]),
         summary: "A required header is missing; the message names every missing header",
-        detail: "Headers chain_id, Content-Type are missing; there is no default.",
       },
       "unusable-header": {
-        status: 406,
+        ...unusableHeaders(["Header app_user_id holds control or non-ASCII characters"]),
         summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
-        detail: "Header app_user_id holds control or non-ASCII characters: not a usable string.",
       },
-      "not-bearer": NOT_BEARER,
-      "invalid-token": INVALID_TOKEN,
-      "expired-token": EXPIRED_TOKEN,
-      "unknown-client": UNKNOWN_CLIENT,
-      "disabled-client": DISABLED_CLIENT,
-      "other-client": OTHER_CLIENT,
+      ...BEARER_ERRORS,
       chain: {
-        status: 403,
+        ...REFUSALS.chainNotAllowed,
         summary: "chain_id is not one of the client's chains",
-        detail: "Header chain_id names a chain this client may not add receipts for.",
       },
       "media-type": {
-        status: 415,
+        ...REFUSALS.mediaType,
         summary: "Content-Type is not application/json in UTF-8",
-        detail: "Header Content-Type must be application/json, in UTF-8.",
       },
       "too-large": {
-        status: 413,
+        ...bodyTooLarge(65536),
         summary: "The body is larger than 64 KiB",
-        detail: "Body is larger than 64 KiB (65536 bytes).",
       },
       "not-json": {
-        status: 406,
+        ...REFUSALS.notJson,
         summary: "The body is empty, not UTF-8, not JSON, or not one JSON object",
-        detail: "Body is not valid JSON; send one JSON object.",
       },
       "body-rule": {
         status: 406,
@@ -259,10 +207,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         detail: "Body field totl is not a field of this operation (check its spelling).",
       },
       "idempotency-conflict": {
-        status: 409,
+        ...REFUSALS.idempotencyConflict,
         summary: "The Idempotency-Key was used within 24 hours for a different request",
-        detail:
-          "Header Idempotency-Key was used by this client within 24 hours for a different request (body, chain_id or app_user_id); use a new key for a new receipt.",
       },
     },
   },
@@ -272,8 +218,9 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     summary: "Remove a receipt, and so also from the app user",
     description:
       "Deletes the receipt whose receipt_id, client_id, chain_id and app_user_id all match, and notifies the app " +
-      "user (seed §4.3). Checks run in this order: headers (400, 406), token and client (403), the receipt exists " +
-      "(406), its fields match (406 naming each one that differs). Nothing is deleted and nobody is notified " +
+      "user. Checks run in this order: headers (400, 406), token and client (403), the receipt exists " +
+      "(406), its fields match (406 naming each one that differs, or client_id alone on another client's receipt). " +
+      "Nothing is deleted and nobody is notified " +
       "unless every check passes; of two deletes racing for one receipt, one gets 200 and the other 406.",
     headers: deleteHeaders,
     success: {
@@ -288,30 +235,22 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     },
     errors: {
       "missing-header": {
-        status: 400,
-        summary: "A required header is missing; the message names every missing header (seed §7.2)",
-        detail: "Headers receipt_id, app_user_id are missing; there is no default.",
+        ...missingHeaders(["receipt_id", "app_user_id"]),
+        summary: "A required header is missing; the message names every missing header",
       },
       "unusable-header": {
-        status: 406,
-        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII (seed §7.2)",
-        detail: "Header receipt_id is longer than 256 characters: not a usable string.",
+        ...unusableHeaders(["Header receipt_id is longer than 256 characters"]),
+        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
       },
-      "not-bearer": NOT_BEARER,
-      "invalid-token": INVALID_TOKEN,
-      "expired-token": EXPIRED_TOKEN,
-      "unknown-client": UNKNOWN_CLIENT,
-      "disabled-client": DISABLED_CLIENT,
-      "other-client": OTHER_CLIENT,
+      ...BEARER_ERRORS,
       "no-receipt": {
-        status: 406,
-        summary: "No receipt exists under receipt_id, or it was deleted already (seed §7.2)",
-        detail: "Header receipt_id: no receipt exists under this ID.",
+        ...REFUSALS.noReceipt,
+        summary: "No receipt exists under receipt_id, or it was deleted already",
       },
       mismatch: {
-        status: 406,
-        summary: "client_id, chain_id or app_user_id differs from the receipt's; the message names each (seed §7.2)",
-        detail: "Headers chain_id, app_user_id do not match the receipt's chain_id, app_user_id.",
+        ...receiptFieldsDiffer(["chain_id", "app_user_id"]),
+        summary:
+          "client_id, chain_id or app_user_id differs from the receipt's; the message names each, or client_id alone when it differs",
       },
     },
   },

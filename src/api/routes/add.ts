@@ -1,4 +1,4 @@
-/** POST /receipts/v2/add (contract §3). */
+/** POST /receipts/v2/add (docs/api.md#add). */
 import { base64url } from "jose";
 import { v7 as uuidv7 } from "uuid";
 import { addHeaders, receiptBody, type AddHeaders, type AddResponse } from "../../shared/schemas.ts";
@@ -6,8 +6,9 @@ import { addReceipt } from "../../storage/receipts.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import { readJsonBody } from "../body.ts";
 import type { ApiContext } from "../context.ts";
-import { ApiError, jsonResponse } from "../errors.ts";
+import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
+import { REFUSALS, refuse } from "../refusals.ts";
 
 /**
  * Stores a receipt for an app user. Checks run cheapest and least revealing first: headers,
@@ -18,9 +19,7 @@ export async function add(c: ApiContext): Promise<Response> {
   c.set("clientId", headers.client_id);
   const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
   if (!client.chains.includes(headers.chain_id)) {
-    throw new ApiError(403, "Header chain_id names a chain this client may not add receipts for.", {
-      cause: "chain not among the client's chains",
-    });
+    throw refuse(REFUSALS.chainNotAllowed, "chain not among the client's chains");
   }
   const { text } = await readJsonBody(c.req.raw, headers["Content-Type"], receiptBody);
 
@@ -43,11 +42,7 @@ export async function add(c: ApiContext): Promise<Response> {
     key === undefined ? undefined : { key, fingerprint: await requestFingerprint(headers, text), response },
   );
   if (outcome.kind === "conflict") {
-    throw new ApiError(
-      409,
-      "Header Idempotency-Key was used by this client within 24 hours for a different request (body, chain_id or app_user_id); use a new key for a new receipt.",
-      { cause: "idempotency key reused for a different request" },
-    );
+    throw refuse(REFUSALS.idempotencyConflict, "idempotency key reused for a different request");
   }
   return jsonResponse(outcome.kind === "replayed" ? outcome.response : response, 200);
 }

@@ -1,18 +1,20 @@
-/** POST /receipts/v2/delete (seed §3, §4.3, §7.2; contract §4). */
+/** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
-import { deleteReceiptWithNotice, type ReceiptOwner } from "../../storage/notices.ts";
+import { deleteReceiptWithNotice, type ReceiptOwner } from "../../storage/receipts.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
-import { ApiError, jsonResponse } from "../errors.ts";
+import type { ApiError } from "../errors.ts";
+import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
-import { enqueueNotice, newDeletionNotice } from "../notices.ts";
+import { REFUSALS, receiptFieldsDiffer, refuse } from "../refusals.ts";
+import { enqueueNotice, newDeletionNotice } from "../deletion-notice.ts";
 
 /** The fields a receipt must share with the request, in the order messages name them. */
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies readonly (keyof ReceiptOwner)[];
 
 /**
  * Removes a receipt and records the notice to its app user in one atomic step; the notice goes
- * to the queue after the response. Nothing changes unless every check of contract §4 passes.
+ * to the queue after the response. Nothing changes unless every check of docs/api.md#delete passes.
  */
 export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, deleteHeaders);
@@ -34,18 +36,16 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
 
 function refusal(headers: ReceiptOwner & { receipt_id: string }, receipt: ReceiptOwner | null): ApiError {
   if (!receipt) {
-    return new ApiError(406, "Header receipt_id: no receipt exists under this ID.", { cause: "no receipt" });
+    return refuse(REFUSALS.noReceipt, "no receipt");
   }
-  const differing = OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
+  // Naming which of chain_id and app_user_id differ on another client's receipt would let its holder
+  // confirm guesses of that receipt's chain and app user, so client_id is then named alone.
+  const differing =
+    receipt.client_id !== headers.client_id
+      ? (["client_id"] as const)
+      : OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
   // The batch read and deleted in one transaction; a match that was not deleted is a fault (500).
   if (differing.length === 0) throw new Error("receipt matched every field yet was not deleted");
-  const names = differing.join(", ");
   // The receipt's own values are not shown: they belong to another client, chain or app user.
-  return new ApiError(
-    406,
-    differing.length === 1
-      ? `Header ${names} does not match the receipt's ${names}.`
-      : `Headers ${names} do not match the receipt's ${names}.`,
-    { cause: `receipt fields differ: ${names}` },
-  );
+  return refuse(receiptFieldsDiffer(differing), `receipt fields differ: ${differing.join(", ")}`);
 }

@@ -1,48 +1,37 @@
-/** POST /receipts/v2/login (seed §4.1, §7.1; contract §2). */
+/** POST /receipts/v2/login (docs/api.md#login, #login-errors; docs/api.md#login). */
 import { loginHeaders, type LoginResponse } from "../../shared/schemas.ts";
 import { POS_SCOPE } from "../../shared/types.ts";
 import { readClientRecord } from "../auth/clients.ts";
 import { secretMatches } from "../auth/secrets.ts";
 import { TOKEN_LIFETIME_SECONDS, issueAccessToken } from "../auth/tokens.ts";
 import type { ApiContext } from "../context.ts";
-import { ApiError, jsonResponse } from "../errors.ts";
+import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
-
-// Seed §7.1 keeps login's 403 status word at "Not Acceptable"; deployed clients match on it.
-const LOGIN_403_WORD = "Not Acceptable";
-
-/** How long a client that failed too often waits, matching the limiter's period in wrangler.toml. */
-const RETRY_AFTER_SECONDS = 60;
+import { REFUSALS, refuse } from "../refusals.ts";
 
 /** Trades a client's credentials for a one-hour Bearer token. */
 export async function login(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, loginHeaders);
   c.set("clientId", headers.client_id);
   if (headers.token_type !== "Bearer") {
-    throw loginRefusal("Header token_type must be Bearer.", "token_type");
+    throw refuse(REFUSALS.loginTokenType, "token_type");
   }
   if (headers.scope !== POS_SCOPE) {
-    throw loginRefusal(`Header scope must be ${POS_SCOPE}.`, "scope value");
+    throw refuse(REFUSALS.loginScope, "scope value");
   }
 
   const record = await readClientRecord(c.env.CLIENTS, headers.client_id);
   if (!(await secretMatches(headers.client_secret, record?.secret_hash)) || !record) {
     const { success } = await c.env.LOGIN_LIMITER.limit({ key: headers.client_id });
     if (!success) {
-      throw new ApiError(429, "Too many failed logins for header client_id; wait before trying again.", {
-        headers: { "retry-after": String(RETRY_AFTER_SECONDS) },
-        cause: "failed-login limit",
-      });
+      throw refuse(REFUSALS.tooManyLogins, "failed-login limit");
     }
     // One answer for an unknown client and a wrong secret: login must not reveal which exists.
-    throw loginRefusal(
-      "Headers client_id and client_secret do not match a client issued by the operator.",
-      record ? "wrong secret" : "unknown client",
-    );
+    throw refuse(REFUSALS.loginCredentials, record ? "wrong secret" : "unknown client");
   }
-  if (record.disabled) throw loginRefusal("Header client_id names a disabled client.", "disabled");
+  if (record.disabled) throw refuse(REFUSALS.loginDisabled, "disabled");
   if (!record.scopes.includes(headers.scope)) {
-    throw loginRefusal(`Header scope ${POS_SCOPE} is not granted to this client.`, "scope not granted");
+    throw refuse(REFUSALS.loginScopeNotGranted, "scope not granted");
   }
 
   const token = await issueAccessToken(c.get("config"), record.client_id, headers.scope);
@@ -52,8 +41,4 @@ export async function login(c: ApiContext): Promise<Response> {
     status_code: 200,
   };
   return jsonResponse(body, 200);
-}
-
-function loginRefusal(detail: string, cause: string): ApiError {
-  return new ApiError(403, detail, { statusWord: LOGIN_403_WORD, cause });
 }

@@ -1,7 +1,7 @@
 /** GET /receipts/v2/openapi.json: the OpenAPI 3.1 document of receipts.v2 (docs/api.md). */
 import document from "../../../docs/openapi.json";
 import type { ApiContext } from "../context.ts";
-import { jsonResponse } from "../errors.ts";
+import { jsonResponse } from "../responses.ts";
 
 /**
  * Serves the document `npm run openapi` generated into docs/openapi.json. The committed file

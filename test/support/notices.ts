@@ -6,9 +6,8 @@
 import { env } from "cloudflare:workers";
 import { vi } from "vitest";
 import { TEST_PUSH_SECRET } from "./keys.ts";
-import { type TestClient, uniqueId } from "./helpers.ts";
+import { type TestClient, uniqueId } from "./api.ts";
 
-export const DELETE = "/receipts/v2/delete";
 
 /** The three fields delete compares, plus the receipt's ID. */
 export interface SeededReceipt {

@@ -1,39 +1,9 @@
 /**
- * D1 access for deletion notices: the delete operation's atomic step, the outbox that carries a
- * notice until it is delivered, and the failed notices. Used by both Workers; the SQL itself is
- * in notice-sql.ts, shared with the operator script.
+ * The outbox: a notice's life from the change that recorded it to its push, and the failed
+ * notices it moves to when pushing keeps failing. Used by both Workers; the SQL itself is in
+ * outbox-sql.ts, shared with the operator script.
  */
-import type { DeletionNotice } from "../shared/types.ts";
-import { DELETE_SQL, FAILED_SQL, OUTBOX_SQL } from "./notice-sql.ts";
-
-/** The fields of a receipt that delete compares with the request's headers (seed §2). */
-export interface ReceiptOwner {
-  client_id: string;
-  chain_id: string;
-  app_user_id: string;
-}
-
-/** What the delete operation's batch did: deleted, or why not (the receipt as it was, or none). */
-export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null };
-
-/**
- * Deletes the notice's receipt and records the notice in the outbox, in one D1 batch (one round
- * trip, one transaction), only if the receipt exists with the notice's client_id, chain_id and
- * app_user_id. Both writes carry that condition, so of two racing deletes exactly one removes the
- * receipt and records a notice; the other sees no receipt.
- */
-export async function deleteReceiptWithNotice(db: D1Database, notice: DeletionNotice): Promise<DeleteOutcome> {
-  const { event_id, occurred_at, receipt_id, client_id, chain_id, app_user_id } = notice;
-  const [before, , removal] = await db.batch([
-    db.prepare(DELETE_SQL.readOwner).bind(receipt_id),
-    db
-      .prepare(DELETE_SQL.insertNotice)
-      .bind(event_id, JSON.stringify(notice), occurred_at, receipt_id, client_id, chain_id, app_user_id),
-    db.prepare(DELETE_SQL.deleteReceipt).bind(receipt_id, client_id, chain_id, app_user_id),
-  ]);
-  if (removal!.meta.changes === 1) return { deleted: true };
-  return { deleted: false, receipt: (before!.results[0] as ReceiptOwner | undefined) ?? null };
-}
+import { FAILED_SQL, OUTBOX_SQL } from "./outbox-sql.ts";
 
 /** Records that these notices were handed to the queue at `now`. */
 export async function markEnqueued(db: D1Database, eventIds: readonly string[], now: Date): Promise<void> {

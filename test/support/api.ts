@@ -1,16 +1,16 @@
 /** Shared by the Worker tests: calling the API, issuing clients straight into KV, logging in. */
-import { createExecutionContext } from "cloudflare:test";
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { SignJWT, base64url } from "jose";
 import { expect, vi } from "vitest";
-import { createApp } from "../src/api/app.ts";
-import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
-import { POS_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
+import { createApp } from "../../src/api/app.ts";
+import { newClientRecord } from "../../src/shared/client-records.ts";
+import { POS_SCOPE, clientKey, type ClientRecord } from "../../src/shared/types.ts";
 import { TEST_TOKEN_KEYS } from "./keys.ts";
+import { StorageLedger } from "./storage-ledger.ts";
+import { PATHS } from "../../src/shared/paths.ts";
 
 export const BASE = "https://receipts.test";
-export const LOGIN = "/receipts/v2/login";
-export const ADD = "/receipts/v2/add";
 
 /** A response read whole, so no body is left unconsumed. */
 export interface Answer {
@@ -54,6 +54,24 @@ export async function callInContext(
   return readAnswer(await createApp().fetch(request, env, createExecutionContext()));
 }
 
+/**
+ * Calls a fresh app, like {@link callInContext}, with its storage bindings counted; the ledger
+ * is complete when this returns, with every call after the answer marked as such.
+ */
+export async function countedCall(
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: BodyInit } = {},
+): Promise<{ answer: Answer; ledger: StorageLedger }> {
+  const ledger = new StorageLedger();
+  const ctx = createExecutionContext();
+  const request = new Request(BASE + path, { method: init.method ?? "POST", headers: init.headers, body: init.body });
+  const answer = await readAnswer(await createApp().fetch(request, ledger.instrumentEnv(env), ctx));
+  ledger.answered = true;
+  await waitOnExecutionContext(ctx);
+  await ledger.drain();
+  return { answer, ledger };
+}
+
 let counter = 0;
 
 /** An ID unique within the test run; storage is shared by the tests of one file. */
@@ -73,18 +91,13 @@ export async function issueClient(
   options: { chains?: string[]; scopes?: string[]; disabled?: boolean; clientId?: string } = {},
 ): Promise<TestClient> {
   const clientId = options.clientId ?? uniqueId("pos");
-  const secret = makeClientSecret();
   const chains = options.chains ?? [uniqueId("chain")];
-  const now = new Date().toISOString();
-  const record: ClientRecord = {
+  const { record, secret } = await newClientRecord({
     client_id: clientId,
-    secret_hash: await hashClientSecret(secret),
     chains,
-    scopes: options.scopes ?? [POS_SCOPE],
-    disabled: options.disabled ?? false,
-    created_at: now,
-    updated_at: now,
-  };
+    scopes: options.scopes,
+    disabled: options.disabled,
+  });
   await env.CLIENTS.put(clientKey(clientId), JSON.stringify(record));
   return { clientId, secret, chains };
 }
@@ -102,7 +115,7 @@ export function loginHeadersFor(client: TestClient): Record<string, string> {
 
 /** Logs in and returns the access token. */
 export async function loginToken(client: TestClient): Promise<string> {
-  const answer = await call("/receipts/v2/login", { headers: loginHeadersFor(client) });
+  const answer = await call(PATHS.login, { headers: loginHeadersFor(client) });
   if (answer.status !== 200) throw new Error(`login failed: ${JSON.stringify(answer.body)}`);
   return answer.body.data.access_token;
 }
@@ -133,7 +146,7 @@ export async function signTestToken(
     .sign(typeof key === "number" ? base64url.decode(known.k) : key);
 }
 
-/** Asserts the shape every error body has (seed §7) and returns the message. */
+/** Asserts the shape every error body has (docs/api.md#errors) and returns the message. */
 export function expectErrorShape(answer: Answer, status: number, statusWord: string): string {
   const { body } = answer;
   if (
@@ -155,7 +168,7 @@ export function nonEmptySubsets<Name extends string>(names: readonly Name[]): Na
 }
 
 /**
- * Asserts a 400 message of contract §1: it names every missing header and no other of `all`,
+ * Asserts a 400 message of docs/api.md#common-rules: it names every missing header and no other of `all`,
  * says there is no default, and carries the invalid-syntax remark with the docs and support pointer.
  */
 export function expectNamesMissing(message: string, missing: readonly string[], all: readonly string[]): void {
@@ -165,14 +178,14 @@ export function expectNamesMissing(message: string, missing: readonly string[], 
   expectRemark(message);
 }
 
-/** Asserts the generic remark every client-error message ends with (seed §7). */
+/** Asserts the generic remark every client-error message ends with (docs/api.md#errors). */
 export function expectRemark(message: string): void {
   expect(message).toContain("invalid syntax");
   expect(message).toContain(env.DOCS_URL);
   expect(message).toContain(env.SUPPORT_CONTACT);
 }
 
-/** Header values that are present but not a usable string (contract §1), each with its label. */
+/** Header values that are present but not a usable string (docs/api.md#common-rules), each with its label. */
 export const UNUSABLE_VALUES: readonly (readonly [label: string, value: string])[] = [
   ["empty", ""],
   ["only white space", "   "],
@@ -273,7 +286,7 @@ export async function newCaller(options: Parameters<typeof issueClient>[0] = {})
 /** Sends an add; a body that is not a string is sent as JSON. Bytes, so no Content-Type is implied. */
 export function postAdd(headers: Record<string, string>, body: unknown = validReceiptBody()): Promise<Answer> {
   const text = typeof body === "string" ? body : JSON.stringify(body);
-  return call(ADD, { headers, body: new TextEncoder().encode(text) });
+  return call(PATHS.add, { headers, body: new TextEncoder().encode(text) });
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The notifier Worker beside the API Worker in the "workers" test project (contract §5), so a
+ * The notifier Worker beside the API Worker in the "workers" test project (docs/api.md#deletion-notices), so a
  * notice crosses Workers for real: API → notices queue → notifier → push receiver. Runs on Node:
  * the config reads `notifierWorkers()`, and as a globalSetup this module bundles the notifier
  * first, because auxiliary workers are not compiled by Vite.
@@ -10,7 +10,7 @@ import path from "node:path";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { TEST_PUSH_SECRET } from "./keys.ts";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
+const ROOT = path.resolve(import.meta.dirname, "../..");
 const NOTIFIER_CONFIG = path.join(ROOT, "src/notifier/wrangler.toml");
 
 // Inside the project, since workerd names modules relative to it, and per vitest process, so that
@@ -20,7 +20,7 @@ const BUNDLE_DIR = path.join(ROOT, ".wrangler", "vitest", `notifier-${process.pi
 /** Where the test notifier pushes; the push receiver answers every URL. */
 export const TEST_PUSH_URL = "https://push.example.test/receipts";
 
-/** The KV namespace where the push receiver records pushes (test/push-receiver.js). */
+/** The KV namespace where the push receiver records pushes (test/support/push-receiver.js). */
 export const PUSH_LOG_NAMESPACE = "push-log";
 
 /** Miniflare options of the notifier, from its own wrangler.toml, and of the push receiver. */
@@ -52,7 +52,7 @@ export function notifierWorkers() {
     {
       name: "push-receiver",
       modules: true,
-      scriptPath: path.join(ROOT, "test/push-receiver.js"),
+      scriptPath: path.join(ROOT, "test/support/push-receiver.js"),
       compatibilityDate: options.compatibilityDate,
       kvNamespaces: { PUSH_LOG: PUSH_LOG_NAMESPACE },
     },

@@ -1,6 +1,6 @@
 /**
- * The SQL of the deletion-notice tables (migration 0003) as plain text. The Workers bind it in
- * notices.ts; the operator script (`npm run notices`), which runs on Node and cannot use the
+ * The SQL of the outbox and the failed notices (migration 0003) as plain text. The Workers bind it
+ * in outbox.ts; the operator script (`npm run notices`), which runs on Node and cannot use the
  * Workers runtime's types, runs the same text through `wrangler d1 execute`. So this file must
  * stay free of Workers types.
  */
@@ -11,19 +11,6 @@
  * matches this pattern, which holds no quote or other SQL syntax, is ever inlined.
  */
 export const EVENT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-
-/** SQL of the delete operation's single D1 batch, in batch order (contract §4). */
-export const DELETE_SQL = {
-  /** What the receipt held before the delete: tells "no document" from "fields differ". */
-  readOwner: "SELECT client_id, chain_id, app_user_id FROM receipts WHERE receipt_id = ?1",
-  /** The notice, recorded only if the receipt exists with all three fields equal. */
-  insertNotice: `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
-    SELECT ?1, receipt_id, ?2, ?3 FROM receipts
-    WHERE receipt_id = ?4 AND client_id = ?5 AND chain_id = ?6 AND app_user_id = ?7`,
-  /** The same condition, so the receipt goes exactly when its notice was recorded. */
-  deleteReceipt: `DELETE FROM receipts
-    WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`,
-} as const;
 
 /** SQL of the outbox's life between the delete and the push. */
 export const OUTBOX_SQL = {

@@ -1,0 +1,46 @@
+/**
+ * The deletion notice at request time (docs/api.md#deletion-notices): delete makes it, records it with the
+ * deletion, and hands it to the queue after the response. The cron jobs in scheduled.ts send
+ * whatever this hand-over left behind.
+ */
+import { v7 as uuidv7 } from "uuid";
+import type { ApiEnv } from "../shared/env.ts";
+import { describeError, logLine } from "../shared/log.ts";
+import type { DeletionNotice } from "../shared/types.ts";
+import { markEnqueued } from "../storage/outbox.ts";
+
+/** The notice of one deletion. Its event_id is new per deletion and kept for every retry. */
+export function newDeletionNotice(
+  receipt: { receipt_id: string; app_user_id: string; chain_id: string; client_id: string },
+  now = new Date(),
+): DeletionNotice {
+  return {
+    // UUIDv7: time-ordered, so outbox rows append to the primary key's b-tree.
+    event_id: uuidv7({ msecs: now.getTime() }),
+    type: "receipt.deleted",
+    occurred_at: now.toISOString(),
+    receipt_id: receipt.receipt_id,
+    app_user_id: receipt.app_user_id,
+    chain_id: receipt.chain_id,
+    client_id: receipt.client_id,
+  };
+}
+
+/**
+ * Sends a recorded notice to the queue and marks it enqueued. Runs after the response, so it
+ * never throws: a failed send leaves the notice unmarked in the outbox, and the cron job sends
+ * it; a failed mark only makes the cron job send a copy, which the notifier recognises.
+ */
+export async function enqueueNotice(env: Pick<ApiEnv, "DB" | "NOTICES">, notice: DeletionNotice): Promise<void> {
+  try {
+    await env.NOTICES.send(notice, { contentType: "json" });
+  } catch (error) {
+    logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "send failed; cron re-sends", cause: describeError(error) });
+    return;
+  }
+  try {
+    await markEnqueued(env.DB, [notice.event_id], new Date());
+  } catch (error) {
+    logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "sent; mark failed", cause: describeError(error) });
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * Every refusal a client can get, in one catalogue: the routes throw these, and the OpenAPI
+ * document shows them as its error examples, so the two can never word one refusal differently
+ * (test/api/openapi-examples.test.ts replays each example against the Worker).
+ */
+import { POS_SCOPE } from "../shared/types.ts";
+import { ApiError, type ErrorStatus } from "./errors.ts";
+
+/** A refusal as the client sees it; the common remark is added when it is rendered. */
+export interface Refusal {
+  status: Exclude<ErrorStatus, 500>;
+  /** What is wrong, naming the header or field: "Header client_id is unknown." */
+  detail: string;
+  /** Overrides the status word; only login's 403 needs it (docs/api.md#login-errors). */
+  statusWord?: string;
+  /** Response headers that belong to the refusal, such as `Retry-After`. */
+  headers?: Record<string, string>;
+}
+
+// Login's 403 keeps the status word "Not Acceptable": deployed clients match on it.
+const LOGIN_403 = { status: 403, statusWord: "Not Acceptable" } as const;
+
+/** How long a client that failed to log in too often waits; the limiter's period in wrangler.toml. */
+export const LOGIN_RETRY_AFTER_SECONDS = 60;
+
+/** The refusals whose words never change. */
+export const REFUSALS = {
+  loginTokenType: { ...LOGIN_403, detail: "Header token_type must be Bearer." },
+  loginScope: { ...LOGIN_403, detail: `Header scope must be ${POS_SCOPE}.` },
+  loginCredentials: {
+    ...LOGIN_403,
+    detail: "Headers client_id and client_secret do not match a client issued by the operator.",
+  },
+  loginDisabled: { ...LOGIN_403, detail: "Header client_id names a disabled client." },
+  loginScopeNotGranted: { ...LOGIN_403, detail: `Header scope ${POS_SCOPE} is not granted to this client.` },
+  tooManyLogins: {
+    status: 429,
+    detail: "Too many failed logins for header client_id; wait before trying again.",
+    headers: { "retry-after": String(LOGIN_RETRY_AFTER_SECONDS) },
+  },
+
+  notBearer: { status: 403, detail: "Header Authorization must be Bearer followed by the token from login." },
+  tokenExpired: {
+    status: 403,
+    detail: "Header Authorization: the authorization has expired; generate a fresh token with login.",
+  },
+  tokenInvalid: { status: 403, detail: "Header Authorization does not hold a valid access token." },
+  tokenScope: { status: 403, detail: `Header Authorization holds a token without the ${POS_SCOPE} scope.` },
+  unknownClient: { status: 403, detail: "Header client_id is unknown." },
+  disabledClient: { status: 403, detail: "Header client_id names a disabled client." },
+  otherClient: { status: 403, detail: "Header client_id is not the client the access token was issued to." },
+
+  chainNotAllowed: { status: 403, detail: "Header chain_id names a chain this client may not add receipts for." },
+  mediaType: { status: 415, detail: "Header Content-Type must be application/json, in UTF-8." },
+  emptyBody: { status: 406, detail: "Body is empty; send one JSON object." },
+  notJson: { status: 406, detail: "Body is not valid JSON; send one JSON object." },
+  notObject: { status: 406, detail: "Body must be one JSON object." },
+  notUtf8: { status: 406, detail: "Body is not valid UTF-8; send one JSON object in UTF-8." },
+  idempotencyConflict: {
+    status: 409,
+    detail:
+      "Header Idempotency-Key was used by this client within 24 hours for a different request (body, chain_id or app_user_id); use a new key for a new receipt.",
+  },
+
+  noReceipt: { status: 406, detail: "Header receipt_id: no receipt exists under this ID." },
+} as const satisfies Record<string, Refusal>;
+
+/** Every header of `names` is absent (400), all named in one message. */
+export function missingHeaders(names: readonly string[]): Refusal {
+  return { status: 400, detail: `${listNames("Header", names)} missing; there is no default.` };
+}
+
+/** Header values that are present but unusable (406); `reasons` read "Header x is ...". */
+export function unusableHeaders(reasons: readonly string[]): Refusal {
+  return { status: 406, detail: `${reasons.join("; ")}: not a usable string.` };
+}
+
+/** The body is over its byte limit (413). */
+export function bodyTooLarge(maxBytes: number): Refusal {
+  return { status: 413, detail: `Body is larger than ${maxBytes / 1024} KiB (${maxBytes} bytes).` };
+}
+
+/** Fields of a receipt that differ from the request's headers (406), named but never shown. */
+export function receiptFieldsDiffer(names: readonly string[]): Refusal {
+  const list = names.join(", ");
+  return {
+    status: 406,
+    detail:
+      names.length === 1
+        ? `Header ${list} does not match the receipt's ${list}.`
+        : `Headers ${list} do not match the receipt's ${list}.`,
+  };
+}
+
+/** The error a route throws for a refusal; `cause` goes to the log line only. */
+export function refuse(refusal: Refusal, cause?: string): ApiError {
+  return new ApiError(refusal.status, refusal.detail, {
+    ...(refusal.statusWord && { statusWord: refusal.statusWord }),
+    ...(refusal.headers && { headers: refusal.headers }),
+    ...(cause !== undefined && { cause }),
+  });
+}
+
+function listNames(noun: string, names: readonly string[]): string {
+  return names.length === 1 ? `${noun} ${names[0]} is` : `${noun}s ${names.join(", ")} are`;
+}

@@ -1,0 +1,30 @@
+/** add: the storage calls on its response path. */
+import { describe, expect, it } from "vitest";
+import { countedCall, newCaller, uniqueId, validReceiptBody } from "../support/api.ts";
+import { PATHS } from "../../src/shared/paths.ts";
+
+describe("docs/api.md#add cost budget: one KV read and one D1 round trip per add", () => {
+  async function measuredAdd(headers: Record<string, string>): Promise<{ status: number; calls: string[] }> {
+    const { answer, ledger } = await countedCall(PATHS.add, { headers, body: JSON.stringify(validReceiptBody()) });
+    return { status: answer.status, calls: ledger.names() };
+  }
+
+  it("with an Idempotency-Key, first call and replay: one KV get and one D1 batch", async () => {
+    const { headers } = await newCaller();
+    const keyed = { ...headers, "Idempotency-Key": uniqueId("key") };
+    expect(await measuredAdd(keyed)).toEqual({ status: 200, calls: ["kv.get", "d1.batch"] });
+    expect(await measuredAdd(keyed)).toEqual({ status: 200, calls: ["kv.get", "d1.batch"] });
+  });
+
+  it("without an Idempotency-Key: one KV get and one D1 statement", async () => {
+    const { headers } = await newCaller();
+    expect(await measuredAdd(headers)).toEqual({ status: 200, calls: ["kv.get", "d1.run"] });
+  });
+
+  it("a refused body costs one KV get and no D1 call at all", async () => {
+    const { headers } = await newCaller();
+    const { answer, ledger } = await countedCall(PATHS.add, { headers, body: "{}" });
+    expect(answer.status).toBe(406);
+    expect(ledger.names()).toEqual(["kv.get"]);
+  });
+});

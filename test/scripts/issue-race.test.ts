@@ -1,0 +1,52 @@
+/**
+ * Issue 11.9: two `issue` commands racing for one --client-id never both succeed. KV has no
+ * compare-and-set, so the loser finds out by reading back and exits non-zero without its secret.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { hashClientSecret } from "../../src/shared/secrets.ts";
+import { ROOT, type ScriptResult, freshState } from "../support/run-script.ts";
+
+const state = freshState();
+
+/** `runScript`, but without blocking, so that two commands run at once. */
+function issueAsync(clientId: string, chain: string): Promise<ScriptResult> {
+  const args = ["issue", "--chain", chain, "--client-id", clientId, "--json", "--persist-to", state];
+  const child = spawn(process.execPath, [path.join(ROOT, "scripts", "clients.ts"), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, NO_COLOR: "1" },
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+function storedRecord(clientId: string): { secret_hash: string; chains: string[] } {
+  const args = ["kv", "key", "get", `client:${clientId}`, "--binding", "CLIENTS", "--text", "--local", "--persist-to", state];
+  return JSON.parse(spawnSync("wrangler", args, { cwd: ROOT, encoding: "utf8" }).stdout);
+}
+
+describe("issue 11.9 racing issues: docs/operations.md#clients", () => {
+  it("two issues for one --client-id at once: exactly one exits 0, and KV holds that one's secret", async () => {
+    const results = await Promise.all([issueAsync("pos-race", "chain-a"), issueAsync("pos-race", "chain-b")]);
+    const winners = results.filter((result) => result.status === 0);
+    const losers = results.filter((result) => result.status !== 0);
+    expect(results.map((result) => result.status).sort(), JSON.stringify(results)).toEqual([0, 1]);
+
+    const winner = JSON.parse(winners[0]!.stdout) as { client_id: string; client_secret: string; chains: string[] };
+    const stored = storedRecord("pos-race");
+    expect(stored.secret_hash).toBe(await hashClientSecret(winner.client_secret));
+    expect(stored.chains).toEqual(winner.chains);
+
+    // The loser says it lost and shows no secret, as valid or otherwise.
+    expect(losers[0]!.stdout).toBe("");
+    expect(losers[0]!.stderr).toContain("pos-race");
+    expect(losers[0]!.stderr).not.toMatch(/client_secret|[A-Za-z0-9_-]{43}/);
+  }, 120_000);
+});
