@@ -57,9 +57,10 @@ export interface Exchange {
 }
 
 /**
- * Runs `FUZZ_RUNS` requests drawn from `requests` (fewer if `FUZZ_SECONDS` run out), each through `send`, then `check`. Every
- * answer must keep the documented shape (`expectContractAnswer`) and write exactly one request log
- * line holding none of `secrets()`; `check` adds the route's own model of what must have happened.
+ * Runs `FUZZ_RUNS` requests drawn from `requests` (fewer if `FUZZ_SECONDS` run out), each through
+ * `send`, then `check`. Every answer must keep the documented shape (`expectContractAnswer`) and
+ * write exactly one request log line holding none of `secrets()`; `check` adds the route's own
+ * model of what must have happened.
  */
 export async function runCampaign(
   route: Route,
