@@ -36,9 +36,11 @@ export default defineConfig(async () => {
             silent: "passed-only",
             globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
-            // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign.
+            // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
+            // FUZZ_SECONDS bounds each route's campaign, so that `npm test` stays fast whatever the machine.
             provide: {
               fuzzRuns: Number(process.env.FUZZ_RUNS) || 2000,
+              fuzzSeconds: Number(process.env.FUZZ_SECONDS) || 60,
               fuzzSeed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : null,
             },
             setupFiles: ["./test/support/apply-migrations.ts"],

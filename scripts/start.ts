@@ -15,6 +15,8 @@ const NOTIFIER_CONFIG = "src/notifier/wrangler.toml";
 const extra = process.argv.slice(2);
 const port = flagValue(extra, "--port") ?? "8787";
 const host = flagValue(extra, "--ip") ?? "127.0.0.1";
+// A state directory given for wrangler dev must get the migrations too, or it serves no tables.
+const persistTo = flagValue(extra, "--persist-to");
 
 writeOnce(".dev.vars", `# Local settings of the API Worker; never commit this file.\nTOKEN_KEYS='${JSON.stringify({ keys: [newTokenKey()] })}'\n`);
 writeOnce(
@@ -26,7 +28,9 @@ writeOnce(
 );
 
 console.log("Applying local D1 migrations...");
-process.stdout.write(wrangler(["d1", "migrations", "apply", "DB", "--local", "-c", API_CONFIG]));
+process.stdout.write(
+  wrangler(["d1", "migrations", "apply", "DB", "--local", "-c", API_CONFIG, ...(persistTo ? ["--persist-to", persistTo] : [])]),
+);
 
 console.log(`
 receipts.v2 is starting at http://${host}:${port}
@@ -68,7 +72,14 @@ const cronTicker = setInterval(() => {
   );
 }, 60_000);
 
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => dev.kill(signal));
+// wrangler dev ends both workerd processes itself when signalled. npm start reaches this process
+// through `exec` (package.json): npm passes a SIGTERM sent to it alone only to its own child.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    clearInterval(cronTicker);
+    dev.kill(signal);
+  });
+}
 dev.on("exit", (code) => {
   clearInterval(cronTicker);
   process.exit(code ?? 0);

@@ -18,6 +18,7 @@ declare module "vitest" {
   /** What vitest.config.ts provides to the tests (issue 5's fuzzing). */
   interface ProvidedContext {
     fuzzRuns: number;
+    fuzzSeconds: number;
     fuzzSeed: number | null;
   }
 }

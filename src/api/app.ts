@@ -24,7 +24,7 @@ export const OPERATIONS = {
 /** Builds the Hono app; exported for tests that need a fresh one. */
 export function createApp(): Hono<ApiBindings> {
   const app = new Hono<ApiBindings>();
-  app.use(requestLog, loadConfig);
+  app.use(requestLog, releaseUnreadBody, loadConfig);
   for (const [path, handler] of Object.entries(OPERATIONS)) {
     app.post(path, handler);
     app.all(path, methodNotAllowed("POST"));
@@ -55,6 +55,17 @@ async function requestLog(c: ApiContext, next: () => Promise<void>): Promise<voi
     outcome: status < 400 ? "ok" : status >= 500 ? "failed" : "refused",
     cause: error instanceof ApiError ? (error.options.cause ?? error.detail) : error ? truncate(describeError(error)) : undefined,
   });
+}
+
+// wrangler dev wraps the Worker in a middleware that, once the Worker has answered, reads any
+// body left unread to its end before the answer may leave: a declared body that never comes
+// held login, delete, a 404 or a 413 for minutes. A cancelled body is one it leaves alone. A
+// body someone took a reader of is add's, which cancels its own; a client that went away errors
+// the stream, and then there is nothing to release.
+async function releaseUnreadBody(c: ApiContext, next: () => Promise<void>): Promise<void> {
+  await next();
+  const body = c.req.raw.body;
+  if (body !== null && !body.locked) await body.cancel().catch(() => undefined);
 }
 
 // Cloudflare's ray ID (16 hex digits and the location, "8f1c2a3b4d5e6f70-FRA") names the request

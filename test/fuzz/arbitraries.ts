@@ -155,13 +155,25 @@ export const receiptBody: fc.Arbitrary<string | Uint8Array> = fc.oneof(
 /** A body for routes that read none: whatever a client might attach anyway. */
 export const strayBody: fc.Arbitrary<string | Uint8Array | undefined> = fc.option(rawBody, { nil: undefined, freq: 2 });
 
+// Headers the runtime keeps in a slot of its own, where an empty value counts as none.
+const SLOTTED = ["authorization", "content-type"];
+
 /**
- * The value of a header as the Worker reads it: white space trimmed, repeats joined, and an empty
- * Authorization or Content-Type dropped, as the runtime drops them (docs/api.md "add").
+ * The value of a header as the Worker reads it: white space trimmed and repeats joined with ", ",
+ * except that an empty Authorization or Content-Type line is no line
+ * (docs/api.md#what-never-reaches-the-worker): the runtime joins a line onto an empty slot by
+ * replacing it, so `"", "Bearer t"` arrives as `Bearer t`, `"Bearer t", ""` as `Bearer t, `
+ * (no token), and `"", ""` as nothing.
  */
 export function asReceived(headers: Record<string, string>, name: string): string | null {
-  const value = new Headers(headers).get(name);
-  return value === "" && ["authorization", "content-type"].includes(name.toLowerCase()) ? null : value;
+  if (!SLOTTED.includes(name.toLowerCase())) return new Headers(headers).get(name);
+  let value: string | null = null;
+  for (const [sentName, sent] of Object.entries(headers)) {
+    if (sentName.toLowerCase() !== name.toLowerCase()) continue;
+    const line = new Headers({ [sentName]: sent }).get(sentName)!;
+    value = value ? `${value}, ${line}` : line;
+  }
+  return value === "" ? null : value;
 }
 
 /** docs/api.md#common-rules: a value a route can use as a string (`Authorization` has no length limit). */

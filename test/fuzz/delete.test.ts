@@ -9,11 +9,12 @@ import { describe, expect, it } from "vitest";
 import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../support/api.ts";
 import { seedReceipt, type SeededReceipt } from "../support/notices.ts";
 import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
-import { CAMPAIGN_TIMEOUT_MS, FUZZ_RUNS, runCampaign, type FuzzRequest } from "./harness.ts";
+import { CAMPAIGN_TIMEOUT_MS, FUZZ_RUNS, FUZZ_SECONDS, runCampaign, type FuzzRequest } from "./harness.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 
 // Enough receipts that the campaign never runs out: about one request in thirteen deletes one.
-const POOL = Math.max(400, Math.ceil(FUZZ_RUNS / 5));
+// No more than FUZZ_SECONDS can use (at a generous 200 requests a second): seeding is not bounded.
+const POOL = Math.max(400, Math.ceil(Math.min(FUZZ_RUNS, FUZZ_SECONDS * 200) / 5));
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
 
 describe("issue 5 fuzzing: delete", () => {
@@ -69,6 +70,46 @@ describe("issue 5 fuzzing: delete", () => {
     },
     CAMPAIGN_TIMEOUT_MS,
   );
+});
+
+describe("issue 11.10 the fuzz model of repeated headers: docs/api.md#what-never-reaches-the-worker", () => {
+  it("agrees with the Worker on an Authorization sent twice, empty or not (seed 1322049333 and its kin)", async () => {
+    const clients = [await issueClient({ chains: ["fz-r-a"] }), await issueClient({ chains: ["fz-r-b"] })];
+    const tokens = await Promise.all(clients.map((client) => loginToken(client)));
+    const pool = await Promise.all([0, 1, 2].map(() => seedReceipt(clients[0]!, { app_user_id: "au-0" })));
+    const owner = (receipt: SeededReceipt) => ({ receipt_id: receipt.receipt_id, client_id: receipt.client_id, chain_id: receipt.chain_id, app_user_id: receipt.app_user_id });
+    const cases: Record<string, string>[] = [
+      // The break `FUZZ_SEED=1322049333 FUZZ_RUNS=20000 npm run fuzz` found, as it was sent.
+      {
+        AUTHORIZATION: "\t",
+        receipt_id: pool[0]!.receipt_id,
+        CLIENT_ID: uniqueId("pos-nobody"),
+        CHAIN_ID: 'fz-d","client_id":"x-a1',
+        app_user_id: "au-0",
+        Authorization: "\t",
+        "x-c5": "8f1c2a3b4d5e6f70-FRA",
+      },
+      { Authorization: "", authorization: " ", ...owner(pool[0]!) },
+      { AUTHORIZATION: "\t", Authorization: `Bearer ${tokens[0]}`, ...owner(pool[1]!) },
+      { Authorization: `Bearer ${tokens[0]}`, authorization: "\t", ...owner(pool[2]!) },
+      { Authorization: `Bearer ${tokens[0]}`, AUTHORIZATION: `Bearer ${tokens[0]}`, ...owner(pool[2]!) },
+    ];
+    const deleted = new Set<string>();
+    const statuses: number[][] = [];
+    for (const headers of cases) {
+      const [expected] = expectedDelete(headers, clients, tokens, pool, deleted);
+      const answer = await call(PATHS.delete, { headers });
+      statuses.push([answer.status, expected]);
+      if (answer.status === 200) deleted.add(asReceived(headers, "receipt_id")!);
+    }
+    expect(statuses).toEqual([
+      [400, 400],
+      [400, 400],
+      [200, 200],
+      [403, 403],
+      [403, 403],
+    ]);
+  });
 });
 
 /**

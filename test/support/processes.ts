@@ -1,0 +1,79 @@
+/** Starting `npm start` or `wrangler dev` from a test, and making sure nothing of it outlives the test. */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
+import net from "node:net";
+import { ROOT } from "./run-script.ts";
+
+/**
+ * Starts `command` in a process group of its own, so that a test sees every descendant and can end
+ * them all; `output()` is what it has printed so far.
+ */
+export function startGroup(command: string, args: string[]): { child: ChildProcess; output: () => string } {
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, NO_COLOR: "1", WRANGLER_SEND_METRICS: "false" },
+  });
+  let output = "";
+  for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => void (output += chunk));
+  return { child, output: () => output };
+}
+
+/** Waits until the Worker at `port` answers (404 for the root path), for up to 90 s. */
+export async function waitForWorker(port: number, output: () => string): Promise<void> {
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/`).catch(() => null))?.status === 404, 90_000, output);
+}
+
+/** Ends what is left of the process group `child` leads: SIGTERM, then SIGKILL after 10 s. */
+export async function endGroup(child: ChildProcess): Promise<void> {
+  const group = child.pid!;
+  if (groupMembers(group).length === 0) return;
+  process.kill(-group, "SIGTERM");
+  await waitFor(async () => groupMembers(group).length === 0, 10_000, () => "").catch(() => {
+    if (groupMembers(group).length > 0) process.kill(-group, "SIGKILL");
+  });
+}
+
+/** The commands still running in process group `group`. */
+export function groupMembers(group: number): string[] {
+  const table = execFileSync("ps", ["-eo", "pgid=,args="], { encoding: "utf8" });
+  return table
+    .split("\n")
+    .map((line) => /^\s*(\d+)\s+(.*)$/.exec(line))
+    .filter((match) => match !== null && Number(match[1]) === group)
+    .map((match) => match![2]!);
+}
+
+/** Polls `condition` every 250 ms; throws with `detail()` when `timeoutMs` pass first. */
+export async function waitFor(condition: () => Promise<boolean>, timeoutMs: number, detail: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`still waiting after ${timeoutMs} ms:\n${detail()}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer().listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as net.AddressInfo;
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+/** Whether this process could listen on `port` now. */
+export async function portIsFree(port: number): Promise<boolean> {
+  const server = net.createServer();
+  try {
+    server.listen(port, "127.0.0.1");
+    await once(server, "listening");
+    return true;
+  } catch {
+    return false;
+  } finally {
+    server.close();
+  }
+}
