@@ -2,7 +2,7 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { TEST_TOKEN_KEYS } from "./test/support/keys.ts";
-import { PUSH_LOG_NAMESPACE, notifierWorkers } from "./test/support/notifier-worker.ts";
+import { PUSH_LOG_NAMESPACE, TEST_SHARD, notifierWorkers } from "./test/support/notifier-worker.ts";
 
 const root = import.meta.dirname;
 
@@ -21,9 +21,12 @@ export default defineConfig(async () => {
                 bindings: {
                   TEST_MIGRATIONS: migrations,
                   TOKEN_KEYS: JSON.stringify(TEST_TOKEN_KEYS),
-                  // Tests change client records and expect the next request to see it.
+                  // Tests change client records and shard states and expect the next request to see it.
                   CLIENT_CACHE_SECONDS: "0",
+                  SHARD_STATES_SECONDS: "0",
                 },
+                // A third shard beside the two of wrangler.toml: the suite runs on three.
+                d1Databases: TEST_SHARD,
                 // The notifier consumes the API's real queue beside it; tests read its pushes here.
                 workers: notifierWorkers(),
                 kvNamespaces: { PUSH_LOG: PUSH_LOG_NAMESPACE },

@@ -10,6 +10,7 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery, type SourcelessWorkerOptions } from "wrangler";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { newClientRecord } from "../src/shared/client-records.ts";
+import { shardBinding, shardNameOfBinding, shardTag, stampShardTag } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 import { clientKey } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
@@ -83,8 +84,12 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
   );
   await mf.ready;
 
-  const db = await mf.getD1Database("DB", "api");
-  await applyMigrations(db);
+  // Every shard of wrangler.toml, migrated; seeded receipts take turns among them.
+  const shardNames = Object.keys(api.d1Databases ?? {}).flatMap((binding) => shardNameOfBinding(binding) ?? []);
+  const shards = await Promise.all(
+    shardNames.map(async (name) => ({ tag: shardTag(name), db: await mf.getD1Database(shardBinding(name), "api") })),
+  );
+  for (const { db } of shards) await applyMigrations(db);
   const kv = await mf.getKVNamespace("CLIENTS", "api");
   const urls = Object.fromEntries(
     await Promise.all(
@@ -105,6 +110,8 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
     async seedReceipts(client, appUserId, count, body) {
       const first = receiptSerial;
       receiptSerial += count;
+      const { tag, db } = shards[first % shards.length]!;
+      const prefix = receiptIdPrefix(tag);
       // One statement makes every row inside D1: binding thousands of inserts from Node would
       // take longer than the timed runs.
       await db
@@ -113,9 +120,9 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
            INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
            SELECT ?3 || printf('%012d', i), ?4, ?5, ?6, ?7, ?8 FROM n`,
         )
-        .bind(first, first + count - 1, RECEIPT_ID_PREFIX, client.chainId, client.clientId, appUserId, body, new Date().toISOString())
+        .bind(first, first + count - 1, prefix, client.chainId, client.clientId, appUserId, body, new Date().toISOString())
         .run();
-      return Array.from({ length: count }, (_, i) => RECEIPT_ID_PREFIX + String(first + i).padStart(12, "0"));
+      return Array.from({ length: count }, (_, i) => prefix + String(first + i).padStart(12, "0"));
     },
     recentProblems: () => [...problems],
     dispose: () => mf.dispose(),
@@ -131,8 +138,13 @@ function bundled(options: SourcelessWorkerOptions, name: string, scriptPath: str
   return { ...rest, name, modules: true, scriptPath, modulesRoot: path.dirname(scriptPath) };
 }
 
-/** Seeded receipt IDs have the shape of the service's own (UUIDv7), so a shape check passes. */
-const RECEIPT_ID_PREFIX = "019a0000-0000-7000-8000-";
+/**
+ * Seeded receipt IDs have the shape of the service's own (UUIDv7 with the shard's tag), so the
+ * API Worker finds them on the shard they were seeded on.
+ */
+function receiptIdPrefix(tag: number): string {
+  return stampShardTag("019a0000-0000-7000-8000-", tag);
+}
 
 /** Applies migrations/*.sql in order, split into statements the way wrangler splits them. */
 async function applyMigrations(db: Awaited<ReturnType<Miniflare["getD1Database"]>>): Promise<void> {

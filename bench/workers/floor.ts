@@ -11,6 +11,7 @@ import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { parseTokenKeys } from "../../src/api/config.ts";
 import { POS_SCOPE, clientKey, type ClientRecord, type DeletionNotice } from "../../src/shared/types.ts";
+import { idOnShard, shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { FLOOR_PATHS } from "../protocol.ts";
 
 const TOKEN_LIFETIME_SECONDS = 3600;
@@ -53,10 +54,12 @@ async function login(request: Request, env: ApiEnv): Promise<Response> {
 async function add(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
   const record = await readClient(request, env);
-  const receiptId = uuidv7();
+  const shard = shardsOf(env)[0]!;
+  const { db } = shard;
+  const receiptId = idOnShard(uuidv7(), shard);
   const createdAt = new Date().toISOString();
-  await env.DB.batch([
-    env.DB.prepare(
+  await db.batch([
+    db.prepare(
       "INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
     ).bind(receiptId, record.chains[0], record.client_id, header(request, "app_user_id"), await request.text(), createdAt),
   ]);
@@ -71,11 +74,12 @@ async function remove(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
   await readClient(request, env);
   const receiptId = header(request, "receipt_id");
-  const receipt = await env.DB.prepare("SELECT chain_id, client_id, app_user_id FROM receipts WHERE receipt_id = ?")
+  const shard = shardOfId(shardsOf(env), receiptId)!;
+  const receipt = await shard.db.prepare("SELECT chain_id, client_id, app_user_id FROM receipts WHERE receipt_id = ?")
     .bind(receiptId)
     .first<Pick<DeletionNotice, "chain_id" | "client_id" | "app_user_id">>();
   const notice: DeletionNotice = {
-    event_id: uuidv7(),
+    event_id: idOnShard(uuidv7(), shard),
     type: "receipt.deleted",
     occurred_at: new Date().toISOString(),
     receipt_id: receiptId,
@@ -83,9 +87,9 @@ async function remove(request: Request, env: ApiEnv): Promise<Response> {
     chain_id: receipt!.chain_id,
     client_id: receipt!.client_id,
   };
-  await env.DB.batch([
-    env.DB.prepare("DELETE FROM receipts WHERE receipt_id = ?").bind(receiptId),
-    env.DB.prepare("INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at) VALUES (?, ?, ?, ?)").bind(
+  await shard.db.batch([
+    shard.db.prepare("DELETE FROM receipts WHERE receipt_id = ?").bind(receiptId),
+    shard.db.prepare("INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at) VALUES (?, ?, ?, ?)").bind(
       notice.event_id,
       receiptId,
       JSON.stringify(notice),

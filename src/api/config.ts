@@ -15,6 +15,10 @@ export interface ApiSettings {
   SUPPORT_CONTACT: string;
   /** How long one isolate may reuse a client record read from KV, in seconds. */
   CLIENT_CACHE_SECONDS: string;
+  /** Size in bytes past which a shard closes itself while another open shard has room. */
+  SHARD_FILL_BYTES: string;
+  /** How long one isolate may reuse the shard states read from KV, in seconds (at most 60). */
+  SHARD_STATES_SECONDS: string;
 }
 
 /** A setting that is missing or malformed; the message names the setting, never its value. */
@@ -32,6 +36,8 @@ export interface ApiConfig {
   docsUrl: string;
   supportContact: string;
   clientCacheMs: number;
+  shardFillBytes: number;
+  shardStatesMs: number;
 }
 
 let cached: { env: ApiSettings; config: ApiConfig } | undefined;
@@ -54,12 +60,20 @@ export function parseApiConfig(env: ApiSettings): ApiConfig {
     docsUrl: requiredText(env, "DOCS_URL"),
     supportContact: requiredText(env, "SUPPORT_CONTACT"),
     clientCacheMs: seconds(env, "CLIENT_CACHE_SECONDS") * 1000,
+    shardFillBytes: positiveNumber(env, "SHARD_FILL_BYTES"),
+    shardStatesMs: seconds(env, "SHARD_STATES_SECONDS") * 1000,
   };
 }
 
 function requiredText(env: ApiSettings, name: keyof ApiSettings): string {
   const value = env[name];
   if (typeof value !== "string" || value.trim() === "") throw new ConfigError(`${name} is not set`);
+  return value;
+}
+
+function positiveNumber(env: ApiSettings, name: keyof ApiSettings): number {
+  const value = Number(requiredText(env, name));
+  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(`${name} must be a positive number`);
   return value;
 }
 

@@ -8,15 +8,20 @@ import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 import { markEnqueued } from "../storage/outbox.ts";
+import { idOnShard, type Shard } from "../storage/shards.ts";
 
-/** The notice of one deletion. Its event_id is new per deletion and kept for every retry. */
+/**
+ * The notice of one deletion, recorded on the receipt's shard. Its event_id is new per deletion,
+ * kept for every retry, and names that shard, so the notifier finds its outbox row.
+ */
 export function newDeletionNotice(
   receipt: { receipt_id: string; app_user_id: string; chain_id: string; client_id: string },
+  shard: Shard,
   now = new Date(),
 ): DeletionNotice {
   return {
     // UUIDv7: time-ordered, so outbox rows append to the primary key's b-tree.
-    event_id: uuidv7({ msecs: now.getTime() }),
+    event_id: idOnShard(uuidv7({ msecs: now.getTime() }), shard),
     type: "receipt.deleted",
     occurred_at: now.toISOString(),
     receipt_id: receipt.receipt_id,
@@ -31,7 +36,11 @@ export function newDeletionNotice(
  * never throws: a failed send leaves the notice unmarked in the outbox, and the cron job sends
  * it; a failed mark only makes the cron job send a copy, which the notifier recognises.
  */
-export async function enqueueNotice(env: Pick<ApiEnv, "DB" | "NOTICES">, notice: DeletionNotice): Promise<void> {
+export async function enqueueNotice(
+  env: Pick<ApiEnv, "NOTICES">,
+  shard: Shard,
+  notice: DeletionNotice,
+): Promise<void> {
   try {
     await env.NOTICES.send(notice, { contentType: "json" });
   } catch (error) {
@@ -39,7 +48,7 @@ export async function enqueueNotice(env: Pick<ApiEnv, "DB" | "NOTICES">, notice:
     return;
   }
   try {
-    await markEnqueued(env.DB, [notice.event_id], new Date());
+    await markEnqueued(shard.db, [notice.event_id], new Date());
   } catch (error) {
     logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "sent; mark failed", cause: describeError(error) });
   }

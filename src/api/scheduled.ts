@@ -1,32 +1,34 @@
 /**
- * The API Worker's cron trigger (wrangler.toml, every minute). Each job is independent: one that
- * fails is logged and does not stop the others.
+ * The API Worker's cron trigger (wrangler.toml, every minute). Every job runs on every shard,
+ * each run on its own: one that fails, or a shard that fails, is logged and stops no other.
  */
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/outbox.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
+import { shardsOf, type Shard } from "../storage/shards.ts";
 
-/** A maintenance job run on every cron tick; returns what it did, for the log line. */
-type ScheduledJob = (env: ApiEnv, now: Date) => Promise<Record<string, number>>;
+/** A maintenance job run on every shard on every cron tick; returns what it did, for the log line. */
+type ScheduledJob = (env: ApiEnv, shard: Shard, now: Date) => Promise<Record<string, number>>;
 
 const JOBS: Record<string, ScheduledJob> = {
-  "idempotency-keys.delete-expired": async (env, now) => ({
-    deleted: await deleteExpiredIdempotencyKeys(env.DB, now),
+  "idempotency-keys.delete-expired": async (_env, shard, now) => ({
+    deleted: await deleteExpiredIdempotencyKeys(shard.db, now),
   }),
   "notices.resend": resendPendingNotices,
   "notices.purge-delivered": purgeDelivered,
 };
 
-/** Runs every job once. */
+/** Runs every job once on every shard. */
 export async function runScheduledJobs(env: ApiEnv, now = new Date()): Promise<void> {
+  const runs = shardsOf(env).flatMap((shard) => Object.entries(JOBS).map(([name, job]) => ({ name, job, shard })));
   await Promise.all(
-    Object.entries(JOBS).map(async ([name, job]) => {
+    runs.map(async ({ name, job, shard }) => {
       try {
-        logLine("info", "scheduled", { job: name, ...(await job(env, now)) });
+        logLine("info", "scheduled", { job: name, shard: shard.name, ...(await job(env, shard, now)) });
       } catch (error) {
-        logLine("error", "scheduled", { job: name, cause: describeError(error) });
+        logLine("error", "scheduled", { job: name, shard: shard.name, cause: describeError(error) });
       }
     }),
   );
@@ -45,11 +47,15 @@ export const LOST_AFTER_MS = 3 * 60 * 60 * 1000;
 const RESEND_PAGE = 100;
 const RESEND_PAGES_PER_RUN = 10;
 
-/** Cron job: sends every notice the outbox holds unsent after the grace period, or lost. */
-export async function resendPendingNotices(env: ApiEnv, now: Date): Promise<Record<string, number>> {
+/** Cron job: sends every notice the shard's outbox holds unsent after the grace period, or lost. */
+export async function resendPendingNotices(
+  env: Pick<ApiEnv, "NOTICES">,
+  shard: Shard,
+  now: Date,
+): Promise<Record<string, number>> {
   let resent = 0;
   for (let page = 0; page < RESEND_PAGES_PER_RUN; page += 1) {
-    const notices = await pendingNotices(env.DB, {
+    const notices = await pendingNotices(shard.db, {
       unsentBefore: new Date(now.getTime() - RESEND_GRACE_MS),
       lostBefore: new Date(now.getTime() - LOST_AFTER_MS),
       limit: RESEND_PAGE,
@@ -58,7 +64,7 @@ export async function resendPendingNotices(env: ApiEnv, now: Date): Promise<Reco
     await env.NOTICES.sendBatch(
       notices.map(({ payload }) => ({ body: JSON.parse(payload) as DeletionNotice, contentType: "json" as const })),
     );
-    await markEnqueued(env.DB, notices.map(({ event_id }) => event_id), now);
+    await markEnqueued(shard.db, notices.map(({ event_id }) => event_id), now);
     resent += notices.length;
     if (notices.length < RESEND_PAGE) break;
   }
@@ -73,8 +79,8 @@ export const DELIVERED_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
 
 const PURGE_PAGE = 1000;
 
-/** Cron job: deletes delivered notices past their retention, a bounded page per run. */
-export async function purgeDelivered(env: ApiEnv, now: Date): Promise<Record<string, number>> {
-  const purged = await purgeDeliveredNotices(env.DB, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
+/** Cron job: deletes the shard's delivered notices past their retention, a bounded page per run. */
+export async function purgeDelivered(_env: ApiEnv, shard: Shard, now: Date): Promise<Record<string, number>> {
+  const purged = await purgeDeliveredNotices(shard.db, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
   return { purged };
 }

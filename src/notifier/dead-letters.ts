@@ -6,6 +6,7 @@ import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 import { storeFailedNotice } from "../storage/outbox.ts";
+import { shardOfEvent } from "../storage/shards.ts";
 
 /** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
@@ -14,7 +15,7 @@ export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
 export async function storeDeadLetter(message: Message<DeletionNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
   const { event_id, receipt_id } = message.body;
   try {
-    const stored = await storeFailedNotice(env.DB, event_id, now);
+    const stored = await storeFailedNotice(shardOfEvent(env, event_id).db, event_id, now);
     logLine(stored ? "error" : "info", "notice-failed", {
       event_id,
       receipt_id,

@@ -6,6 +6,7 @@ import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { DeletionNotice } from "../shared/types.ts";
 import { claimNotice, markDelivered, recordFailure } from "../storage/outbox.ts";
+import { shardOfEvent } from "../storage/shards.ts";
 import type { PushTarget } from "./config.ts";
 import { PUSH_TIMEOUT_MS, pushNotice } from "./push.ts";
 import { retryDelaySeconds } from "./retry.ts";
@@ -37,7 +38,8 @@ export async function deliverNotice(
   const { event_id, receipt_id } = message.body;
   const fields = { event_id, receipt_id, attempt: message.attempts };
   try {
-    const claim = await claimNotice(env.DB, event_id, now, CLAIM_MS);
+    const { db } = shardOfEvent(env, event_id);
+    const claim = await claimNotice(db, event_id, now, CLAIM_MS);
     if (claim.status === "delivered" || claim.status === "gone") {
       logLine("info", "notice-delivery", { ...fields, outcome: `duplicate acked (${claim.status})` });
       message.ack();
@@ -52,7 +54,7 @@ export async function deliverNotice(
 
     if (target.kind === "log") {
       logLine("info", "notice", { ...(JSON.parse(claim.payload) as DeletionNotice), delivery: "logged (no APP_PUSH_URL)" });
-      await markDelivered(env.DB, event_id, new Date());
+      await markDelivered(db, event_id, new Date());
       message.ack();
       return;
     }
@@ -61,13 +63,13 @@ export async function deliverNotice(
         ? await pushNotice(target, event_id, claim.payload, now)
         : { ok: false as const, retryable: true, error: `notifier misconfigured: ${target.problem}` };
     if (result.ok) {
-      await markDelivered(env.DB, event_id, new Date());
+      await markDelivered(db, event_id, new Date());
       logLine("info", "notice-delivery", { ...fields, outcome: "delivered", status: result.status });
       message.ack();
       return;
     }
 
-    await recordFailure(env.DB, event_id, result.error);
+    await recordFailure(db, event_id, result.error);
     if (result.retryable) {
       const delaySeconds = retryDelaySeconds(message.attempts, result.retryAfterSeconds);
       logLine("warn", "notice-delivery", { ...fields, outcome: "failed; retried", cause: result.error, delay_s: delaySeconds });

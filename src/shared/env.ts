@@ -6,10 +6,16 @@
 import type { ApiSettings } from "../api/config.ts";
 import type { DeletionNotice } from "./types.ts";
 
+/**
+ * The shards: receipts, idempotency keys, the notice outbox and failed notices, one D1 database
+ * each, bound as `DB_<NAME>` (src/storage/shards.ts finds them).
+ */
+export type ShardBindings = { [binding: `DB_${string}`]: D1Database };
+
 /** Bindings and settings of the API Worker (see wrangler.toml). */
-export interface ApiEnv extends ApiSettings {
-  /** Receipts, idempotency keys and the notice outbox. */
-  DB: D1Database;
+export interface ApiEnv extends ApiSettings, ShardBindings {
+  /** Shard states, written by operators (`npm run shards`) and by the fill check. */
+  SHARD_STATES: KVNamespace;
   /** Client records, written only by operators (`npm run clients`). */
   CLIENTS: KVNamespace;
   /** Producer side of the deletion-notice queue. */
@@ -19,8 +25,7 @@ export interface ApiEnv extends ApiSettings {
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
-export interface NotifierEnv {
-  DB: D1Database;
+export interface NotifierEnv extends ShardBindings {
   /** Producer side of the dead-letter queue, for notices that retrying cannot fix. */
   FAILED_NOTICES: Queue<DeletionNotice>;
   /** Where notices are POSTed; unset in plain local development, where they are logged. */

@@ -5,6 +5,7 @@
  */
 import type { AddResponse } from "../shared/schemas.ts";
 import type { DeletionNotice } from "../shared/types.ts";
+import { retryTransient } from "./transient.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -38,16 +39,46 @@ export type AddOutcome =
   | { kind: "conflict" };
 
 /**
- * Stores a receipt in one D1 round trip. With a claim, the key record and the receipt go in one
- * batch, which D1 runs as a transaction and never beside another write: the receipt is inserted
- * only if the key record is this request's, so of any number of requests racing with one key
- * exactly one adds a receipt and every other one reads that request's answer.
+ * Stores a receipt in one D1 round trip, and reports the database's size after it (for the fill
+ * check). With a claim, the key record and the receipt go in one batch, which D1 runs as a
+ * transaction and never beside another write: the receipt is inserted only if the key record is
+ * this request's, so of any number of requests racing with one key exactly one adds a receipt
+ * and every other one reads that request's answer. A transient D1 error is retried: a second
+ * run after a first that committed finds this request's own receipt or key record, and answers
+ * as the first would have.
  */
 export async function addReceipt(
   db: D1Database,
   receipt: StoredReceipt,
   claim?: IdempotencyClaim,
-): Promise<AddOutcome> {
+): Promise<AddOutcome & { sizeAfter: number }> {
+  return retryTransient(() => addReceiptOnce(db, receipt, claim));
+}
+
+/**
+ * What an earlier add with this key stored on a shard other than the one a retry now goes to
+ * (src/storage/shards.ts `placeReceipt`): its answer, a conflict, or undefined when this shard
+ * holds no live record of the key.
+ */
+export async function earlierAdd(
+  db: D1Database,
+  clientId: string,
+  claim: IdempotencyClaim,
+  now: Date,
+): Promise<AddOutcome | undefined> {
+  const row = await retryTransient(() =>
+    db.prepare(READ_LIVE_KEY).bind(clientId, claim.key, idempotencyCutoff(now)).first<KeyRow>(),
+  );
+  if (!row) return undefined;
+  if (row.fingerprint !== claim.fingerprint) return { kind: "conflict" };
+  return { kind: "replayed", response: JSON.parse(row.response) as AddResponse };
+}
+
+async function addReceiptOnce(
+  db: D1Database,
+  receipt: StoredReceipt,
+  claim?: IdempotencyClaim,
+): Promise<AddOutcome & { sizeAfter: number }> {
   const values = [
     receipt.receipt_id,
     receipt.chain_id,
@@ -57,8 +88,9 @@ export async function addReceipt(
     receipt.created_at,
   ];
   if (!claim) {
-    await db.prepare(INSERT_RECEIPT).bind(...values).run();
-    return { kind: "added" };
+    // A retry after a first run that committed inserts nothing and still means "added".
+    const { meta } = await db.prepare(INSERT_RECEIPT).bind(...values).run();
+    return { kind: "added", sizeAfter: meta.size_after };
   }
   const [, , read] = await db.batch([
     db
@@ -77,9 +109,10 @@ export async function addReceipt(
   ]);
   const row = (read as D1Result<KeyRow>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
-  if (row.receipt_id === receipt.receipt_id) return { kind: "added" };
-  if (row.fingerprint !== claim.fingerprint) return { kind: "conflict" };
-  return { kind: "replayed", response: JSON.parse(row.response) as AddResponse };
+  const sizeAfter = read!.meta.size_after;
+  if (row.receipt_id === receipt.receipt_id) return { kind: "added", sizeAfter };
+  if (row.fingerprint !== claim.fingerprint) return { kind: "conflict", sizeAfter };
+  return { kind: "replayed", response: JSON.parse(row.response) as AddResponse, sizeAfter };
 }
 
 /** The fields of a receipt that delete compares with the request's headers. */
@@ -96,18 +129,25 @@ export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: Recei
  * Deletes the notice's receipt and records the notice in the outbox, in one D1 batch (one round
  * trip, one transaction), only if the receipt exists with the notice's client_id, chain_id and
  * app_user_id. Both writes carry that condition, so of two racing deletes exactly one removes the
- * receipt and records a notice; the other sees no receipt.
+ * receipt and records a notice; the other sees no receipt. A transient D1 error is retried with
+ * the same notice: a second run after a first that committed finds the notice's own outbox row,
+ * and answers "deleted" as the first would have.
  */
 export async function deleteReceiptWithNotice(db: D1Database, notice: DeletionNotice): Promise<DeleteOutcome> {
+  return retryTransient(() => deleteOnce(db, notice));
+}
+
+async function deleteOnce(db: D1Database, notice: DeletionNotice): Promise<DeleteOutcome> {
   const { event_id, occurred_at, receipt_id, client_id, chain_id, app_user_id } = notice;
-  const [before, , removal] = await db.batch([
+  const [recorded, before, , removal] = await db.batch([
+    db.prepare(READ_OWN_NOTICE).bind(event_id),
     db.prepare(READ_OWNER).bind(receipt_id),
     db
       .prepare(RECORD_NOTICE_IF_OWNED)
       .bind(event_id, JSON.stringify(notice), occurred_at, receipt_id, client_id, chain_id, app_user_id),
     db.prepare(DELETE_IF_OWNED).bind(receipt_id, client_id, chain_id, app_user_id),
   ]);
-  if (removal!.meta.changes === 1) return { deleted: true };
+  if (removal!.meta.changes === 1 || recorded!.results.length > 0) return { deleted: true };
   return { deleted: false, receipt: (before!.results[0] as ReceiptOwner | undefined) ?? null };
 }
 
@@ -143,7 +183,8 @@ function idempotencyCutoff(now: Date): string {
 
 const INSERT_RECEIPT = `
   INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6)`;
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+  ON CONFLICT (receipt_id) DO NOTHING`;
 
 // An expired record counts as absent, so it is taken over rather than kept.
 const CLAIM_KEY = `
@@ -161,7 +202,12 @@ const INSERT_RECEIPT_IF_KEY_IS_OURS = `
   SELECT ?1, ?2, ?3, ?4, ?5, ?6
   WHERE EXISTS (
     SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?7 AND receipt_id = ?1
-  )`;
+  )
+  ON CONFLICT (receipt_id) DO NOTHING`;
+
+const READ_LIVE_KEY = `
+  SELECT receipt_id, fingerprint, response FROM idempotency_keys
+  WHERE client_id = ?1 AND idempotency_key = ?2 AND created_at >= ?3`;
 
 const READ_KEY = `
   SELECT receipt_id, fingerprint, response FROM idempotency_keys
@@ -171,6 +217,9 @@ const DELETE_EXPIRED_KEYS = `
   DELETE FROM idempotency_keys WHERE rowid IN (
     SELECT rowid FROM idempotency_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2
   )`;
+
+// Present only when an earlier run of this very delete committed.
+const READ_OWN_NOTICE = "SELECT 1 AS found FROM notice_outbox WHERE event_id = ?1";
 
 // What the receipt held before the delete: tells "no receipt" from "fields differ".
 const READ_OWNER = "SELECT client_id, chain_id, app_user_id FROM receipts WHERE receipt_id = ?1";

@@ -1,5 +1,4 @@
 /** add: refusals of its body: media type (415), size (413), JSON (406) and the field rules. */
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
   call,
@@ -11,12 +10,9 @@ import {
   validReceiptBody,
 } from "../support/api.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { storedReceipt } from "../support/shards.ts";
 
 const MAX_BODY_BYTES = 64 * 1024;
-
-async function storedReceipt(receiptId: string): Promise<Record<string, unknown> | null> {
-  return env.DB.prepare("SELECT * FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
-}
 
 describe("docs/api.md#add-body add content type: 415", () => {
   it.each([

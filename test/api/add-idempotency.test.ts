@@ -14,15 +14,8 @@ import {
   uniqueId,
   validReceiptBody,
 } from "../support/api.ts";
-
-async function storedReceipt(receiptId: string): Promise<Record<string, unknown> | null> {
-  return env.DB.prepare("SELECT * FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
-}
-
-async function receiptsOf(clientId: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE client_id = ?").bind(clientId).first<{ n: number }>();
-  return row!.n;
-}
+import { SHARDS, idOn, receiptsOf, rowsOnEveryShard, storedReceipt } from "../support/shards.ts";
+import { placeReceipt } from "../../src/storage/shards.ts";
 
 describe("docs/api.md#idempotency idempotency", () => {
   it("a repeated key gets the first response again and stores no second receipt", async () => {
@@ -116,19 +109,21 @@ describe("docs/api.md#idempotency idempotency", () => {
 
 /** Stores a receipt under a key as if it had been added at `createdAt`, through the storage module. */
 async function rememberKey(clientId: string, key: string, createdAt: number): Promise<void> {
+  // On the shard that a new call with this key goes to, as an add back then would have.
+  const { target } = placeReceipt(SHARDS, new Map(), { key, now: Date.now(), failing: new Set() })!;
   const data = {
-    receipt_id: uniqueId("old"),
+    receipt_id: idOn(target),
     chain_id: "chain-old",
     client_id: clientId,
     app_user_id: "au-old",
     created_at: new Date(createdAt).toISOString(),
   };
-  const outcome = await addReceipt(env.DB, { ...data, body: "{}" }, {
+  const outcome = await addReceipt(target.db, { ...data, body: "{}" }, {
     key,
     fingerprint: "an older request",
     response: { data, status: "OK", status_code: 200 },
   });
-  expect(outcome).toEqual({ kind: "added" });
+  expect(outcome).toMatchObject({ kind: "added" });
 }
 
 describe("docs/api.md#idempotency idempotency: expired keys are cleaned up by the cron job", () => {
@@ -137,7 +132,7 @@ describe("docs/api.md#idempotency idempotency: expired keys are cleaned up by th
     const { clientId } = await issueClient();
     await rememberKey(clientId, "young", now - IDEMPOTENCY_WINDOW_MS + 60_000);
     // 2,500 expired keys at once: more than the job deletes in one statement.
-    await env.DB.prepare(
+    await SHARDS[0]!.db.prepare(
       `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2500)
        INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at)
        SELECT ?1, 'expired-' || i, 'f', 'r-' || i, '{}', ?2 FROM n`,
@@ -148,22 +143,22 @@ describe("docs/api.md#idempotency idempotency: expired keys are cleaned up by th
     expect(expiredBefore).toBeGreaterThanOrEqual(2500);
 
     const lines = await loggedRequests(() => runScheduledJobs(env, new Date(now)));
-    expect(lines.find((line) => line.job === "idempotency-keys.delete-expired")).toMatchObject({
+    const onFirstShard = (line: Record<string, unknown>) => line.shard === SHARDS[0]!.name;
+    expect(lines.find((line) => line.job === "idempotency-keys.delete-expired" && onFirstShard(line))).toMatchObject({
       level: "info",
       event: "scheduled",
       deleted: expiredBefore,
     });
     expect(await countKeysOlderThan(now - IDEMPOTENCY_WINDOW_MS)).toBe(0);
-    const young = await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE client_id = ? AND idempotency_key = 'young'")
-      .bind(clientId)
-      .first<{ n: number }>();
-    expect(young!.n).toBe(1);
+    const young = await rowsOnEveryShard("SELECT 1 FROM idempotency_keys WHERE client_id = ? AND idempotency_key = 'young'", clientId);
+    expect(young).toHaveLength(1);
   });
 });
 
 async function countKeysOlderThan(instant: number): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM idempotency_keys WHERE created_at < ?")
-    .bind(new Date(instant).toISOString())
-    .first<{ n: number }>();
-  return row!.n;
+  const rows = await rowsOnEveryShard<{ n: number }>(
+    "SELECT COUNT(*) AS n FROM idempotency_keys WHERE created_at < ?",
+    new Date(instant).toISOString(),
+  );
+  return rows.reduce((sum, { n }) => sum + n, 0);
 }

@@ -1,17 +1,8 @@
 /** add: what a stored receipt holds and answers, and the common rules of the route. */
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, expectErrorShape, newCaller, postAdd, uniqueId, validReceiptBody } from "../support/api.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-
-async function storedReceipt(receiptId: string): Promise<Record<string, unknown> | null> {
-  return env.DB.prepare("SELECT * FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
-}
-
-async function receiptsOf(clientId: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE client_id = ?").bind(clientId).first<{ n: number }>();
-  return row!.n;
-}
+import { storedReceipt, receiptsOf } from "../support/shards.ts";
 
 describe("docs/api.md#add add success", () => {
   it("answers 200 with receipt_id, chain_id, client_id, app_user_id, created_at and stores the receipt", async () => {

@@ -17,6 +17,7 @@ import {
   validReceiptBody,
   type Answer,
 } from "../support/api.ts";
+import { storedReceipt } from "../support/shards.ts";
 
 const VALID = JSON.stringify(validReceiptBody());
 
@@ -27,10 +28,7 @@ function withMember(opening: string, member: string): string {
 }
 
 async function storedBody(answer: Answer): Promise<unknown> {
-  const row = await env.DB.prepare("SELECT body FROM receipts WHERE receipt_id = ?")
-    .bind(answer.body.data.receipt_id)
-    .first<{ body: string }>();
-  return row?.body;
+  return (await storedReceipt(answer.body.data.receipt_id))?.body;
 }
 
 async function expectStoredAsSent(text: string): Promise<void> {

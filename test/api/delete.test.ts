@@ -31,6 +31,8 @@ import {
   waitForPushes,
 } from "../support/notices.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { SHARDS, idOn } from "../support/shards.ts";
+import { shardOfId } from "../../src/storage/shards.ts";
 
 const HEADER_NAMES = ["Authorization", "receipt_id", "client_id", "chain_id", "app_user_id"] as const;
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
@@ -234,7 +236,7 @@ describe("docs/api.md#delete-errors delete errors: 406 the receipt", () => {
       const token = await loginToken(caller);
       const headers = {
         Authorization: `Bearer ${token}`,
-        receipt_id: crypto.randomUUID(),
+        receipt_id: idOn(),
         client_id: caller.clientId,
         chain_id: caller.chains[0]!,
         app_user_id: uniqueId("au"),
@@ -325,7 +327,8 @@ describe("docs/api.md#atomicity delete atomicity", () => {
 
   it("a D1 failure: 500 with a reference and no internals, and nothing changed", async () => {
     const { token, receipt } = await owner();
-    const failingDb = new Proxy(env.DB, {
+    const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+    const failingDb = new Proxy(shard.db, {
       get(target, property) {
         if (property === "batch") return () => Promise.reject(new Error("D1_ERROR: database is locked"));
         const value = Reflect.get(target, property, target);
@@ -335,7 +338,7 @@ describe("docs/api.md#atomicity delete atomicity", () => {
     const ctx = createExecutionContext();
     const response = await createApp().fetch(
       new Request(BASE + PATHS.delete, { method: "POST", headers: deleteHeadersFor(token, receipt) }),
-      { ...env, DB: failingDb },
+      { ...env, [shard.binding]: failingDb },
       ctx,
     );
     await waitOnExecutionContext(ctx);

@@ -9,6 +9,7 @@ import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../support/api.ts";
 import { outboxRows, receiptExists } from "../support/notices.ts";
+import { receiptsOf } from "../support/shards.ts";
 
 /** Decides one call instead of the Worker, or passes it on with `forward`. */
 type Step = (request: Request, forward: () => Promise<Response>) => Promise<Response>;
@@ -33,11 +34,6 @@ function clientFor(client: TestClient, fetch: FetchLike, options: Partial<Receip
 
 function receipt(): Receipt {
   return structuredClone(DOCUMENTED_OPERATIONS[PATHS.add]!.body!.example as Receipt);
-}
-
-async function receiptCount(clientId: string): Promise<number> {
-  const row = await env.DB.prepare("SELECT COUNT(*) AS n FROM receipts WHERE client_id = ?").bind(clientId).first<{ n: number }>();
-  return row!.n;
 }
 
 /** A login answer whose token the Worker will refuse as expired, though it says 3600 s. */
@@ -75,7 +71,7 @@ describe("issue 7 client: add and delete against the Worker", () => {
       app_user_id: appUserId,
       created_at: expect.any(String),
     });
-    expect(await receiptCount(client.clientId)).toBe(2);
+    expect(await receiptsOf(client.clientId)).toBe(2);
   });
 
   it("delete removes the receipt, with its notice on the way", async () => {
@@ -137,7 +133,7 @@ describe("issue 7 client: token renewal", () => {
     const added = await pos.add(receipt(), { chainId: client.chains[0]!, appUserId: uniqueId("au") });
     expect(recorder.calls.map((call) => call.path)).toEqual([PATHS.login, PATHS.add, PATHS.login, PATHS.add]);
     expect(await receiptExists(added.receipt_id)).toBe(true);
-    expect(await receiptCount(client.clientId)).toBe(1);
+    expect(await receiptsOf(client.clientId)).toBe(1);
   });
 
   it("renews only once: a second refusal reaches the caller as a ReceiptsError", async () => {
@@ -182,7 +178,7 @@ describe("issue 7 client: add retries safely under one Idempotency-Key", () => {
     expect(keys).toHaveLength(3);
     expect(new Set(keys).size).toBe(1);
     expect(keys[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-    expect(await receiptCount(client.clientId)).toBe(1);
+    expect(await receiptsOf(client.clientId)).toBe(1);
     expect(await receiptExists(added.receipt_id)).toBe(true);
   });
 
@@ -195,7 +191,7 @@ describe("issue 7 client: add retries safely under one Idempotency-Key", () => {
     const again = await pos.add(receipt(), options);
     expect(again).toEqual(first);
     expect(recorder.calls.at(-1)!.headers.get("idempotency-key")).toBe(options.idempotencyKey);
-    expect(await receiptCount(client.clientId)).toBe(1);
+    expect(await receiptsOf(client.clientId)).toBe(1);
   });
 
   it("gives up after the configured attempts: the last 5xx as a ReceiptsError", async () => {

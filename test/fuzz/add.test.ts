@@ -4,13 +4,13 @@
  * Idempotency-Key replaying its first answer, and D1 holding exactly the receipts the 200s
  * reported, byte for byte.
  */
-import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { call, issueClient, loginToken, rowCounts, type TestClient } from "../support/api.ts";
 import { asReceived, headerSet, headerValue, receiptBody, times } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { rowsOnEveryShard } from "../support/shards.ts";
 
 /** A receipt as the model expects it in D1. */
 interface Expected {
@@ -75,11 +75,11 @@ describe("issue 5 fuzzing: add", () => {
         () => [...clients.map((client: TestClient) => client.secret), ...tokens],
       );
 
-      const { results } = await env.DB.prepare(
+      const results = await rowsOnEveryShard<Expected & { receipt_id: string }>(
         "SELECT receipt_id, chain_id, client_id, app_user_id, body FROM receipts WHERE client_id IN (?, ?)",
-      )
-        .bind(clients[0]!.clientId, clients[1]!.clientId)
-        .all<Expected & { receipt_id: string }>();
+        clients[0]!.clientId,
+        clients[1]!.clientId,
+      );
       expect(Object.fromEntries(results.map(({ receipt_id, ...row }) => [receipt_id, row]))).toEqual(Object.fromEntries(stored));
     },
     CAMPAIGN_TIMEOUT_MS,

@@ -25,6 +25,8 @@ import {
   waitForPushes,
 } from "../support/notices.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { SHARDS, dbOf } from "../support/shards.ts";
+import { shardOfId } from "../../src/storage/shards.ts";
 
 async function owner(): Promise<{ token: string; receipt: SeededReceipt }> {
   const client = await issueClient();
@@ -102,8 +104,9 @@ describe("docs/api.md#deletion-notices nothing is lost: the cron re-send", () =>
     const { token, receipt } = await owner();
     await deleteWhileQueueFails(token, receipt);
     const longAgo = new Date(Date.now() - LOST_AFTER_MS - 60_000).toISOString();
-    await env.DB.prepare("UPDATE notice_outbox SET enqueued_at = ? WHERE receipt_id = ?").bind(longAgo, receipt.receipt_id).run();
-    const { resent } = await resendPendingNotices(env, new Date());
+    const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+    await shard.db.prepare("UPDATE notice_outbox SET enqueued_at = ? WHERE receipt_id = ?").bind(longAgo, receipt.receipt_id).run();
+    const { resent } = await resendPendingNotices(env, shard, new Date());
     expect(resent).toBeGreaterThanOrEqual(1);
     await waitForPushes(receipt.receipt_id);
     await waitForDelivery(receipt.receipt_id);
@@ -123,7 +126,8 @@ describe("docs/api.md#deletion-notices dead letters across Workers", () => {
     // The app side is fixed; the operator replays (npm run notices -- replay <event_id>).
     await receiverAnswers(receipt.receipt_id, 200);
     const statements = replayFailedSql([failed[0]!.event_id as string]).split(/;\s*$/m).map((s) => s.trim()).filter(Boolean);
-    await env.DB.batch(statements.map((statement) => env.DB.prepare(statement)));
+    const db = dbOf(receipt.receipt_id);
+    await db.batch(statements.map((statement) => db.prepare(statement)));
     expect(await failedRows(receipt.receipt_id)).toEqual([]);
 
     await runScheduledJobs(env, inAMinute());
@@ -142,9 +146,10 @@ describe("docs/api.md#deletion-notices outbox lifetime", () => {
     const stuck = await owner();
     await deleteWhileQueueFails(stuck.token, stuck.receipt);
 
-    await purgeDelivered(env, new Date(Date.now() + DELIVERED_RETENTION_MS - 60_000));
+    const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+    await purgeDelivered(env, shard, new Date(Date.now() + DELIVERED_RETENTION_MS - 60_000));
     expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
-    const { purged } = await purgeDelivered(env, new Date(Date.now() + DELIVERED_RETENTION_MS + 60_000));
+    const { purged } = await purgeDelivered(env, shard, new Date(Date.now() + DELIVERED_RETENTION_MS + 60_000));
     expect(purged).toBeGreaterThanOrEqual(1);
     expect(await outboxRows(receipt.receipt_id)).toEqual([]);
     expect(await outboxRows(stuck.receipt.receipt_id)).toHaveLength(1);

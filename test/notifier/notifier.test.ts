@@ -5,7 +5,6 @@
  * take part here (test/notifier/flow.test.ts is where it does).
  */
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { newDeletionNotice } from "../../src/api/deletion-notice.ts";
 import { resendPendingNotices } from "../../src/api/scheduled.ts";
@@ -19,6 +18,8 @@ import { deleteReceiptWithNotice } from "../../src/storage/receipts.ts";
 import { uniqueId } from "../support/api.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
+import { SHARDS, dbOf, idOn } from "../support/shards.ts";
+import { shardOfId } from "../../src/storage/shards.ts";
 
 const NOTICES_QUEUE = "receipts-v2-notices";
 const PUSH_URL = "https://push.example.test/receipts";
@@ -58,7 +59,7 @@ afterEach(() => {
 
 function notifierEnv(settings: Partial<Pick<NotifierEnv, "APP_PUSH_URL" | "APP_PUSH_SECRET">> = {}): NotifierEnv {
   return {
-    DB: env.DB,
+    ...Object.fromEntries(SHARDS.map((shard) => [shard.binding, shard.db])),
     FAILED_NOTICES: {
       send: async (body: DeletionNotice) => {
         deadLetters.push(body);
@@ -75,8 +76,9 @@ function notifierEnv(settings: Partial<Pick<NotifierEnv, "APP_PUSH_URL" | "APP_P
 async function recordedNotice(): Promise<DeletionNotice> {
   const owner = { clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] };
   const receipt = await seedReceipt(owner);
-  const notice = newDeletionNotice(receipt);
-  expect(await deleteReceiptWithNotice(env.DB, notice)).toEqual({ deleted: true });
+  const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+  const notice = newDeletionNotice(receipt, shard);
+  expect(await deleteReceiptWithNotice(shard.db, notice)).toEqual({ deleted: true });
   return notice;
 }
 
@@ -208,7 +210,7 @@ describe("docs/api.md#deletion-notices delivery: duplicates push once", () => {
   });
 
   it("a copy whose outbox row is gone (purged or dead-lettered) is acked without a push", async () => {
-    const notice = newDeletionNotice({ receipt_id: crypto.randomUUID(), app_user_id: "au", chain_id: "c", client_id: "p" });
+    const notice = newDeletionNotice({ receipt_id: idOn(SHARDS[0]), app_user_id: "au", chain_id: "c", client_id: "p" }, SHARDS[0]!);
     const result = await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }]);
     expect(result.acked).toBe(1);
     expect(pushes).toEqual([]);
@@ -299,7 +301,7 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
     ]);
 
     // npm run notices -- replay <event_id>: one statement batch, as wrangler d1 execute runs it.
-    const replayed = await runStatementBatch(replayFailedSql([notice.event_id]));
+    const replayed = await runStatementBatch(dbOf(notice.event_id), replayFailedSql([notice.event_id]));
     expect(replayed.at(-1)!.results).toEqual([{ event_id: notice.event_id, receipt_id: notice.receipt_id }]);
     expect(await failedRows(notice.receipt_id)).toEqual([]);
     expect(await outboxRows(notice.receipt_id)).toMatchObject([{ enqueued_at: null, delivered_at: null, attempts: 0 }]);
@@ -307,7 +309,11 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
     // The cron job sends it again; the push service is back.
     const sent: DeletionNotice[] = [];
     const queue = { sendBatch: async (messages: { body: DeletionNotice }[]) => void sent.push(...messages.map((m) => m.body)) };
-    await resendPendingNotices({ ...env, NOTICES: queue as unknown as Queue<DeletionNotice> }, new Date(Date.now() + 31_000));
+    await resendPendingNotices(
+      { NOTICES: queue as unknown as Queue<DeletionNotice> },
+      shardOfId(SHARDS, notice.event_id)!,
+      new Date(Date.now() + 31_000),
+    );
     expect(sent.filter((body) => body.event_id === notice.event_id)).toEqual([notice]);
     answers = [200];
     pushes = [];
@@ -351,7 +357,7 @@ describe("docs/api.md#deletion-notices delivery: no push URL (plain local develo
 });
 
 /** Runs SQL text of several statements as one D1 batch, as `wrangler d1 execute --command` does. */
-async function runStatementBatch(sql: string): Promise<D1Result[]> {
+async function runStatementBatch(db: D1Database, sql: string): Promise<D1Result[]> {
   const statements = sql.split(/;\s*$/m).map((part) => part.trim()).filter(Boolean);
-  return env.DB.batch(statements.map((statement) => env.DB.prepare(statement)));
+  return db.batch(statements.map((statement) => db.prepare(statement)));
 }

@@ -7,6 +7,7 @@ import { createApp } from "../../src/api/app.ts";
 import { newClientRecord } from "../../src/shared/client-records.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../../src/shared/types.ts";
 import { TEST_TOKEN_KEYS } from "./keys.ts";
+import { SHARDS } from "./shards.ts";
 import { StorageLedger } from "./storage-ledger.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 
@@ -56,16 +57,18 @@ export async function callInContext(
 
 /**
  * Calls a fresh app, like {@link callInContext}, with its storage bindings counted; the ledger
- * is complete when this returns, with every call after the answer marked as such.
+ * is complete when this returns, with every call after the answer marked as such. `settings`
+ * override the test run's wrangler vars.
  */
 export async function countedCall(
   path: string,
   init: { method?: string; headers?: Record<string, string>; body?: BodyInit } = {},
+  settings: Record<string, string> = {},
 ): Promise<{ answer: Answer; ledger: StorageLedger }> {
   const ledger = new StorageLedger();
   const ctx = createExecutionContext();
   const request = new Request(BASE + path, { method: init.method ?? "POST", headers: init.headers, body: init.body });
-  const answer = await readAnswer(await createApp().fetch(request, ledger.instrumentEnv(env), ctx));
+  const answer = await readAnswer(await createApp().fetch(request, ledger.instrumentEnv({ ...env, ...settings }), ctx));
   ledger.answered = true;
   await waitOnExecutionContext(ctx);
   await ledger.drain();
@@ -203,17 +206,25 @@ export async function expectRefused(send: () => Promise<Answer>, status: number,
 }
 
 /**
- * Every row of every table of the service, so that a test can tell that a refused call changed
- * nothing at all, including tables a later migration adds.
+ * Every row of every table of the service on every shard (`<shard>.<table>`), so that a test can
+ * tell that a refused call changed nothing at all, including tables a later migration adds.
  */
 export async function databaseRows(): Promise<Record<string, unknown[]>> {
-  const rows: Record<string, unknown[]> = {};
-  for (const table of await serviceTables()) {
-    const { results } = await env.DB.prepare(`SELECT * FROM "${table}" ORDER BY rowid`).all<Record<string, unknown>>();
-    const moving = DELIVERY_PROGRESS[table] ?? [];
-    rows[table] = results.map((row) => Object.fromEntries(Object.entries(row).filter(([column]) => !moving.includes(column))));
-  }
-  return rows;
+  const tables = await serviceTables();
+  const perShard = await Promise.all(
+    SHARDS.map(async (shard) => {
+      // One batch a shard: a refused call's test reads every table twice.
+      const results = await shard.db.batch(tables.map((table) => shard.db.prepare(`SELECT * FROM "${table}" ORDER BY rowid`)));
+      return tables.map((table, i) => {
+        const moving = DELIVERY_PROGRESS[table] ?? [];
+        const rows = (results[i]!.results as Record<string, unknown>[]).map((row) =>
+          Object.fromEntries(Object.entries(row).filter(([column]) => !moving.includes(column))),
+        );
+        return [`${shard.name}.${table}`, rows] as const;
+      });
+    }),
+  );
+  return Object.fromEntries(perShard.flat());
 }
 
 // The notifier beside the API marks a notice's progress on its outbox row in the background, after
@@ -222,11 +233,15 @@ const DELIVERY_PROGRESS: Record<string, string[]> = {
   notice_outbox: ["enqueued_at", "delivered_at", "claimed_until", "attempts", "last_error"],
 };
 
-/** How many rows each table of the service holds, in one query: the cheap form of `databaseRows`. */
+/**
+ * How many rows each table of the service holds over all shards, one query a shard: the cheap
+ * form of `databaseRows`.
+ */
 export async function rowCounts(): Promise<Record<string, number>> {
   const tables = await serviceTables();
   const counts = tables.map((table) => `(SELECT COUNT(*) FROM "${table}") AS "${table}"`).join(", ");
-  return (await env.DB.prepare(`SELECT ${counts}`).first<Record<string, number>>())!;
+  const perShard = await Promise.all(SHARDS.map((shard) => shard.db.prepare(`SELECT ${counts}`).first<Record<string, number>>()));
+  return Object.fromEntries(tables.map((table) => [table, perShard.reduce((sum, row) => sum + row![table]!, 0)]));
 }
 
 let tables: Promise<string[]> | undefined;
@@ -234,7 +249,7 @@ let tables: Promise<string[]> | undefined;
 // D1's own bookkeeping and the migrations table are not the service's data. The setup file has
 // migrated before any test runs, so the list holds for the whole file.
 function serviceTables(): Promise<string[]> {
-  tables ??= env.DB.prepare(
+  tables ??= SHARDS[0]!.db.prepare(
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name != 'd1_migrations' ORDER BY name",
   )
     .all<{ name: string }>()

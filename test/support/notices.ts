@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { vi } from "vitest";
 import { TEST_PUSH_SECRET } from "./keys.ts";
 import { type TestClient, uniqueId } from "./api.ts";
+import { dbOf, idOn, rowsOnEveryShard } from "./shards.ts";
 
 
 /** The three fields delete compares, plus the receipt's ID. */
@@ -17,15 +18,18 @@ export interface SeededReceipt {
   app_user_id: string;
 }
 
-/** Stores a receipt of `client` as add would, with fresh IDs unless given. */
+/**
+ * Stores a receipt of `client` as add would, with fresh IDs unless given, on the shard its
+ * receipt_id names (a random shard's for a fresh one).
+ */
 export async function seedReceipt(client: TestClient, fields: Partial<SeededReceipt> = {}): Promise<SeededReceipt> {
   const receipt: SeededReceipt = {
-    receipt_id: fields.receipt_id ?? crypto.randomUUID(),
+    receipt_id: fields.receipt_id ?? idOn(),
     client_id: fields.client_id ?? client.clientId,
     chain_id: fields.chain_id ?? client.chains[0]!,
     app_user_id: fields.app_user_id ?? uniqueId("au"),
   };
-  await env.DB.prepare(
+  await dbOf(receipt.receipt_id).prepare(
     "INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
   )
     .bind(receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, "{}", new Date().toISOString())
@@ -45,8 +49,8 @@ export function deleteHeadersFor(token: string, receipt: SeededReceipt): Record<
 }
 
 export async function receiptExists(receiptId: string): Promise<boolean> {
-  const row = await env.DB.prepare("SELECT 1 AS found FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
-  return row !== null;
+  const rows = await rowsOnEveryShard("SELECT 1 AS found FROM receipts WHERE receipt_id = ?", receiptId);
+  return rows.length > 0;
 }
 
 /** An outbox row as migration 0003 defines it. */
@@ -63,13 +67,11 @@ export interface OutboxRow {
 }
 
 export async function outboxRows(receiptId: string): Promise<OutboxRow[]> {
-  const { results } = await env.DB.prepare("SELECT * FROM notice_outbox WHERE receipt_id = ?").bind(receiptId).all<OutboxRow>();
-  return results;
+  return rowsOnEveryShard<OutboxRow>("SELECT * FROM notice_outbox WHERE receipt_id = ?", receiptId);
 }
 
 export async function failedRows(receiptId: string): Promise<Record<string, unknown>[]> {
-  const { results } = await env.DB.prepare("SELECT * FROM failed_notices WHERE receipt_id = ?").bind(receiptId).all();
-  return results;
+  return rowsOnEveryShard("SELECT * FROM failed_notices WHERE receipt_id = ?", receiptId);
 }
 
 /** A push as the receiver recorded it. */

@@ -23,6 +23,9 @@ export const TEST_PUSH_URL = "https://push.example.test/receipts";
 /** The KV namespace where the push receiver records pushes (test/support/push-receiver.js). */
 export const PUSH_LOG_NAMESPACE = "push-log";
 
+/** The test run's third shard, bound in both Workers beside the two of the wrangler configs. */
+export const TEST_SHARD = { DB_S3: "00000000-0000-4000-8000-000000000003" };
+
 /** Miniflare options of the notifier, from its own wrangler.toml, and of the push receiver. */
 export function notifierWorkers() {
   // The fields read here; the rest (D1, the producer binding) passes through as wrangler made it.
@@ -43,6 +46,7 @@ export function notifierWorkers() {
       scriptPath: path.join(BUNDLE_DIR, "index.js"),
       // Over a developer's src/notifier/.dev.vars: the tests verify with this very secret.
       bindings: { ...options.bindings, APP_PUSH_URL: TEST_PUSH_URL, APP_PUSH_SECRET: TEST_PUSH_SECRET },
+      d1Databases: { ...(options.d1Databases as Record<string, string>), ...TEST_SHARD },
       // The configured consumers, waiting 50 ms rather than a second for a batch to fill.
       queueConsumers: Object.fromEntries(
         Object.entries(queueConsumers ?? {}).map(([queue, consumer]) => [queue, { ...consumer, maxBatchTimeout: 0.05 }]),

@@ -22,14 +22,14 @@ export class StorageLedger {
   // Wrapped objects must reach the runtime unwrapped: D1's batch() reads its statements' internals.
   readonly #originals = new WeakMap<object, object>();
 
-  /** The API Worker's bindings with DB, CLIENTS and NOTICES counted. */
-  instrumentEnv<Env extends { DB: D1Database; CLIENTS: KVNamespace; NOTICES: Queue<never> }>(env: Env): Env {
-    return {
-      ...env,
-      DB: this.instrument(env.DB, "d1"),
-      CLIENTS: this.instrument(env.CLIENTS, "kv"),
-      NOTICES: this.instrument(env.NOTICES, "queue"),
-    };
+  /** A Worker's bindings with every D1 database (each shard), KV namespace and queue counted. */
+  instrumentEnv<Env extends object>(env: Env): Env {
+    return Object.fromEntries(
+      Object.entries(env).map(([name, binding]) => {
+        const kind = storageKind(binding);
+        return [name, kind ? this.instrument(binding as object, kind) : binding];
+      }),
+    ) as Env;
   }
 
   /**
@@ -85,4 +85,13 @@ export class StorageLedger {
     if (arg !== null && typeof arg === "object") return this.#originals.get(arg) ?? arg;
     return arg;
   }
+}
+
+// Told apart by a method only that kind of binding has.
+function storageKind(binding: unknown): StorageKind | undefined {
+  if (binding === null || typeof binding !== "object") return undefined;
+  if ("prepare" in binding) return "d1";
+  if ("getWithMetadata" in binding) return "kv";
+  if ("sendBatch" in binding) return "queue";
+  return undefined;
 }

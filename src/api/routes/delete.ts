@@ -1,6 +1,7 @@
 /** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
 import { deleteReceiptWithNotice, type ReceiptOwner } from "../../storage/receipts.ts";
+import { shardOfId, shardsOf } from "../../storage/shards.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
 import type { ApiError } from "../errors.ts";
@@ -21,11 +22,14 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   c.set("clientId", headers.client_id);
   await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
 
-  const notice = newDeletionNotice(headers);
-  const outcome = await deleteReceiptWithNotice(c.env.DB, notice);
+  // The receipt_id names its shard; an ID that names none is unknown, like any other.
+  const shard = shardOfId(shardsOf(c.env), headers.receipt_id);
+  if (!shard) throw refusal(headers, null);
+  const notice = newDeletionNotice(headers, shard);
+  const outcome = await deleteReceiptWithNotice(shard.db, notice);
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);
 
-  c.executionCtx.waitUntil(enqueueNotice(c.env, notice));
+  c.executionCtx.waitUntil(enqueueNotice(c.env, shard, notice));
   const body: DeleteResponse = {
     message: `Receipt ${headers.receipt_id} was deleted and the app user notified.`,
     status: "OK",

@@ -1,0 +1,49 @@
+/**
+ * Shard states in the SHARD_STATES KV namespace, one key per shard (`shard:<name>`), written by
+ * `npm run shards -- open|close|add` and by the fill check; read by the API Worker at most once a
+ * minute per isolate, in one bulk read, so a change needs no deploy and costs no storage call on
+ * a warm isolate's response path.
+ */
+import type { Shard, ShardState } from "./shards.ts";
+
+// KV's own edge cache at its minimum, so that the isolate's minute is most of the delay.
+const KV_CACHE_TTL_SECONDS = 30;
+
+/** KV key of a shard's state. */
+export function shardStateKey(name: string): string {
+  return `shard:${name}`;
+}
+
+// One isolate serves one deployment, so one copy of the states.
+let cache: { states: Map<string, ShardState>; until: number } | undefined;
+
+/**
+ * The states of these shards: from this isolate's copy while it is younger than `maxAgeMs`
+ * (SHARD_STATES_SECONDS, 60 in production: with KV's spread, a change lands within 65 s).
+ */
+export async function shardStates(
+  kv: KVNamespace,
+  shards: readonly Shard[],
+  maxAgeMs: number,
+  now = Date.now(),
+): Promise<Map<string, ShardState>> {
+  if (cache && cache.until > now) return cache.states;
+  const read = await kv.get<ShardState>(
+    shards.map((shard) => shardStateKey(shard.name)),
+    { type: "json", cacheTtl: KV_CACHE_TTL_SECONDS },
+  );
+  const states = new Map<string, ShardState>();
+  for (const shard of shards) {
+    const state = read.get(shardStateKey(shard.name));
+    if (state) states.set(shard.name, state);
+  }
+  cache = { states, until: now + maxAgeMs };
+  return states;
+}
+
+/** Records that a shard closed itself past the fill threshold; this isolate sees it at once. */
+export async function closeFullShard(kv: KVNamespace, shard: Shard, now: Date): Promise<void> {
+  const state: ShardState = { state: "closed", changed_at: now.toISOString(), by: "fill" };
+  await kv.put(shardStateKey(shard.name), JSON.stringify(state));
+  cache?.states.set(shard.name, state);
+}

@@ -1,0 +1,36 @@
+/**
+ * D1's transient errors, retried where running the call again gives the true answer: every
+ * statement this service retries is written so that a second run after a first that committed
+ * finds its own work and reports it (docs/api.md#shards, "Faults").
+ */
+
+// Cloudflare's D1 documentation ("Retry queries") names these as safe to retry.
+const TRANSIENT_MESSAGES = [
+  "Network connection lost",
+  "storage caused object to be reset",
+  "reset because its code was updated",
+];
+
+const ATTEMPTS = 3;
+const BASE_DELAY_MS = 20;
+
+/** Whether D1 says the call may succeed if made again. */
+export function isTransientD1Error(error: unknown): boolean {
+  const message = String(error instanceof Error ? error.message : error);
+  return TRANSIENT_MESSAGES.some((text) => message.includes(text));
+}
+
+/**
+ * Runs `call`, and again after a short, jittered, growing pause while it fails with a transient
+ * error, at most three times in all. Only for calls whose repetition is safe (see above).
+ */
+export async function retryTransient<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await call();
+    } catch (error) {
+      if (attempt >= ATTEMPTS || !isTransientD1Error(error)) throw error;
+      await scheduler.wait(BASE_DELAY_MS * 2 ** (attempt - 1) * (0.5 + Math.random()));
+    }
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Faults of one shard (docs/api.md#shards, "Faults"): D1's transient errors retried so that the
+ * answer stays true, and a shard whose calls keep failing affecting only what it holds.
+ */
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { createApp } from "../../src/api/app.ts";
+import { PATHS } from "../../src/shared/paths.ts";
+import { shardOfId, type Shard } from "../../src/storage/shards.ts";
+import { BASE, newCaller, uniqueId, validReceiptBody, type Answer, type Caller } from "../support/api.ts";
+import { deleteHeadersFor, outboxRows, receiptExists, seedReceipt } from "../support/notices.ts";
+import { SHARDS, idOn, receiptsOf } from "../support/shards.ts";
+
+const TRANSIENT = "D1_ERROR: Network connection lost.";
+
+/** Calls a fresh app whose shard bindings are replaced as given. */
+async function callWith(shards: Record<string, D1Database>, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
+  const ctx = createExecutionContext();
+  const response = await createApp().fetch(new Request(BASE + path, { method: "POST", headers, body }), { ...env, ...shards }, ctx);
+  const answer = { status: response.status, headers: response.headers, body: await response.json() };
+  await waitOnExecutionContext(ctx);
+  return answer;
+}
+
+/** A database whose first batch commits and then reports the connection lost, as D1 can. */
+function batchLostOnce(db: D1Database): D1Database {
+  let lost = false;
+  return new Proxy(db, {
+    get(target, property) {
+      if (property === "batch") {
+        return async (statements: D1PreparedStatement[]) => {
+          const results = await target.batch(statements);
+          if (!lost) {
+            lost = true;
+            throw new Error(TRANSIENT);
+          }
+          return results;
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/** A database whose first statement run commits and then reports the connection lost. */
+function runLostOnce(db: D1Database): D1Database {
+  let lost = false;
+  return new Proxy(db, {
+    get(target, property) {
+      if (property === "prepare") {
+        return (sql: string) => {
+          const statement = target.prepare(sql);
+          const bind = statement.bind.bind(statement);
+          statement.bind = (...values: unknown[]) => {
+            const bound = bind(...values);
+            const run = bound.run.bind(bound);
+            bound.run = (async () => {
+              const result = await run();
+              if (!lost) {
+                lost = true;
+                throw new Error(TRANSIENT);
+              }
+              return result;
+            }) as typeof bound.run;
+            return bound;
+          };
+          return statement;
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/** A database every call of which fails, as a shard that is down. */
+function down(db: D1Database): D1Database {
+  const fail = () => Promise.reject(new Error("D1_ERROR: D1 DB is unavailable"));
+  return new Proxy(db, {
+    get(target, property) {
+      if (property === "batch" || property === "exec") return fail;
+      if (property === "prepare") {
+        return () => {
+          const statement = { bind: () => statement, run: fail, all: fail, first: fail, raw: fail };
+          return statement;
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+function tokenOf(caller: Caller): string {
+  return caller.headers.Authorization!.slice("Bearer ".length);
+}
+
+describe("docs/api.md#shards transient D1 errors: retried, and the answer stays true", () => {
+  it.each(SHARDS.map((shard) => [shard.name, shard] as const))(
+    "a delete on %s whose first attempt committed still answers 200, with one notice",
+    async (_name, shard: Shard) => {
+      const caller = await newCaller();
+      const receipt = await seedReceipt(caller.client, { receipt_id: idOn(shard) });
+      const answer = await callWith({ [shard.binding]: batchLostOnce(shard.db) }, PATHS.delete, deleteHeadersFor(tokenOf(caller), receipt));
+      expect(answer.status).toBe(200);
+      expect(await receiptExists(receipt.receipt_id)).toBe(false);
+      expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
+    },
+  );
+
+  it("a keyed add whose first attempt committed answers 200 once, and a replay gets the same answer", async () => {
+    const caller = await newCaller();
+    const headers = { ...caller.headers, "Idempotency-Key": uniqueId("key") };
+    const flaky = Object.fromEntries(SHARDS.map((shard) => [shard.binding, batchLostOnce(shard.db)]));
+    const first = await callWith(flaky, PATHS.add, headers, JSON.stringify(validReceiptBody()));
+    expect(first.status).toBe(200);
+    const replay = await callWith({}, PATHS.add, headers, JSON.stringify(validReceiptBody()));
+    expect(replay.body).toEqual(first.body);
+    expect(await receiptsOf(caller.client.clientId)).toBe(1);
+  });
+
+  it("an add without a key whose first attempt committed answers 200 and stores one receipt", async () => {
+    const caller = await newCaller();
+    const flaky = Object.fromEntries(SHARDS.map((shard) => [shard.binding, runLostOnce(shard.db)]));
+    const answer = await callWith(flaky, PATHS.add, caller.headers, JSON.stringify(validReceiptBody()));
+    expect(answer.status).toBe(200);
+    expect(await receiptsOf(caller.client.clientId)).toBe(1);
+    expect(await receiptExists(answer.body.data.receipt_id)).toBe(true);
+  });
+});
+
+describe("docs/api.md#shards a failing shard affects only what it holds", () => {
+  it("adds go on elsewhere, deletes on other shards succeed, only the failing shard's receipts are refused", async () => {
+    const [failing, ...healthy] = SHARDS;
+    const caller = await newCaller();
+    const onFailing = await seedReceipt(caller.client, { receipt_id: idOn(failing) });
+    const onHealthy = await Promise.all(healthy.map((shard) => seedReceipt(caller.client, { receipt_id: idOn(shard) })));
+    const broken = { [failing!.binding]: down(failing!.db) };
+
+    // Adds until one has met the failing shard (a random open shard each time), then 20 more.
+    const statuses: number[] = [];
+    for (let i = 0; i < 40 && !statuses.includes(500); i += 1) {
+      statuses.push((await callWith(broken, PATHS.add, caller.headers, JSON.stringify(validReceiptBody()))).status);
+    }
+    expect(statuses.filter((status) => status === 500)).toHaveLength(1);
+    for (let i = 0; i < 20; i += 1) {
+      const answer = await callWith(broken, PATHS.add, caller.headers, JSON.stringify(validReceiptBody()));
+      expect(answer.status).toBe(200);
+      expect(shardOfId(SHARDS, answer.body.data.receipt_id)).not.toBe(failing);
+    }
+
+    for (const receipt of onHealthy) {
+      expect((await callWith(broken, PATHS.delete, deleteHeadersFor(tokenOf(caller), receipt))).status).toBe(200);
+    }
+    const refused = await callWith(broken, PATHS.delete, deleteHeadersFor(tokenOf(caller), onFailing));
+    expect(refused.status).toBe(500);
+    expect(refused.body.message).not.toMatch(/D1|DB_|unavailable/);
+    expect(await receiptExists(onFailing.receipt_id)).toBe(true);
+  });
+});
