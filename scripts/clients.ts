@@ -11,7 +11,7 @@ import { base64url } from "jose";
 import { newClientRecord, revokingIssuedTokens } from "../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { clientKey, type ClientRecord } from "../src/shared/types.ts";
-import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
+import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
 import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run clients -- <command> [options]
@@ -40,21 +40,13 @@ const BULK_GET_LIMIT = 100;
 // How long a remote KV write may take to be seen everywhere (Cloudflare documents up to 60 s).
 const KV_PROPAGATION_MS = 60_000;
 
-await runCli(USAGE, async (argv) => {
-  const [command, ...rest] = argv;
-  switch (command) {
-    case "issue":
-      return issue(rest);
-    case "list":
-      return list(rest);
-    case "show":
-    case "disable":
-    case "enable":
-    case "rotate":
-      return onOneClient(command, rest);
-    default:
-      throw new UsageError(command ? `Unknown command: ${command}` : "No command given.");
-  }
+await runCommands(USAGE, {
+  issue,
+  list,
+  show: (args) => onOneClient("show", args),
+  disable: (args) => onOneClient("disable", args),
+  enable: (args) => onOneClient("enable", args),
+  rotate: (args) => onOneClient("rotate", args),
 });
 
 async function issue(argv: string[]): Promise<void> {

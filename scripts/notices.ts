@@ -1,19 +1,24 @@
 /**
  * Operators list the deletion notices that could not be delivered and send them again
- * (docs/api.md#deletion-notices, #operators). Both act on the D1 database through `wrangler d1 execute`, with the SQL of
- * src/storage/outbox-sql.ts, which the Workers use too.
+ * (docs/api.md#deletion-notices, #operators). Both act on every shard's D1 database (the shards of
+ * wrangler.toml) through `wrangler d1 execute`, with the SQL of src/storage/outbox-sql.ts, which
+ * the Workers use too. An event_id names its shard, so a replay goes straight to it.
  */
+import { tagOfId } from "../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, FAILED_SQL, replayFailedSql } from "../src/storage/outbox-sql.ts";
-import { UsageError, parse, runCli } from "./lib/cli.ts";
+import { UsageError, parse, runCommands } from "./lib/cli.ts";
+import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
 import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run notices -- <command> [options]
 
-  failed [--json]          notices that could not be delivered, oldest failure first:
-                           event_id, receipt_id, failed_at, attempts, last_error
-  replay [<event_id>...]   send failed notices again; every one when no event_id is given.
-                           Each goes back to the outbox, and the API Worker's cron job sends
-                           it within a minute (under 'npm start' too).
+  failed [--json]          notices that could not be delivered, on every shard, oldest
+                           failure first: event_id, shard, receipt_id, failed_at, attempts,
+                           last_error
+  replay [<event_id>...]   send failed notices again; every one on every shard when no
+                           event_id is given. Each goes back to the outbox of the shard its
+                           event_id names, and the API Worker's cron job sends it within a
+                           minute (under 'npm start' too).
 
 Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory).`;
@@ -23,61 +28,106 @@ const COMMON = {
   "persist-to": { type: "string" },
 } as const;
 
-/** A row of `FAILED_SQL.list`. */
+/** A row of `FAILED_SQL.list`, with the shard it was found on. */
 interface FailedNotice {
   event_id: string;
+  shard: string;
   receipt_id: string;
   failed_at: string;
   attempts: number;
   last_error: string;
 }
 
-await runCli(USAGE, (argv) => {
-  const [command, ...rest] = argv;
-  switch (command) {
-    case "failed":
-      return failed(rest);
-    case "replay":
-      return replay(rest);
-    default:
-      throw new UsageError(command ? `Unknown command: ${command}` : "No command given.");
-  }
-});
+await runCommands(USAGE, { failed, replay });
 
 function failed(argv: string[]): void {
   const { values, positionals } = parse(argv, { ...COMMON, json: { type: "boolean" } });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
-  const notices = execute<FailedNotice>(targetOf(values), FAILED_SQL.list).at(-1) ?? [];
+  const target = targetOf(values);
+  const notices: FailedNotice[] = [];
+  // A shard that cannot be read keeps none of the others from being listed.
+  const failures = onEachShard(shards(), (shard) => {
+    for (const row of execute<Omit<FailedNotice, "shard">>(target, shard, FAILED_SQL.list).at(-1) ?? []) {
+      notices.push({ event_id: row.event_id, shard: shard.name, receipt_id: row.receipt_id, failed_at: row.failed_at, attempts: row.attempts, last_error: row.last_error });
+    }
+  });
+  notices.sort((a, b) => a.failed_at.localeCompare(b.failed_at) || a.event_id.localeCompare(b.event_id));
   if (values.json) console.log(JSON.stringify(notices));
-  else if (notices.length === 0) console.log("No failed notices.");
+  else if (notices.length === 0) console.log(failures.length === 0 ? "No failed notices." : "No failed notices on the shards that answered.");
   else {
     for (const notice of notices) {
-      console.log(`${notice.event_id}\treceipt=${notice.receipt_id}\tfailed=${notice.failed_at}\tattempts=${notice.attempts}\t${notice.last_error}`);
+      console.log(`${notice.event_id}\tshard=${notice.shard}\treceipt=${notice.receipt_id}\tfailed=${notice.failed_at}\tattempts=${notice.attempts}\t${notice.last_error}`);
     }
   }
+  if (failures.length > 0) throw new Error(failures.map((failure) => failure.message).join("\n"));
 }
 
 function replay(argv: string[]): void {
   const { values, positionals } = parse(argv, COMMON);
   const bad = positionals.find((id) => !EVENT_ID_PATTERN.test(id));
   if (bad !== undefined) throw new UsageError(`Not an event_id: ${JSON.stringify(bad)} (a UUIDv7 as 'failed' lists them).`);
+  const target = targetOf(values);
+  const all = shards();
   const wanted = [...new Set(positionals)];
-  // The last statement of the batch returns the notices it moved.
-  const moved = execute<{ event_id: string; receipt_id: string }>(targetOf(values), replayFailedSql(wanted)).at(-1) ?? [];
-  if (moved.length === 0 && wanted.length === 0) console.log("No failed notices to replay.");
+  // Every id is checked before anything runs: one that names no shard changes nothing.
+  const byShard = new Map<ConfigShard, string[]>();
+  for (const id of wanted) {
+    const shard = all.find((candidate) => candidate.tag === tagOfId(id));
+    if (!shard) throw new UsageError(`event_id ${id} names no shard of wrangler.toml (shards: ${all.map(({ name }) => name).join(", ")}).`);
+    byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
+  }
+  const moved: { event_id: string; receipt_id: string; shard: string }[] = [];
+  const failures = onEachShard(wanted.length === 0 ? all : [...byShard.keys()], (shard) => {
+    // The last statement of the batch returns the notices it moved.
+    const rows = execute<{ event_id: string; receipt_id: string }>(target, shard, replayFailedSql(byShard.get(shard) ?? [])).at(-1) ?? [];
+    moved.push(...rows.map((row) => ({ ...row, shard: shard.name })));
+  });
+  if (moved.length === 0 && wanted.length === 0 && failures.length === 0) console.log("No failed notices to replay.");
   else if (moved.length > 0) {
     console.log(`Replaying ${moved.length} notice${moved.length === 1 ? "" : "s"}; the cron job sends them within a minute:`);
-    for (const { event_id, receipt_id } of moved) console.log(`  ${event_id}\treceipt=${receipt_id}`);
+    for (const { event_id, receipt_id, shard } of moved) console.log(`  ${event_id}\tshard=${shard}\treceipt=${receipt_id}`);
   }
-  const missing = wanted.filter((id) => !moved.some((notice) => notice.event_id === id));
-  if (missing.length > 0) throw new Error(`No failed notice ${missing.join(", ")}; see 'npm run notices -- failed'.`);
+  // An id on a shard that failed is reported with its shard's failure, not as missing.
+  const failedShards = new Set(failures.map((failure) => failure.shard));
+  const missing = [...byShard]
+    .filter(([shard]) => !failedShards.has(shard.name))
+    .flatMap(([, ids]) => ids)
+    .filter((id) => !moved.some((notice) => notice.event_id === id));
+  const problems = [
+    ...failures.map((failure) => failure.message),
+    ...(missing.length > 0 ? [`No failed notice ${missing.join(", ")}; see 'npm run notices -- failed'.`] : []),
+  ];
+  if (problems.length > 0) throw new Error(problems.join("\n"));
+}
+
+/** The shards of the API Worker's wrangler.toml. */
+function shards(): ConfigShard[] {
+  return readShards(configPaths().api);
+}
+
+interface ShardFailure {
+  shard: string;
+  message: string;
+}
+
+/** Runs `action` on each shard in turn; a shard that fails is reported, not in the others' way. */
+function onEachShard(list: readonly ConfigShard[], action: (shard: ConfigShard) => void): ShardFailure[] {
+  const failures: ShardFailure[] = [];
+  for (const shard of list) {
+    try {
+      action(shard);
+    } catch (error) {
+      failures.push({ shard: shard.name, message: `Shard ${shard.name}: ${(error as Error).message}` });
+    }
+  }
+  return failures;
 }
 
 /**
- * Runs SQL through `wrangler d1 execute`, which runs all its statements as one batch, and returns
- * each statement's rows.
+ * Runs SQL on one shard through `wrangler d1 execute`, which runs all its statements as one
+ * batch, and returns each statement's rows.
  */
-function execute<Row>(target: Target, sql: string): Row[][] {
-  const output = wrangler(["d1", "execute", "DB", "--json", "--command", sql, ...targetFlags(target)]);
+function execute<Row>(target: Target, shard: ConfigShard, sql: string): Row[][] {
+  const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", sql, ...targetFlags(target)]);
   return (JSON.parse(output) as { results: Row[] }[]).map(({ results }) => results);
 }

@@ -1,11 +1,12 @@
 /**
  * `npm start`: everything a newcomer needs to run the service locally (docs/api.md#local-use). Applies the
- * local D1 migrations, writes each Worker's `.dev.vars` when missing, then serves both Workers in
+ * local D1 migrations to every shard, writes each Worker's `.dev.vars` when missing, then serves both Workers in
  * one `wrangler dev`, so the queue flows between them. Arguments after `--` go to wrangler dev.
  */
 import { spawn } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { configPaths, readShards } from "./lib/shards.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 
@@ -27,10 +28,21 @@ writeOnce(
     `APP_PUSH_SECRET='whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}'\n`,
 );
 
-console.log("Applying local D1 migrations...");
-process.stdout.write(
-  wrangler(["d1", "migrations", "apply", "DB", "--local", "-c", API_CONFIG, ...(persistTo ? ["--persist-to", persistTo] : [])]),
-);
+for (const shard of readShards(configPaths().api)) {
+  console.log(`Applying local D1 migrations to shard ${shard.name} (${shard.binding})...`);
+  process.stdout.write(
+    wrangler([
+      "d1",
+      "migrations",
+      "apply",
+      shard.binding,
+      "--local",
+      "-c",
+      API_CONFIG,
+      ...(persistTo ? ["--persist-to", persistTo] : []),
+    ]),
+  );
+}
 
 console.log(`
 receipts.v2 is starting at http://${host}:${port}

@@ -52,3 +52,21 @@ export async function runCli(usage: string, main: (args: string[]) => Promise<vo
     process.exit(1);
   }
 }
+
+/**
+ * Runs an operator script of several commands: the first argument names the command, the rest
+ * go to it; an unknown or missing command is a UsageError.
+ *
+ * @example await runCommands(USAGE, { list: (args) => list(args), close: (args) => setState("close", args) });
+ */
+export async function runCommands(
+  usage: string,
+  commands: Record<string, (args: string[]) => Promise<void> | void>,
+): Promise<void> {
+  await runCli(usage, (argv) => {
+    const [command, ...rest] = argv;
+    const run = command === undefined ? undefined : Object.hasOwn(commands, command) ? commands[command] : undefined;
+    if (!run) throw new UsageError(command ? `Unknown command: ${command}` : "No command given.");
+    return run(rest);
+  });
+}

@@ -5,7 +5,8 @@
  */
 import { describeError, logLine } from "../shared/log.ts";
 import { closeFullShard } from "../storage/shard-states.ts";
-import type { Shard, ShardState } from "../storage/shards.ts";
+import type { ShardState } from "../shared/shard-ids.ts";
+import type { Shard } from "../storage/shards.ts";
 
 const ALARM_INTERVAL_MS = 60_000;
 

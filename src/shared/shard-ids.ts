@@ -1,6 +1,7 @@
 /**
- * How a shard is named and how an ID names its shard (docs/api.md#shards). Shared by both
- * Workers and the operator scripts, so it stays free of Workers types.
+ * How a shard is named, how an ID names its shard, and how its state is kept
+ * (docs/api.md#shards). Shared by both Workers and the operator scripts, so it stays free of
+ * Workers types.
  *
  * Every ID the service makes (receipt_id, event_id) is a UUIDv7 whose 12 `rand_a` bits hold the
  * tag of the shard it lives on: `019aa8a4-3c1e-7TTT-...`. The ID stays a UUIDv7, time-ordered,
@@ -49,4 +50,21 @@ export function tagOfId(id: string): number | undefined {
 /** A UUIDv7 with its `rand_a` bits replaced by a shard's tag. */
 export function stampShardTag(uuid: string, tag: number): string {
   return `${uuid.slice(0, 15)}${tag.toString(16).padStart(3, "0")}${uuid.slice(18)}`;
+}
+
+/**
+ * A shard's state in the SHARD_STATES KV namespace, as operators (`npm run shards`) and the fill
+ * check write it; no record means open since the shard was first deployed.
+ */
+export interface ShardState {
+  state: "open" | "closed";
+  /** ISO time of the last change. */
+  changed_at?: string;
+  /** Who made the change: `operator`, or `fill` when the shard closed itself. */
+  by?: string;
+}
+
+/** KV key of a shard's state. */
+export function shardStateKey(name: string): string {
+  return `shard:${name}`;
 }

@@ -4,15 +4,11 @@
  * minute per isolate, in one bulk read, so a change needs no deploy and costs no storage call on
  * a warm isolate's response path.
  */
-import type { Shard, ShardState } from "./shards.ts";
+import { shardStateKey, type ShardState } from "../shared/shard-ids.ts";
+import type { Shard } from "./shards.ts";
 
 // KV's own edge cache at its minimum, so that the isolate's minute is most of the delay.
 const KV_CACHE_TTL_SECONDS = 30;
-
-/** KV key of a shard's state. */
-export function shardStateKey(name: string): string {
-  return `shard:${name}`;
-}
 
 // One isolate serves one deployment, so one copy of the states.
 let cache: { states: Map<string, ShardState>; until: number } | undefined;

@@ -4,7 +4,14 @@
  * of one Idempotency-Key (rendezvous hashing), with a look at the shards whose state changed
  * within the idempotency window, where a first call may have gone instead.
  */
-import { SHARD_BINDING_PREFIX, shardNameOfBinding, shardTag, stampShardTag, tagOfId } from "../shared/shard-ids.ts";
+import {
+  SHARD_BINDING_PREFIX,
+  shardNameOfBinding,
+  shardTag,
+  stampShardTag,
+  tagOfId,
+  type ShardState,
+} from "../shared/shard-ids.ts";
 import { IDEMPOTENCY_WINDOW_MS } from "./receipts.ts";
 
 /** One D1 database holding a share of the receipts. */
@@ -13,15 +20,6 @@ export interface Shard {
   binding: string;
   tag: number;
   db: D1Database;
-}
-
-/** A shard's state as operators and the fill check set it; no record means open from the start. */
-export interface ShardState {
-  state: "open" | "closed";
-  /** ISO time of the last change; absent for a shard open since it was first deployed. */
-  changed_at?: string;
-  /** Who made the change: `operator`, or `fill` when the shard closed itself. */
-  by?: string;
 }
 
 const shardLists = new WeakMap<object, Shard[]>();

@@ -7,8 +7,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-import { shardStateKey } from "../../src/storage/shard-states.ts";
-import { shardOfId, type ShardState } from "../../src/storage/shards.ts";
+import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
+import { shardOfId } from "../../src/storage/shards.ts";
 import { BASE, consoleLines, newCaller, validReceiptBody, type Caller } from "../support/api.ts";
 import { SHARDS } from "../support/shards.ts";
 

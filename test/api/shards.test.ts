@@ -6,9 +6,8 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
-import { tagOfId } from "../../src/shared/shard-ids.ts";
-import { shardStateKey } from "../../src/storage/shard-states.ts";
-import { placeReceipt, shardOfId, type Shard, type ShardState } from "../../src/storage/shards.ts";
+import { shardStateKey, tagOfId, type ShardState } from "../../src/shared/shard-ids.ts";
+import { placeReceipt, shardOfId, type Shard } from "../../src/storage/shards.ts";
 import { IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { call, consoleLines, newCaller, postAdd, uniqueId, validReceiptBody, type Caller } from "../support/api.ts";

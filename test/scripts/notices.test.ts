@@ -1,14 +1,15 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
+import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/outbox-sql.ts";
 import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
 const notices = (...args: string[]) => runScript("notices", [...args, "--persist-to", state]);
 
-/** Runs SQL on the throwaway local D1, as an operator's shell would; returns the last statement's rows. */
-function d1(sql: string): Record<string, unknown>[] {
-  const result = spawnSync("wrangler", ["d1", "execute", "DB", "--local", "--persist-to", state, "--json", "--command", sql], {
+/** Runs SQL on a shard of the throwaway local D1, as an operator's shell would; returns the last statement's rows. */
+function d1(shard: string, sql: string): Record<string, unknown>[] {
+  const result = spawnSync("wrangler", ["d1", "execute", `receipts-v2-${shard}`, "--local", "--persist-to", state, "--json", "--command", sql], {
     cwd: ROOT,
     encoding: "utf8",
   });
@@ -16,27 +17,34 @@ function d1(sql: string): Record<string, unknown>[] {
   return (JSON.parse(result.stdout) as { results: Record<string, unknown>[] }[]).at(-1)!.results;
 }
 
-/** Dead letters as the notifier's dead-letter consumer stores them, in one wrangler call. */
-function storeFailed(...notices: [eventId: string, receiptId: string, lastError: string][]): void {
-  const rows = notices.map(([eventId, receiptId, lastError]) => {
+/** Dead letters as the notifier's dead-letter consumer stores them on a shard, in one wrangler call. */
+function storeFailed(shard: string, ...notices: [eventId: string, receiptId: string, failedAt: string, lastError: string][]): void {
+  const rows = notices.map(([eventId, receiptId, failedAt, lastError]) => {
     const payload = JSON.stringify({ event_id: eventId, type: "receipt.deleted", receipt_id: receiptId });
-    return `('${eventId}', '${receiptId}', '${payload}', '2026-11-22T10:00:00.000Z', '2026-11-22T10:50:00.000Z', 11, '${lastError}')`;
+    return `('${eventId}', '${receiptId}', '${payload}', '2026-11-22T10:00:00.000Z', '${failedAt}', 11, '${lastError}')`;
   });
-  d1(`INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES ${rows.join(", ")}`);
+  d1(shard, `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES ${rows.join(", ")}`);
 }
 
-const FIRST = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
-const SECOND = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a18";
-const THIRD = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a19";
+const UUID = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a1";
+// Event ids as the Workers make them: each names its shard in its rand_a bits.
+const FIRST = stampShardTag(`${UUID}7`, shardTag("s1"));
+const SECOND = stampShardTag(`${UUID}8`, shardTag("s2"));
+const THIRD = stampShardTag(`${UUID}9`, shardTag("s1"));
+/** A well-formed event_id whose tag is no shard's. */
+const NOWHERE = `${UUID}7`;
 
-// Applying the migrations starts wrangler, which can take longer than the default hook timeout.
-beforeAll(() => {
-  const result = spawnSync("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
-    cwd: ROOT,
-    encoding: "utf8",
-  });
-  expect(result.status).toBe(0);
-}, 60_000);
+// Applying the migrations starts wrangler, which can take longer than the default hook timeout;
+// the two shards side by side.
+beforeAll(async () => {
+  expect([shardTag("s1"), shardTag("s2")]).not.toContain(0xd2b);
+  const apply = (db: string) =>
+    new Promise<number | null>((resolve) => {
+      const child = spawn("wrangler", ["d1", "migrations", "apply", db, "--local", "--persist-to", state], { cwd: ROOT, stdio: "ignore" });
+      child.on("close", resolve);
+    });
+  expect(await Promise.all([apply("receipts-v2-s1"), apply("receipts-v2-s2")])).toEqual([0, 0]);
+}, 120_000);
 
 describe("docs/api.md#operators npm run notices: bad arguments", () => {
   it.each([
@@ -47,6 +55,8 @@ describe("docs/api.md#operators npm run notices: bad arguments", () => {
     ["a malformed event_id", ["replay", "not-an-id"]],
     ["SQL in place of an event_id", ["replay", `${FIRST}') OR 1=1 --`]],
     ["a UUID of another version", ["replay", "4a6f4b1e-3c1e-4d2b-9f41-6c0e5b2d8a17"]],
+    ["an event_id that names no shard", ["replay", NOWHERE]],
+    ["an event_id that names no shard beside one that does", ["replay", FIRST, NOWHERE]],
   ])("%s: usage on standard error, exit 2", (_label, args) => {
     const result = notices(...args);
     expect(result.status).toBe(2);
@@ -60,45 +70,42 @@ describe("docs/api.md#operators npm run notices: bad arguments", () => {
   });
 });
 
-describe("docs/api.md#operators npm run notices: failed and replay", () => {
-  it("failed lists each failed notice with its last error; replay moves it back to the outbox for the cron job", () => {
-    storeFailed(
-      [FIRST, "r-first", "HTTP 410 from the push service"],
-      [SECOND, "r-second", "HTTP 503 from the push service"],
-      [THIRD, "r-third", "HTTP 400 from the push service"],
-    );
+describe("docs/api.md#operators npm run notices: failed and replay across shards", () => {
+  it("failed lists the failed notices of every shard, naming each one's shard; replay moves one back to its shard's outbox", () => {
+    storeFailed("s1", [FIRST, "r-first", "2026-11-22T10:50:00.000Z", "HTTP 410 from the push service"], [THIRD, "r-third", "2026-11-22T10:52:00.000Z", "HTTP 400 from the push service"]);
+    storeFailed("s2", [SECOND, "r-second", "2026-11-22T10:51:00.000Z", "HTTP 503 from the push service"]);
     const listed = notices("failed", "--json");
-    expect(listed.status).toBe(0);
+    expect(listed.status, listed.stderr).toBe(0);
     expect(JSON.parse(listed.stdout)).toEqual([
-      { event_id: FIRST, receipt_id: "r-first", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 410 from the push service" },
-      { event_id: SECOND, receipt_id: "r-second", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 503 from the push service" },
-      { event_id: THIRD, receipt_id: "r-third", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 400 from the push service" },
+      { event_id: FIRST, shard: "s1", receipt_id: "r-first", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 410 from the push service" },
+      { event_id: SECOND, shard: "s2", receipt_id: "r-second", failed_at: "2026-11-22T10:51:00.000Z", attempts: 11, last_error: "HTTP 503 from the push service" },
+      { event_id: THIRD, shard: "s1", receipt_id: "r-third", failed_at: "2026-11-22T10:52:00.000Z", attempts: 11, last_error: "HTTP 400 from the push service" },
     ]);
 
     const replayed = notices("replay", FIRST);
-    expect(replayed.status).toBe(0);
-    expect(replayed.stdout).toContain(FIRST);
+    expect(replayed.status, replayed.stderr).toBe(0);
+    expect(replayed.stdout).toContain(`${FIRST}\tshard=s1`);
     expect(replayed.stdout).toContain("within a minute");
-    expect(d1("SELECT event_id, enqueued_at, delivered_at, attempts FROM notice_outbox")).toEqual([
+    expect(d1("s1", "SELECT event_id, enqueued_at, delivered_at, attempts FROM notice_outbox")).toEqual([
       { event_id: FIRST, enqueued_at: null, delivered_at: null, attempts: 0 },
     ]);
     const text = notices("failed").stdout;
     expect(text).not.toContain(FIRST);
-    expect(text).toContain(`${SECOND}\treceipt=r-second`);
+    expect(text).toContain(`${SECOND}\tshard=s2\treceipt=r-second`);
     expect(text).toContain("HTTP 503 from the push service");
   });
 
-  it("replay of an event_id that is not a failed notice: exit 1 naming it; the others given are replayed", () => {
-    const result = notices("replay", THIRD, FIRST);
+  it("replay of an event_id that is not a failed notice: exit 1 naming it; the others given are replayed on their shards", () => {
+    const result = notices("replay", SECOND, FIRST);
     expect(result.status).toBe(1);
-    expect(result.stdout).toContain(THIRD);
+    expect(result.stdout).toContain(`${SECOND}\tshard=s2`);
     expect(result.stderr).toContain(`No failed notice ${FIRST}`);
   });
 
-  it("replay without event_ids replays every failed notice", () => {
+  it("replay without event_ids replays every failed notice on every shard", () => {
     const result = notices("replay");
-    expect(result.status).toBe(0);
-    expect(result.stdout).toContain(SECOND);
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain(`${THIRD}\tshard=s1`);
     expect(notices("failed").stdout.trim()).toBe("No failed notices.");
   });
 });

@@ -52,6 +52,23 @@ export interface DocumentedOperation {
 const RECEIPT_ID = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
 const CLIENT_ID = "pos-acme-01";
 
+/**
+ * The two header refusals every operation has, with an example of each: the absent headers
+ * named (400), and one unusable value with its reason (406).
+ */
+function headerErrors(missing: string[], unusable: string): Record<string, ErrorExample> {
+  return {
+    "missing-header": {
+      ...missingHeaders(missing),
+      summary: "A required header is missing; the message names every missing header",
+    },
+    "unusable-header": {
+      ...unusableHeaders([unusable]),
+      summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
+    },
+  };
+}
+
 /** The refusals of a token-bearing operation (add, delete), in the order they are checked. */
 const BEARER_ERRORS: Record<string, ErrorExample> = {
   "not-bearer": { ...REFUSALS.notBearer, summary: "Authorization is not `Bearer <token>`" },
@@ -94,14 +111,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       } satisfies LoginResponse,
     },
     errors: {
-      "missing-header": {
-        ...missingHeaders(["client_secret", "scope"]),
-        summary: "A required header is missing; the message names every missing header",
-      },
-      "unusable-header": {
-        ...unusableHeaders(["Header client_id holds control or non-ASCII characters"]),
-        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
-      },
+      ...headerErrors(["client_secret", "scope"], "Header client_id holds control or non-ASCII characters"),
       "token-type": {
         ...REFUSALS.loginTokenType,
         summary: "token_type is not Bearer",
@@ -175,14 +185,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       } satisfies AddResponse,
     },
     errors: {
-      "missing-header": {
-        ...missingHeaders(["chain_id", "Content-Type"]),
-        summary: "A required header is missing; the message names every missing header",
-      },
-      "unusable-header": {
-        ...unusableHeaders(["Header app_user_id holds control or non-ASCII characters"]),
-        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
-      },
+      ...headerErrors(["chain_id", "Content-Type"], "Header app_user_id holds control or non-ASCII characters"),
       ...BEARER_ERRORS,
       chain: {
         ...REFUSALS.chainNotAllowed,
@@ -248,14 +251,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       } satisfies DeleteResponse,
     },
     errors: {
-      "missing-header": {
-        ...missingHeaders(["receipt_id", "app_user_id"]),
-        summary: "A required header is missing; the message names every missing header",
-      },
-      "unusable-header": {
-        ...unusableHeaders(["Header receipt_id is longer than 256 characters"]),
-        summary: "A header value is not a usable string: empty, over 256 characters, or not printable ASCII",
-      },
+      ...headerErrors(["receipt_id", "app_user_id"], "Header receipt_id is longer than 256 characters"),
       ...BEARER_ERRORS,
       "no-receipt": {
         ...REFUSALS.noReceipt,

@@ -1,0 +1,273 @@
+/**
+ * Operators list the shards, close and open them, and add one (docs/operations.md#shards). The
+ * shards are the `DB_<NAME>` D1 bindings of wrangler.toml; a shard's state is the KV record
+ * `shard:<name>` in SHARD_STATES (src/storage/shard-states.ts), which the API Worker reads at
+ * most once a minute, so open and close need no deploy.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { shardBinding, shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
+import { UsageError, parse, runCommands } from "./lib/cli.ts";
+import {
+  addConflict,
+  configPaths,
+  countAndSize,
+  createdDatabaseId,
+  readShards,
+  shardDatabaseName,
+  shardNameArgument,
+  withShardBlock,
+  type ConfigPaths,
+  type ConfigShard,
+} from "./lib/shards.ts";
+import { PROJECT_ROOT, targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
+
+const USAGE = `Usage: npm run shards -- <command> [options]
+
+  list [--json]   every shard of wrangler.toml: name, binding, state, receipts, bytes
+                  (--json: one JSON array of {"name","binding","state","receipts","bytes"})
+  close <name>    the shard takes no new receipts; delete, replays and events go on
+  open <name>     the shard takes new receipts (again)
+                  Either lands within 65 s, without a deploy.
+  add <name>      a new shard, closed: database receipts-v2-<name> bound as DB_<NAME> in
+                  wrangler.toml and src/notifier/wrangler.toml, migrations applied. With
+                  --remote it creates the database first, and prints what is left (deploy
+                  both Workers, then open it).
+
+A shard name is a lower-case letter, then up to 19 lower-case letters or digits.
+Every command acts on the local state of 'npm start' unless --remote is given
+(--persist-to <dir> picks another local state directory). --config-dir <dir> reads and
+edits <dir>/wrangler.toml and <dir>/src/notifier/wrangler.toml instead of the project's.`;
+
+const COMMON = {
+  remote: { type: "boolean" },
+  "persist-to": { type: "string" },
+  "config-dir": { type: "string" },
+} as const;
+
+/** One row of `list`, as `--json` prints it. */
+interface ShardRow {
+  name: string;
+  binding: string;
+  state: "open" | "closed";
+  receipts: number | null;
+  bytes: number | null;
+  /** Only for a shard whose database could not be read; the command then exits 1. */
+  error?: string;
+}
+
+const COUNT_SQL = "SELECT COUNT(*) AS n FROM receipts";
+
+await runCommands(USAGE, {
+  list,
+  close: (args) => setState("close", args),
+  open: (args) => setState("open", args),
+  add,
+});
+
+async function list(argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, { ...COMMON, json: { type: "boolean" } });
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
+  const target = targetOf(values);
+  const configs = configPaths(values["config-dir"]);
+  const shards = readShards(configs.api);
+  const states = readStates(target, configs, shards);
+  const sizes = target.remote ? remoteSizes(configs, shards) : await localSizes(target, configs, shards);
+  const rows: ShardRow[] = shards.map((shard) => {
+    const size = sizes.get(shard.name)!;
+    return {
+      name: shard.name,
+      binding: shard.binding,
+      // As the API Worker reads it: open unless a record says otherwise.
+      state: (states.get(shard.name)?.state ?? "open") === "open" ? "open" : "closed",
+      ...("error" in size ? { receipts: null, bytes: null, error: size.error } : size),
+    };
+  });
+  if (values.json) console.log(JSON.stringify(rows));
+  else if (rows.length === 0) console.log("No shards in wrangler.toml.");
+  else {
+    for (const row of rows) {
+      const fill = row.error ? `error=${row.error}` : `receipts=${row.receipts}\tbytes=${row.bytes}`;
+      console.log(`${row.name}\t${row.binding}\t${row.state}\t${fill}`);
+    }
+  }
+  const failed = rows.filter((row) => row.error);
+  if (failed.length > 0) throw new Error(`Could not read shard ${failed.map((row) => row.name).join(", ")}; see its row.`);
+}
+
+function setState(command: "open" | "close", argv: string[]): void {
+  const { values, positionals } = parse(argv, COMMON);
+  if (positionals.length !== 1) throw new UsageError(`${command} needs exactly one shard name.`);
+  const name = shardNameArgument(positionals[0]);
+  const target = targetOf(values);
+  const configs = configPaths(values["config-dir"]);
+  const shards = readShards(configs.api);
+  if (!shards.some((shard) => shard.name === name)) {
+    throw new UsageError(`No shard ${name} in wrangler.toml (shards: ${shards.map((shard) => shard.name).join(", ")}).`);
+  }
+  const state: ShardState = { state: command === "open" ? "open" : "closed", changed_at: new Date().toISOString(), by: "operator" };
+  // Read before the write: remotely, a read right after it might not see it yet.
+  const others = command === "close" ? readStates(target, configs, shards) : new Map<string, ShardState>();
+  writeState(target, configs, name, state);
+  console.log(
+    `Shard ${name} is now ${state.state} (${target.remote ? "deployed" : "local"} SHARD_STATES, ${state.changed_at}). ` +
+      `The API Worker ${state.state === "open" ? "places new receipts on it" : "stops placing new receipts on it"} within 65 s.`,
+  );
+  const stillOpen = shards.filter((shard) => shard.name !== name && (others.get(shard.name)?.state ?? "open") === "open");
+  if (command === "close" && stillOpen.length === 0) {
+    console.error(`Warning: no shard is open now; adds fail until one is opened ('npm run shards -- open <name>').`);
+  }
+}
+
+function add(argv: string[]): void {
+  const { values, positionals } = parse(argv, COMMON);
+  if (positionals.length !== 1) throw new UsageError("add needs exactly one shard name.");
+  const name = shardNameArgument(positionals[0]);
+  const target = targetOf(values);
+  const configs = configPaths(values["config-dir"]);
+  const apiText = readFileSync(configs.api, "utf8");
+  const notifierText = readFileSync(configs.notifier, "utf8");
+  const conflict = addConflict(name, [...readShards(configs.api), ...readShards(configs.notifier)]);
+  if (conflict) throw new UsageError(conflict);
+  const databaseName = shardDatabaseName(name);
+  const binding = shardBinding(name);
+
+  let databaseId: string;
+  if (target.remote) {
+    console.log(`Creating D1 database ${databaseName}...`);
+    databaseId = createdDatabaseId(wrangler(["d1", "create", databaseName, "-c", configs.api]));
+  } else {
+    databaseId = crypto.randomUUID();
+  }
+  // Both configs are computed before either is written, so a config that cannot take the block
+  // leaves both unchanged.
+  const newApi = withShardBlock(apiText, { name, database_id: databaseId }, configs.api);
+  const newNotifier = withShardBlock(notifierText, { name, database_id: databaseId }, configs.notifier);
+  writeFileSync(configs.api, newApi);
+  writeFileSync(configs.notifier, newNotifier);
+  console.log(`Added ${binding} (database ${databaseName}, id ${databaseId}) to ${relative(configs.api)} and ${relative(configs.notifier)}.`);
+
+  // Closed before any Worker has its binding: it takes no receipt until an operator opens it.
+  const state: ShardState = { state: "closed", changed_at: new Date().toISOString(), by: "operator" };
+  writeState(target, configs, name, state);
+  console.log(`Shard ${name} is closed in SHARD_STATES until opened.`);
+
+  console.log(`Applying the migrations to ${databaseName}...`);
+  try {
+    wrangler(["d1", "migrations", "apply", databaseName, "-c", configs.api, ...targetFlags(target)]);
+  } catch (error) {
+    throw new Error(
+      `${(error as Error).message}\nThe shard is in both configs and closed; apply the migrations again with\n` +
+        `  npx wrangler d1 migrations apply ${databaseName} ${targetFlags(target).join(" ")}`,
+    );
+  }
+
+  if (target.remote) {
+    console.log(`Shard ${name} is created, migrated and closed. What is left, in this order:
+  1. Commit ${relative(configs.api)} and ${relative(configs.notifier)}.
+  2. npx wrangler deploy -c src/notifier/wrangler.toml     # the notifier first
+  3. npx wrangler deploy                                    # then the API Worker
+  4. npm run shards -- open ${name} --remote                # within 65 s it takes new receipts`);
+  } else {
+    console.log(`Shard ${name} is ready and closed locally. Restart 'npm start' so both Workers bind it, then:
+  npm run shards -- open ${name}`);
+  }
+}
+
+/** The states of these shards in SHARD_STATES, by name; a shard without a record has none here. */
+function readStates(target: Target, configs: ConfigPaths, shards: readonly ConfigShard[]): Map<string, ShardState> {
+  const states = new Map<string, ShardState>();
+  if (shards.length === 0) return states;
+  const dir = mkdtempSync(path.join(tmpdir(), "receipts-shards-"));
+  try {
+    const file = path.join(dir, "keys.json");
+    // KV's bulk read takes 100 keys a call; a deployment with more shards than that has other worries.
+    writeFileSync(file, JSON.stringify(shards.map((shard) => shardStateKey(shard.name))));
+    const values = JSON.parse(
+      wrangler(["kv", "bulk", "get", file, "--binding", "SHARD_STATES", "-c", configs.api, ...targetFlags(target)]),
+    ) as Record<string, { value: string | null } | null>;
+    for (const shard of shards) {
+      const value = values[shardStateKey(shard.name)]?.value;
+      if (value) states.set(shard.name, JSON.parse(value) as ShardState);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return states;
+}
+
+function writeState(target: Target, configs: ConfigPaths, name: string, state: ShardState): void {
+  wrangler([
+    "kv", "key", "put", shardStateKey(name), JSON.stringify(state),
+    "--binding", "SHARD_STATES", "-c", configs.api, ...targetFlags(target),
+  ]);
+}
+
+type Size = { receipts: number; bytes: number } | { error: string };
+
+/** Each deployed shard's count and size: one `wrangler d1 execute` each, its meta.size_after. */
+function remoteSizes(configs: ConfigPaths, shards: readonly ConfigShard[]): Map<string, Size> {
+  const sizes = new Map<string, Size>();
+  for (const shard of shards) {
+    try {
+      const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", COUNT_SQL, "-c", configs.api, "--remote"]);
+      sizes.set(shard.name, countAndSize(output));
+    } catch (error) {
+      sizes.set(shard.name, { error: errorGist(error) });
+    }
+  }
+  return sizes;
+}
+
+/**
+ * Each local shard's count and size. `wrangler d1 execute --local` keeps only the duration of a
+ * result's meta, and the local D1 refuses `PRAGMA page_count`, so this opens the local databases
+ * as wrangler does (Miniflare, the same persistence directory and database IDs), where every
+ * result carries `size_after` as it does remotely; one start for all shards.
+ */
+async function localSizes(target: Target, configs: ConfigPaths, shards: readonly ConfigShard[]): Promise<Map<string, Size>> {
+  const sizes = new Map<string, Size>();
+  if (shards.length === 0) return sizes;
+  // As wrangler resolves it: --persist-to against its working directory (the project root),
+  // otherwise .wrangler/state beside the config.
+  const persist = target.persistTo
+    ? path.resolve(PROJECT_ROOT, target.persistTo)
+    : path.join(path.dirname(configs.api), ".wrangler", "state");
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      modules: true,
+      script: "export default {}",
+      resourcePersistencePath: path.join(persist, "v3"),
+      d1Databases: Object.fromEntries(shards.map((shard) => [shard.binding, shard.database_id])),
+    }),
+  );
+  try {
+    for (const shard of shards) {
+      try {
+        const db = await mf.getD1Database(shard.binding);
+        const { results, meta } = await db.prepare(COUNT_SQL).run<{ n: number }>();
+        sizes.set(shard.name, { receipts: results[0]?.n ?? 0, bytes: (meta as { size_after: number }).size_after });
+      } catch (error) {
+        sizes.set(shard.name, { error: errorGist(error) });
+      }
+    }
+  } finally {
+    await mf.dispose();
+  }
+  return sizes;
+}
+
+/** The gist of a failure for a row of `list`: wrangler's error text, or the first line. */
+function errorGist(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const jsonError = /"text":\s*"((?:[^"\\]|\\.)*)"/.exec(message)?.[1];
+  if (jsonError !== undefined) return JSON.parse(`"${jsonError}"`) as string;
+  const lines = message.split("\n").map((line) => line.trim()).filter((line) => line !== "" && !/^wrangler .* failed:$/.test(line));
+  return (lines.find((line) => line.includes("[ERROR]")) ?? lines[0] ?? message).replace(/^✘ \[ERROR\] /, "");
+}
+
+function relative(file: string): string {
+  return path.relative(PROJECT_ROOT, file) || file;
+}

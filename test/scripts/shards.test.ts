@@ -1,0 +1,224 @@
+/**
+ * `npm run shards` (docs/operations.md#shards) against a throwaway local state and a copy of both
+ * Workers' configs (--config-dir), so that no test ever edits the project's wrangler.toml files.
+ */
+import { spawn } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { shardTag } from "../../src/shared/shard-ids.ts";
+import {
+  addConflict,
+  countAndSize,
+  createdDatabaseId,
+  shardsOfConfigText,
+  withShardBlock,
+} from "../../scripts/lib/shards.ts";
+import { ROOT, freshState, runScript } from "../support/run-script.ts";
+
+const state = freshState();
+const configDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
+const API_CONFIG = path.join(configDir, "wrangler.toml");
+const NOTIFIER_CONFIG = path.join(configDir, "src/notifier/wrangler.toml");
+
+// The copy: both configs where the project keeps them, and the migrations they name.
+copyFileSync(path.join(ROOT, "wrangler.toml"), API_CONFIG);
+mkdirSync(path.dirname(NOTIFIER_CONFIG), { recursive: true });
+copyFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), NOTIFIER_CONFIG);
+symlinkSync(path.join(ROOT, "migrations"), path.join(configDir, "migrations"));
+const ORIGINAL_API = readFileSync(API_CONFIG, "utf8");
+const ORIGINAL_NOTIFIER = readFileSync(NOTIFIER_CONFIG, "utf8");
+
+/** `shards <command> --persist-to <state> --config-dir <copy> <args>`: the flags before any `--` in args. */
+const shards = (command?: string, ...args: string[]) =>
+  runScript("shards", command === undefined ? [] : [command, "--persist-to", state, "--config-dir", configDir, ...args]);
+
+interface Row {
+  name: string;
+  binding: string;
+  state: string;
+  receipts: number;
+  bytes: number;
+}
+
+function listed(): Row[] {
+  const result = shards("list", "--json");
+  expect(result.status, result.stderr).toBe(0);
+  return JSON.parse(result.stdout) as Row[];
+}
+
+/** Runs wrangler on the copied configs and the throwaway state, without waiting on the others. */
+function wranglerAsync(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("wrangler", [...args, "-c", API_CONFIG, "--local", "--persist-to", state], { cwd: ROOT });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(stderr || stdout))));
+  });
+}
+
+beforeAll(async () => {
+  // What `npm start` does first: the tables on both shards.
+  await Promise.all(["receipts-v2-s1", "receipts-v2-s2"].map((db) => wranglerAsync(["d1", "migrations", "apply", db])));
+}, 120_000);
+
+/** A valid name whose ID tag is s1's: add must refuse it. */
+function nameWithTagOf(shard: string): string {
+  const chars = "abcdefghijklmnopqrstuvwxyz0123456789";
+  for (const a of chars.slice(0, 26)) for (const b of chars) for (const c of chars) {
+    if (shardTag(a + b + c) === shardTag(shard)) return a + b + c;
+  }
+  throw new Error("no colliding name of three characters");
+}
+
+describe("docs/operations.md#shards npm run shards: bad arguments change nothing", () => {
+  it.each([
+    ["no command", []],
+    ["an unknown command", ["drop", "s1"]],
+    ["an unknown flag", ["list", "--all"]],
+    ["an argument to list", ["list", "s1"]],
+    ["close without a name", ["close"]],
+    ["close with two names", ["close", "s1", "s2"]],
+    ["close of an unknown shard", ["close", "s9"]],
+    ["open of an unknown shard", ["open", "zz"]],
+    ["close of a binding's spelling", ["close", "DB_S1"]],
+    ["open of an upper-case name", ["open", "S1"]],
+    ["add of a name that starts with a digit", ["add", "3s"]],
+    ["add of a name of 21 characters", ["add", `s${"x".repeat(20)}`]],
+    ["add of SQL", ["add", "s3'; DROP TABLE receipts --"]],
+    ["add of an option's spelling", ["add", "--", "--remote"]],
+    ["add of an empty name", ["add", ""]],
+    ["add of an existing shard", ["add", "s2"]],
+    ["add of a name whose ID tag is s1's", ["add", nameWithTagOf("s1")]],
+  ])("%s: usage on standard error, exit 2", (_label, args) => {
+    const result = shards(...args);
+    expect(result.status, result.stderr).toBe(2);
+    expect(result.stderr).toContain("Usage: npm run shards");
+    expect(result.stdout).toBe("");
+  });
+
+  it("--remote with --persist-to: exit 2", () => {
+    const result = shards("list", "--remote");
+    expect(result.status).toBe(2);
+  });
+
+  it("the configs are as they were", () => {
+    expect(readFileSync(API_CONFIG, "utf8")).toBe(ORIGINAL_API);
+    expect(readFileSync(NOTIFIER_CONFIG, "utf8")).toBe(ORIGINAL_NOTIFIER);
+  });
+});
+
+describe("docs/operations.md#shards list, close, open, add", () => {
+  it("list --json: both shards of wrangler.toml, open, empty, with their size", () => {
+    const rows = listed();
+    expect(rows).toEqual([
+      { name: "s1", binding: "DB_S1", state: "open", receipts: 0, bytes: expect.any(Number) },
+      { name: "s2", binding: "DB_S2", state: "open", receipts: 0, bytes: expect.any(Number) },
+    ]);
+    expect(rows[0]!.bytes).toBeGreaterThan(0);
+  });
+
+  it("close writes the state as operator, then list shows it closed; open reopens it", async () => {
+    const before = Date.now();
+    const closed = shards("close", "s1");
+    expect(closed.status, closed.stderr).toBe(0);
+    expect(closed.stdout).toContain("s1 is now closed");
+    expect(closed.stdout).toContain("65 s");
+    const record = JSON.parse(
+      await wranglerAsync(["kv", "key", "get", "shard:s1", "--binding", "SHARD_STATES", "--text"]),
+    ) as { state: string; changed_at: string; by: string };
+    expect(record).toEqual({ state: "closed", changed_at: expect.any(String), by: "operator" });
+    expect(Date.parse(record.changed_at)).toBeGreaterThanOrEqual(before - 1000);
+    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "open"]]);
+
+    const opened = shards("open", "s1");
+    expect(opened.status, opened.stderr).toBe(0);
+    expect(opened.stdout).toContain("s1 is now open");
+    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "open"], ["s2", "open"]]);
+  });
+
+  it("add s3: a block in both configs after s2's, comments kept, migrated, closed until opened", () => {
+    const added = shards("add", "s3");
+    expect(added.status, added.stderr).toBe(0);
+    expect(added.stdout).toContain("open s3");
+
+    for (const [file, original, migrations] of [
+      [API_CONFIG, ORIGINAL_API, "migrations"],
+      [NOTIFIER_CONFIG, ORIGINAL_NOTIFIER, "../../migrations"],
+    ] as const) {
+      const text = readFileSync(file, "utf8");
+      const id = /binding = "DB_S3"\ndatabase_name = "receipts-v2-s3"\ndatabase_id = "([0-9a-f-]{36})"\n/.exec(text)?.[1];
+      expect(id, file).toBeDefined();
+      const block = `\n[[d1_databases]]\nbinding = "DB_S3"\ndatabase_name = "receipts-v2-s3"\ndatabase_id = "${id}"\nmigrations_dir = "${migrations}"\n`;
+      // Right after s2's block, and nothing else changed.
+      const s2End = original.indexOf("\n", original.indexOf(`migrations_dir = "${migrations}"`, original.indexOf('"DB_S2"'))) + 1;
+      expect(text).toBe(original.slice(0, s2End) + block + original.slice(s2End));
+      expect(shardsOfConfigText(text).map(({ name }) => name)).toEqual(["s1", "s2", "s3"]);
+    }
+    // The project's own configs are untouched.
+    expect(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
+    expect(readFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
+
+    expect(listed()).toEqual([
+      expect.objectContaining({ name: "s1", state: "open" }),
+      expect.objectContaining({ name: "s2", state: "open" }),
+      { name: "s3", binding: "DB_S3", state: "closed", receipts: 0, bytes: expect.any(Number) },
+    ]);
+
+    const again = shards("add", "s3");
+    expect(again.status).toBe(2);
+    expect(again.stderr).toContain("exists already");
+  });
+});
+
+describe("scripts/lib/shards.ts", () => {
+  const CONFIG = `# head
+[[d1_databases]]
+binding = "DB_S1"   # first
+database_name = "receipts-v2-s1"
+database_id = "00000000-0000-4000-8000-000000000001"
+migrations_dir = "migrations"
+
+# not a shard
+[[d1_databases]]
+binding = "AUDIT"
+database_name = "other"
+database_id = "00000000-0000-4000-8000-000000000009"
+
+[[kv_namespaces]]
+binding = "CLIENTS"
+`;
+
+  it("reads only DB_<NAME> bindings, and adds after the last of them", () => {
+    expect(shardsOfConfigText(CONFIG)).toEqual([
+      { name: "s1", binding: "DB_S1", database_name: "receipts-v2-s1", database_id: "00000000-0000-4000-8000-000000000001", migrations_dir: "migrations", tag: shardTag("s1") },
+    ]);
+    const text = withShardBlock(CONFIG, { name: "b2", database_id: "11111111-1111-4111-8111-111111111111" });
+    expect(text).toContain('migrations_dir = "migrations"\n\n[[d1_databases]]\nbinding = "DB_B2"\ndatabase_name = "receipts-v2-b2"\ndatabase_id = "11111111-1111-4111-8111-111111111111"\nmigrations_dir = "migrations"\n\n# not a shard');
+    expect(shardsOfConfigText(text).map(({ name }) => name)).toEqual(["b2", "s1"]);
+  });
+
+  it("refuses an existing name and a taken tag", () => {
+    const existing = shardsOfConfigText(CONFIG);
+    expect(addConflict("s1", existing)).toContain("exists already");
+    expect(addConflict(nameWithTagOf("s1"), existing)).toContain("ID tag");
+    expect(addConflict("s2", existing)).toBeUndefined();
+  });
+
+  it("reads the remote count and D1's size_after, and the id d1 create printed", () => {
+    const remote = JSON.stringify([
+      { results: [{ n: 1234 }], success: true, meta: { served_by: "v3-prod", duration: 0.3, changes: 0, size_after: 8_912_896, rows_read: 1234, rows_written: 0 } },
+    ]);
+    expect(countAndSize(remote)).toEqual({ receipts: 1234, bytes: 8_912_896 });
+    expect(() => countAndSize(JSON.stringify([{ results: [{ n: 1 }], meta: { duration: 0 } }]))).toThrow(/unexpected output/);
+    const created = `✅ Successfully created DB 'receipts-v2-s3'\n\n[[d1_databases]]\nbinding = "receipts_v2_s3"\ndatabase_name = "receipts-v2-s3"\ndatabase_id = "3f0a2c4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b"\n`;
+    expect(createdDatabaseId(created)).toBe("3f0a2c4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b");
+    expect(createdDatabaseId('{ "d1_databases": [{ "database_id": "3f0a2c4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b" }] }')).toBe(
+      "3f0a2c4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b",
+    );
+  });
+});
