@@ -1,21 +1,17 @@
 /** add: the storage calls on its response path. */
 import { beforeAll, describe, expect, it } from "vitest";
-import { countedCall, newCaller, uniqueId, validReceiptBody } from "../support/api.ts";
+import { WARM_ISOLATE, countedCall, newCaller, uniqueId, validReceiptBody } from "../support/api.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-
-// The budget is a warm isolate's: shard states read at most once a minute, as in production,
-// and read once before the counted calls.
-const WARM = { SHARD_STATES_SECONDS: "60" };
 
 describe("docs/api.md#add cost budget: one KV read and one D1 round trip per add", () => {
   async function measuredAdd(headers: Record<string, string>): Promise<{ status: number; calls: string[] }> {
-    const { answer, ledger } = await countedCall(PATHS.add, { headers, body: JSON.stringify(validReceiptBody()) }, WARM);
+    const { answer, ledger } = await countedCall(PATHS.add, { headers, body: JSON.stringify(validReceiptBody()) }, WARM_ISOLATE);
     return { status: answer.status, calls: ledger.names() };
   }
 
   beforeAll(async () => {
     const { headers } = await newCaller();
-    const cold = await countedCall(PATHS.add, { headers, body: JSON.stringify(validReceiptBody()) }, WARM);
+    const cold = await countedCall(PATHS.add, { headers, body: JSON.stringify(validReceiptBody()) }, WARM_ISOLATE);
     // A cold isolate reads the shard states once, in the same bulk read for every shard.
     expect(cold.ledger.names()).toEqual(["kv.get", "kv.get", "d1.run"]);
   });
@@ -34,7 +30,7 @@ describe("docs/api.md#add cost budget: one KV read and one D1 round trip per add
 
   it("a refused body costs one KV get and no D1 call at all", async () => {
     const { headers } = await newCaller();
-    const { answer, ledger } = await countedCall(PATHS.add, { headers, body: "{}" }, WARM);
+    const { answer, ledger } = await countedCall(PATHS.add, { headers, body: "{}" }, WARM_ISOLATE);
     expect(answer.status).toBe(406);
     expect(ledger.names()).toEqual(["kv.get"]);
   });
