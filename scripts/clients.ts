@@ -66,7 +66,12 @@ async function issue(argv: string[]): Promise<void> {
 
   const { record, secret } = await newClientRecord({ client_id: clientId, chains });
   const writeStarted = Date.now();
-  writeRecord(target, record);
+  // Not made again if the local state is locked: a late write could land after a rival's check.
+  try {
+    writeRecord(target, record, { retryLocked: false });
+  } catch (error) {
+    throw new Error(`Client ${clientId} was not issued; no secret is valid. ${(error as Error).message}`);
+  }
   // A made client_id is 72 random bits: no other issue can be racing for it.
   if (values["client-id"] !== undefined) await confirmStillOurs(target, record, Date.now() - writeStarted);
   printSecret(values.json, record, secret, "Issued");
@@ -183,8 +188,11 @@ function readRecords(target: Target, keys: string[]): ClientRecord[] {
   return records;
 }
 
-function writeRecord(target: Target, record: ClientRecord): void {
-  wrangler(["kv", "key", "put", clientKey(record.client_id), JSON.stringify(record), "--binding", "CLIENTS", ...targetFlags(target)]);
+function writeRecord(target: Target, record: ClientRecord, options: { retryLocked?: boolean } = {}): void {
+  wrangler(
+    ["kv", "key", "put", clientKey(record.client_id), JSON.stringify(record), "--binding", "CLIENTS", ...targetFlags(target)],
+    options,
+  );
 }
 
 function noPositionals(positionals: string[]): void {

@@ -28,18 +28,32 @@ export function targetOf(values: { remote?: boolean; "persist-to"?: string }): T
   return values["persist-to"] ? { remote: false, persistTo: values["persist-to"] } : { remote: values.remote ?? false };
 }
 
-/** Runs wrangler and returns its standard output; throws with its error output on failure. */
-export function wrangler(args: string[], options: { input?: string } = {}): string {
-  const result = spawnSync("wrangler", args, {
-    cwd: PROJECT_ROOT,
-    input: options.input,
-    encoding: "utf8",
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  if (result.error) throw result.error;
-  if (result.status !== 0) {
-    throw new Error(`wrangler ${args[0]} ${args[1] ?? ""} failed:\n${result.stderr || result.stdout}`);
+/**
+ * Runs wrangler and returns its standard output; throws with its error output on failure. Two
+ * commands on one local state (two terminals, or two racing `issue` commands) can find its
+ * SQLite files locked by the other's runtime: such a run is made again after a short pause,
+ * unless `retryLocked` is false (a write whose timing decides a race).
+ */
+export function wrangler(args: string[], options: { input?: string; retryLocked?: boolean } = {}): string {
+  for (let attempt = 1; ; attempt += 1) {
+    const result = spawnSync("wrangler", args, {
+      cwd: PROJECT_ROOT,
+      input: options.input,
+      encoding: "utf8",
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    if (result.error) throw result.error;
+    if (result.status === 0) return result.stdout;
+    const output = result.stderr || result.stdout;
+    const retry = options.retryLocked !== false && !args.includes("--remote") && output.includes("SQLITE_BUSY");
+    if (retry && attempt < LOCKED_ATTEMPTS) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, LOCKED_PAUSE_MS * attempt);
+      continue;
+    }
+    throw new Error(`wrangler ${args[0]} ${args[1] ?? ""} failed:\n${output}`);
   }
-  return result.stdout;
 }
+
+const LOCKED_ATTEMPTS = 5;
+const LOCKED_PAUSE_MS = 400;

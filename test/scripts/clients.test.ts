@@ -145,7 +145,7 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
     const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
     expect(build.status, build.stderr).toBe(0);
     // Delete needs the tables; made before the Worker starts, so that nothing else holds the files.
-    const migrate = spawnSync("wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", state], {
+    const migrate = spawnSync("wrangler", ["d1", "migrations", "apply", "DB_S1", "--local", "--persist-to", state], {
       cwd: ROOT,
       encoding: "utf8",
     });
@@ -158,11 +158,12 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
       modulesRoot: outdir,
       compatibilityDate: "2026-10-20",
       // Wrangler keys local KV by the namespace id that wrangler.toml gives the binding.
-      kvNamespaces: { CLIENTS: "00000000000000000000000000000002" },
+      kvNamespaces: { CLIENTS: "00000000000000000000000000000002", SHARD_STATES: "00000000000000000000000000000003" },
       // Where `wrangler --persist-to <state>` keeps local resources.
       resourcePersistencePath: path.join(state, "v3"),
       // Likewise D1 by its database_id, so that `wrangler d1 migrations apply --local` reaches it.
-      d1Databases: { DB: "00000000-0000-4000-8000-000000000001" },
+      // One shard is enough for the login and delete this test makes.
+      d1Databases: { DB_S1: "00000000-0000-4000-8000-000000000001" },
       queueProducers: { NOTICES: "receipts-v2-notices" },
       bindings: {
         TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
@@ -171,6 +172,8 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
         DOCS_URL: "https://docs.test",
         SUPPORT_CONTACT: "support@test",
         CLIENT_CACHE_SECONDS: "0",
+        SHARD_STATES_SECONDS: "0",
+        SHARD_FILL_BYTES: "9000000000",
       },
       ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
       }),

@@ -62,8 +62,9 @@ function wranglerAsync(args: string[]): Promise<string> {
 }
 
 beforeAll(async () => {
-  // What `npm start` does first: the tables on both shards.
-  await Promise.all(["receipts-v2-s1", "receipts-v2-s2"].map((db) => wranglerAsync(["d1", "migrations", "apply", db])));
+  // What `npm start` does first: the tables on both shards, one after the other, as two
+  // wrangler processes on one local state lock each other out.
+  for (const db of ["receipts-v2-s1", "receipts-v2-s2"]) await wranglerAsync(["d1", "migrations", "apply", db]);
 }, 120_000);
 
 /** A valid name whose ID tag is s1's: add must refuse it. */
