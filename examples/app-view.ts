@@ -18,8 +18,8 @@
  *     console.log(describeOutcome(outcome));
  *     view.receiptsOf("user-42");
  *
- * A real app keeps this in its database, and may forget seen webhook-ids and deletions after 14
- * days: the service delivers no event later than that.
+ * A real app keeps this in its database, with seen webhook-ids and deleted receipt IDs for at
+ * least 14 days, the longest a queue holds a copy of an event (docs/api.md#app-side).
  */
 
 /** A receipt as the app shows it: what its `receipt.created` event carried. */
