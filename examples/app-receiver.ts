@@ -1,0 +1,198 @@
+/**
+ * The app side of receipts.v2's events, as small as it can be while doing what an app must: a
+ * local HTTP server that verifies each delivery with the Standard Webhooks reference library,
+ * applies it once (examples/app-view.ts), and shows each app user's receipts, so that a person
+ * can watch a receipt appear on add and vanish on delete.
+ *
+ *     npm run receiver                       # http://127.0.0.1:9999, or: npm run receiver -- --port 9000
+ *     # src/notifier/.dev.vars: APP_PUSH_URL='http://127.0.0.1:9999/push', then npm start
+ *     curl -s http://127.0.0.1:9999/app-users/user-42/receipts
+ *
+ * - POST (any path): verify the `webhook-*` headers against the body with `APP_PUSH_SECRET`
+ *   (401 and nothing applied if they do not match or are older than 5 minutes), apply the event
+ *   unless its `webhook-id` was applied before, print one line, answer 204.
+ * - GET /app-users/<app_user_id>/receipts: `{"app_user_id", "receipts": [...]}` as JSON.
+ *
+ * The secret is `APP_PUSH_SECRET` from the environment, else from `src/notifier/.dev.vars` (which
+ * `npm start` writes), so the receiver and the local notifier share it with no copying.
+ */
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { parseArgs, parseEnv } from "node:util";
+import { Webhook, WebhookVerificationError } from "standardwebhooks";
+import { AppView, describeOutcome, MalformedEvent } from "./app-view.ts";
+
+/** Where `npm start` keeps the notifier's local settings, APP_PUSH_SECRET among them. */
+export const NOTIFIER_DEV_VARS = path.join(import.meta.dirname, "../src/notifier/.dev.vars");
+
+const DEFAULT_PORT = 9999;
+/** Far above any event: a receipt body is at most 64 KiB (docs/api.md#add-body). */
+const MAX_BODY_BYTES = 1024 * 1024;
+const USAGE = "usage: npm run receiver [-- --port <port>]   (APP_PUSH_SECRET from the environment or src/notifier/.dev.vars)";
+
+if (import.meta.main) {
+  let options: { port: number; secret: string };
+  try {
+    options = { port: portArgument(process.argv.slice(2)), secret: pushSecret(process.env, NOTIFIER_DEV_VARS) };
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+  const receiver = await startReceiver(options);
+  console.log(`App receiver at ${receiver.url}: POST events to ${receiver.url}/push, see receipts at ${receiver.url}/app-users/<app_user_id>/receipts`);
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void receiver.close());
+}
+
+/** A running receiver: its base URL, its view, and how to stop it. */
+export interface Receiver {
+  url: string;
+  view: AppView;
+  server: Server;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the receiver on 127.0.0.1 (`port` 0 picks a free one). `secret` is `whsec_<base64>`, or
+ * several separated by white space while the service rotates its secret. Every line it would
+ * print goes to `log` (the console by default).
+ */
+export async function startReceiver(options: {
+  port: number;
+  secret: string;
+  log?: (line: string) => void;
+}): Promise<Receiver> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  // Built once: a malformed secret stops the start, not the first delivery.
+  const webhooks = verifiers(options.secret);
+  const view = new AppView();
+  const server = createServer((request, response) => {
+    handle(request, response, { webhooks, view, log }).catch((error: unknown) => {
+      log(`error: ${(error as Error).message}`);
+      if (!response.headersSent) answer(response, 500, { error: "receiver failed" });
+    });
+  });
+  server.listen(options.port, "127.0.0.1");
+  await new Promise<void>((resolve, reject) => server.once("listening", resolve).once("error", reject));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    view,
+    server,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * The push secret: `APP_PUSH_SECRET` in `env`, else the one in the dotenv file `devVars`. The
+ * error names where it looked, never a value.
+ */
+export function pushSecret(env: NodeJS.ProcessEnv, devVars: string): string {
+  const fromEnv = env.APP_PUSH_SECRET?.trim();
+  if (fromEnv) return fromEnv;
+  let text: string;
+  try {
+    text = readFileSync(devVars, "utf8");
+  } catch {
+    throw new Error(`APP_PUSH_SECRET is not set and ${devVars} cannot be read: run npm start once, or set APP_PUSH_SECRET`);
+  }
+  const fromFile = parseEnv(text).APP_PUSH_SECRET?.trim();
+  if (!fromFile) throw new Error(`APP_PUSH_SECRET is not set and ${devVars} holds none`);
+  return fromFile;
+}
+
+async function handle(
+  request: IncomingMessage,
+  response: ServerResponse,
+  { webhooks, view, log }: { webhooks: Webhook[]; view: AppView; log: (line: string) => void },
+): Promise<void> {
+  const url = new URL(request.url ?? "/", "http://receiver");
+  if (request.method === "GET") {
+    const match = /^\/app-users\/([^/]+)\/receipts$/.exec(url.pathname);
+    if (!match) return answer(response, 404, { error: "GET /app-users/<app_user_id>/receipts" });
+    const appUserId = decodeURIComponent(match[1]!);
+    return answer(response, 200, { app_user_id: appUserId, receipts: view.receiptsOf(appUserId) });
+  }
+  if (request.method !== "POST") return answer(response, 405, { error: "POST an event, or GET a user's receipts" });
+
+  const body = await readBody(request);
+  if (body === undefined) return answer(response, 413, { error: "body too large" });
+  const headers = {
+    "webhook-id": headerValue(request, "webhook-id"),
+    "webhook-timestamp": headerValue(request, "webhook-timestamp"),
+    "webhook-signature": headerValue(request, "webhook-signature"),
+  };
+  let line: string;
+  try {
+    // The body exactly as received: the signature covers its bytes, not a re-serialised object.
+    const payload = verify(webhooks, body, headers);
+    line = describeOutcome(view.receive(headers["webhook-id"], payload));
+  } catch (error) {
+    if (error instanceof WebhookVerificationError) {
+      log(`refused a delivery: ${error.message}`);
+      return answer(response, 401, { error: "signature not valid" });
+    }
+    if (!(error instanceof MalformedEvent) && !(error instanceof SyntaxError)) throw error;
+    // Signed by the service yet unreadable: a bug for a person to look at, not for retries.
+    log(`refused ${headers["webhook-id"]}: ${error.message}`);
+    return answer(response, 400, { error: `not an event: ${error.message}` });
+  }
+  log(line);
+  response.writeHead(204).end();
+}
+
+function verifiers(secret: string): Webhook[] {
+  const secrets = secret.trim().split(/\s+/).filter(Boolean);
+  if (secrets.length === 0) throw new Error("APP_PUSH_SECRET is empty");
+  return secrets.map((one) => {
+    if (!one.startsWith("whsec_")) throw new Error("APP_PUSH_SECRET is not whsec_<base64>");
+    try {
+      return new Webhook(one);
+    } catch {
+      throw new Error("APP_PUSH_SECRET is not whsec_<base64>");
+    }
+  });
+}
+
+// Verifies with each secret in turn (a rotation); the first one's complaint is the one reported.
+function verify(webhooks: Webhook[], body: string, headers: Record<string, string>): unknown {
+  let firstError: unknown;
+  for (const webhook of webhooks) {
+    try {
+      return webhook.verify(body, headers);
+    } catch (error) {
+      if (!(error instanceof WebhookVerificationError)) throw error;
+      firstError ??= error;
+    }
+  }
+  throw firstError;
+}
+
+function headerValue(request: IncomingMessage, name: string): string {
+  const value = request.headers[name];
+  return typeof value === "string" ? value : "";
+}
+
+async function readBody(request: IncomingMessage): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  // Read to the end even past the limit, so that the 413 reaches the sender.
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+  }
+  return size > MAX_BODY_BYTES ? undefined : Buffer.concat(chunks).toString("utf8");
+}
+
+function answer(response: ServerResponse, status: number, body: unknown): void {
+  response.writeHead(status, { "content-type": "application/json" }).end(`${JSON.stringify(body)}\n`);
+}
+
+function portArgument(args: string[]): number {
+  const { values } = parseArgs({ args, options: { port: { type: "string" } }, strict: true, allowPositionals: false });
+  if (values.port === undefined) return DEFAULT_PORT;
+  const port = Number(values.port);
+  if (!/^\d{1,5}$/.test(values.port) || port > 65_535) throw new Error(`--port ${values.port} is not a port number`);
+  return port;
+}

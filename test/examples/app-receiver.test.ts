@@ -1,0 +1,327 @@
+/**
+ * The app side's kit (issue 13, contract §5 and §9): the Standard Webhooks reference library
+ * verifies every event type as the notifier's own signing code (src/notifier/push.ts) signs it;
+ * the example's view applies events at least once and in any order as an app must; and the
+ * example receiver does both over a real socket, fed by the notifier's own push function.
+ */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Webhook, WebhookVerificationError } from "standardwebhooks";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pushNotice, webhookSignature } from "../../src/notifier/push.ts";
+import type { DeletionNotice } from "../../src/shared/types.ts";
+import { pushSecret, startReceiver, type Receiver } from "../../examples/app-receiver.ts";
+import { AppView, describeOutcome, MalformedEvent, type AppEvent } from "../../examples/app-view.ts";
+import { TEST_PUSH_SECRET } from "../support/keys.ts";
+import { ROOT } from "../support/run-script.ts";
+
+type CreatedEvent = Extract<AppEvent, { type: "receipt.created" }>;
+
+const OTHER_SECRET = `whsec_${Buffer.from("another-secret-of-32-bytes-long!").toString("base64")}`;
+
+describe("issue 13 contract §5: standardwebhooks verifies each event type as the notifier signs it", () => {
+  for (const event of sampleEvents("user-42")) {
+    it(`${event.type}: verified, and the payload comes back as sent`, async () => {
+      const { body, headers } = await signedDelivery(event);
+      expect(new Webhook(TEST_PUSH_SECRET).verify(body, headers)).toEqual(event);
+    });
+  }
+
+  it("during a rotation the notifier signs with both secrets, and either one verifies", async () => {
+    const [event] = sampleEvents("user-42");
+    const { body, headers } = await signedDelivery(event, { secrets: [OTHER_SECRET, TEST_PUSH_SECRET] });
+    expect(headers["webhook-signature"].split(" ")).toHaveLength(2);
+    expect(new Webhook(TEST_PUSH_SECRET).verify(body, headers)).toEqual(event);
+    expect(new Webhook(OTHER_SECRET).verify(body, headers)).toEqual(event);
+  });
+});
+
+describe("issue 13 contract §5: standardwebhooks refuses what the notifier did not sign now", () => {
+  const [event] = sampleEvents("user-42");
+
+  it("a tampered body", async () => {
+    const { body, headers } = await signedDelivery(event);
+    const tampered = body.replace('"user-42"', '"user-43"');
+    expect(tampered).not.toBe(body);
+    expect(() => new Webhook(TEST_PUSH_SECRET).verify(tampered, headers)).toThrow(WebhookVerificationError);
+  });
+
+  it("another webhook-id for the same body and signature", async () => {
+    const { body, headers } = await signedDelivery(event);
+    const replayed = { ...headers, "webhook-id": crypto.randomUUID() };
+    expect(() => new Webhook(TEST_PUSH_SECRET).verify(body, replayed)).toThrow(WebhookVerificationError);
+  });
+
+  it("a wrong secret", async () => {
+    const { body, headers } = await signedDelivery(event, { secrets: [OTHER_SECRET] });
+    expect(() => new Webhook(TEST_PUSH_SECRET).verify(body, headers)).toThrow("No matching signature found");
+  });
+
+  it("a stale timestamp, though signed with the right secret (the library allows 5 minutes)", async () => {
+    const { body, headers } = await signedDelivery(event, { at: new Date(Date.now() - 6 * 60_000) });
+    expect(() => new Webhook(TEST_PUSH_SECRET).verify(body, headers)).toThrow("Message timestamp too old");
+  });
+});
+
+describe("issue 13 contract §9: the app's view, from events that come at least once and in any order", () => {
+  it("created then deleted: the receipt appears, then is gone", () => {
+    const view = new AppView();
+    const [created, deleted] = sampleEvents("user-42", "019aa8a4-3c1e");
+    expect(describeOutcome(view.receive("w1", created))).toBe("user-42: +019aa8a4-3c1e (1 receipt)");
+    expect(view.receiptsOf("user-42")).toEqual([
+      { receipt_id: "019aa8a4-3c1e", chain_id: "c1", created_at: "2026-11-22T13:03:05.123Z", receipt: sampleReceipt() },
+    ]);
+    expect(describeOutcome(view.receive("w2", deleted))).toBe("user-42: −019aa8a4-3c1e (0 receipts)");
+    expect(view.receiptsOf("user-42")).toEqual([]);
+  });
+
+  it("deleted then created: the receipt never appears", () => {
+    const view = new AppView();
+    const [created, deleted] = sampleEvents("user-42");
+    expect(view.receive("w2", deleted)).toMatchObject({ kind: "deleted-unseen", count: 0 });
+    expect(view.receive("w1", created)).toMatchObject({ kind: "late-created", why: "deleted", count: 0 });
+    expect(view.receiptsOf("user-42")).toEqual([]);
+  });
+
+  it("a repeated webhook-id is applied once, also after the receipt was deleted", () => {
+    const view = new AppView();
+    const [created, deleted] = sampleEvents("user-42");
+    const [second] = sampleEvents("user-42", "r-second");
+    expect(view.receive("w1", created).kind).toBe("added");
+    expect(view.receive("w1", created)).toEqual({ kind: "repeat", webhookId: "w1" });
+    expect(view.receive("w3", second)).toMatchObject({ kind: "added", count: 2 });
+    expect(view.receive("w2", deleted)).toMatchObject({ kind: "removed", count: 1 });
+    expect(view.receive("w1", created).kind).toBe("repeat");
+    expect(view.receiptsOf("user-42").map((receipt) => receipt.receipt_id)).toEqual(["r-second"]);
+  });
+
+  it("erased: the user is gone, a late created event of theirs stays out, a later receipt comes in", () => {
+    const view = new AppView();
+    const [created, , erased] = sampleEvents("user-42");
+    const other = sampleEvents("user-7")[0];
+    view.receive("w1", created);
+    view.receive("w-other", other);
+    const [late] = sampleEvents("user-42");
+    const after: AppEvent = { ...sampleEvents("user-42", "r-after")[0], created_at: "2026-11-23T08:00:00.000Z" };
+
+    expect(describeOutcome(view.receive("w-erase", erased))).toBe("user-42: erased, 1 receipt dropped (0 receipts)");
+    expect(view.receiptsOf("user-42")).toEqual([]);
+    expect(view.receive("w-late", late)).toMatchObject({ kind: "late-created", why: "erased" });
+    expect(view.receiptsOf("user-42")).toEqual([]);
+    expect(view.receive("w-after", after).kind).toBe("added");
+    expect(view.receiptsOf("user-42").map((receipt) => receipt.receipt_id)).toEqual(["r-after"]);
+    expect(view.receiptsOf("user-7")).toHaveLength(1);
+  });
+
+  it("an event type it does not know is acknowledged and ignored", () => {
+    const view = new AppView();
+    expect(view.receive("w9", { event_id: "ev9", type: "receipt.updated" })).toEqual({ kind: "unknown-type", type: "receipt.updated" });
+  });
+
+  it("a known type without its fields is refused and its webhook-id stays unused", () => {
+    const view = new AppView();
+    const [created] = sampleEvents("user-42");
+    const { receipt: _receipt, ...withoutBody } = created;
+    expect(() => view.receive("w1", withoutBody)).toThrow(MalformedEvent);
+    expect(view.receive("w1", created).kind).toBe("added");
+  });
+});
+
+describe("issue 13 the example receiver over a real socket, fed by the notifier's pushNotice", () => {
+  let receiver: Receiver;
+  const lines: string[] = [];
+  let keys: CryptoKey[];
+
+  beforeAll(async () => {
+    receiver = await startReceiver({ port: 0, secret: TEST_PUSH_SECRET, log: (line) => lines.push(line) });
+    keys = [await signingKey(TEST_PUSH_SECRET)];
+  });
+  afterAll(() => receiver.close());
+
+  const push = (event: AppEvent, withKeys = keys, at = new Date()) =>
+    pushNotice({ url: `${receiver.url}/push`, keys: withKeys }, event.event_id, JSON.stringify(event), at);
+  const receiptsOf = async (appUserId: string) => {
+    const response = await fetch(`${receiver.url}/app-users/${encodeURIComponent(appUserId)}/receipts`);
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { app_user_id: string; receipts: { receipt_id: string }[] });
+  };
+
+  it("add, then delete: the receipt appears in the view, then vanishes; a repeat changes nothing", async () => {
+    const [created, deleted] = sampleEvents("au-e2e");
+    expect(await push(created)).toEqual({ ok: true, status: 204 });
+    expect(await receiptsOf("au-e2e")).toEqual({
+      app_user_id: "au-e2e",
+      receipts: [{ receipt_id: created.receipt_id, chain_id: "c1", created_at: "2026-11-22T13:03:05.123Z", receipt: sampleReceipt() }],
+    });
+    expect(await push(deleted)).toEqual({ ok: true, status: 204 });
+    expect((await receiptsOf("au-e2e")).receipts).toEqual([]);
+    expect(await push(created)).toEqual({ ok: true, status: 204 });
+    expect((await receiptsOf("au-e2e")).receipts).toEqual([]);
+    expect(lines).toEqual([
+      `au-e2e: +${created.receipt_id} (1 receipt)`,
+      `au-e2e: −${created.receipt_id} (0 receipts)`,
+      `webhook-id ${created.event_id} seen already: not applied again`,
+    ]);
+  });
+
+  it("erased: the user's receipts are gone", async () => {
+    const [created, , erased] = sampleEvents("au-erased");
+    await push(created);
+    expect((await receiptsOf("au-erased")).receipts).toHaveLength(1);
+    expect(await push(erased)).toEqual({ ok: true, status: 204 });
+    expect((await receiptsOf("au-erased")).receipts).toEqual([]);
+  });
+
+  it("a wrong secret, a stale timestamp or a tampered body: 401, which the notifier does not retry; nothing applied", async () => {
+    const [created] = sampleEvents("au-forged");
+    const stale = await push(created, keys, new Date(Date.now() - 10 * 60_000));
+    const wrong = await push(created, [await signingKey(OTHER_SECRET)]);
+    const { headers } = await signedDelivery(created);
+    const tampered = await fetch(`${receiver.url}/push`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ ...created, app_user_id: "au-other" }),
+    });
+    for (const result of [stale, wrong]) expect(result).toMatchObject({ ok: false, retryable: false, error: "HTTP 401 from the push service" });
+    expect(tampered.status).toBe(401);
+    expect((await receiptsOf("au-forged")).receipts).toEqual([]);
+    expect((await receiptsOf("au-other")).receipts).toEqual([]);
+    // A forged delivery does not burn the webhook-id: the genuine one still applies.
+    expect(await push(created)).toEqual({ ok: true, status: 204 });
+    expect((await receiptsOf("au-forged")).receipts).toHaveLength(1);
+  });
+
+  it("a signed body that is not an event: 400, for a person rather than retries", async () => {
+    const body = "not json";
+    const result = await pushNotice({ url: `${receiver.url}/push`, keys }, "ev-not-json", body, new Date());
+    expect(result).toMatchObject({ ok: false, retryable: false, error: "HTTP 400 from the push service" });
+  });
+
+  it("other requests: 404 for an unknown GET, 405 for another method", async () => {
+    expect((await fetch(`${receiver.url}/app-users`)).status).toBe(404);
+    expect((await fetch(`${receiver.url}/push`, { method: "PUT" })).status).toBe(405);
+  });
+});
+
+describe("issue 13 npm run receiver: settings", () => {
+  it("starts on the given port with the secret from the environment, serves, and stops on SIGTERM", async () => {
+    const child = spawn(process.execPath, [path.join(ROOT, "examples/app-receiver.ts"), "--port", "0"], {
+      env: { ...process.env, APP_PUSH_SECRET: TEST_PUSH_SECRET },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    try {
+      const [chunk] = (await once(child.stdout!, "data")) as [Buffer];
+      const url = /App receiver at (http:\/\/127\.0\.0\.1:\d+)/.exec(chunk.toString())?.[1];
+      expect(url).toBeDefined();
+      expect((await fetch(`${url}/app-users/nobody/receipts`)).status).toBe(200);
+    } finally {
+      child.kill("SIGTERM");
+    }
+    const [code] = (await once(child, "exit")) as [number | null];
+    expect(code).toBe(0);
+  });
+
+  it("a bad --port: the usage and exit status 2", async () => {
+    const child = spawn(process.execPath, [path.join(ROOT, "examples/app-receiver.ts"), "--port", "http"], {
+      env: { ...process.env, APP_PUSH_SECRET: TEST_PUSH_SECRET },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr!.on("data", (chunk: Buffer) => void (stderr += chunk));
+    const [code] = (await once(child, "exit")) as [number | null];
+    expect(code).toBe(2);
+    expect(stderr).toContain("usage: npm run receiver");
+  });
+
+  it("the secret: APP_PUSH_SECRET first, else the notifier's .dev.vars as npm start writes it; never quoted in an error", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "receiver-"));
+    const devVars = path.join(dir, ".dev.vars");
+    writeFileSync(devVars, `# Without APP_PUSH_URL ...\n# APP_PUSH_URL='http://127.0.0.1:9999/push'\nAPP_PUSH_SECRET='${TEST_PUSH_SECRET}'\n`);
+    expect(pushSecret({ APP_PUSH_SECRET: OTHER_SECRET }, devVars)).toBe(OTHER_SECRET);
+    expect(pushSecret({}, devVars)).toBe(TEST_PUSH_SECRET);
+    expect(() => pushSecret({}, path.join(dir, "missing"))).toThrow(/APP_PUSH_SECRET is not set/);
+    writeFileSync(devVars, "APP_PUSH_URL='http://127.0.0.1:9999/push'\n");
+    expect(() => pushSecret({}, devVars)).toThrow(/holds none/);
+  });
+
+  it("a malformed secret stops the start, naming the setting and not its value", async () => {
+    await expect(startReceiver({ port: 0, secret: "not-a-whsec-secret", log: () => {} })).rejects.toThrow(
+      /^APP_PUSH_SECRET is not whsec_<base64>$/,
+    );
+  });
+});
+
+/**
+ * One event of each type the notifier sends now or will send (contract §5, §9, §10), about one
+ * receipt: created, deleted, and the erasure of its app user. Fresh event and receipt IDs on each
+ * call, so that tests sharing a receiver never meet each other's.
+ */
+function sampleEvents(appUserId: string, receiptId = `r-${crypto.randomUUID().slice(0, 8)}`): [CreatedEvent, AppEvent, AppEvent] {
+  const created: CreatedEvent = {
+    event_id: crypto.randomUUID(),
+    type: "receipt.created",
+    occurred_at: "2026-11-22T13:03:05.123Z",
+    receipt_id: receiptId,
+    app_user_id: appUserId,
+    chain_id: "c1",
+    client_id: "pos_lZp9qBdscjvf",
+    created_at: "2026-11-22T13:03:05.123Z",
+    receipt: sampleReceipt(),
+  };
+  const deleted = {
+    event_id: crypto.randomUUID(),
+    type: "receipt.deleted",
+    occurred_at: "2026-11-22T13:05:10.482Z",
+    receipt_id: receiptId,
+    app_user_id: appUserId,
+    chain_id: "c1",
+    client_id: "pos_lZp9qBdscjvf",
+  } satisfies DeletionNotice;
+  const erased: AppEvent = {
+    event_id: crypto.randomUUID(),
+    type: "app_user.erased",
+    occurred_at: "2026-11-22T14:00:00.000Z",
+    app_user_id: appUserId,
+    receipts: 1,
+  };
+  return [created, deleted, erased];
+}
+
+function sampleReceipt(): Record<string, unknown> {
+  return {
+    purchased_at: "2026-11-22T10:15:00+01:00",
+    currency: "EUR",
+    total: 598,
+    line_items: [{ description: "Oat milk 1 l", quantity: 2, unit_price: 299, total: 598 }],
+  };
+}
+
+/**
+ * A delivery as the notifier makes one: the notifier's own webhookSignature over the event's JSON,
+ * with keys imported from `whsec_` secrets the way src/notifier/config.ts imports them.
+ */
+async function signedDelivery(
+  event: AppEvent,
+  { secrets = [TEST_PUSH_SECRET], at = new Date() }: { secrets?: string[]; at?: Date } = {},
+): Promise<{ body: string; headers: Record<"webhook-id" | "webhook-timestamp" | "webhook-signature" | "content-type", string> }> {
+  const body = JSON.stringify(event);
+  const timestamp = String(Math.floor(at.getTime() / 1000));
+  const keys = await Promise.all(secrets.map(signingKey));
+  return {
+    body,
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": event.event_id,
+      "webhook-timestamp": timestamp,
+      "webhook-signature": await webhookSignature(keys, event.event_id, timestamp, body),
+    },
+  };
+}
+
+function signingKey(secret: string): Promise<CryptoKey> {
+  const bytes = Uint8Array.from(atob(secret.slice("whsec_".length)), (char) => char.charCodeAt(0));
+  return crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+}
