@@ -21,6 +21,7 @@
  * A real app keeps this in its database, with seen webhook-ids and deleted receipt IDs for at
  * least 14 days, the longest a queue holds a copy of an event (docs/api.md#app-side).
  */
+import type { DeletionNotice } from "../src/shared/types.ts";
 
 /** A receipt as the app shows it: what its `receipt.created` event carried. */
 export interface AppReceipt {
@@ -44,15 +45,7 @@ export type AppEvent =
       created_at: string;
       receipt: Record<string, unknown>;
     }
-  | {
-      event_id: string;
-      type: "receipt.deleted";
-      occurred_at: string;
-      receipt_id: string;
-      app_user_id: string;
-      chain_id: string;
-      client_id: string;
-    }
+  | DeletionNotice
   | { event_id: string; type: "app_user.erased"; occurred_at: string; app_user_id: string; receipts: number };
 
 /** What one delivery did to the view. */
