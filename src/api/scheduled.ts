@@ -4,7 +4,7 @@
  */
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { DeletionNotice } from "../shared/types.ts";
+import type { ReceiptNotice } from "../shared/types.ts";
 import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/outbox.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
@@ -62,7 +62,7 @@ export async function resendPendingNotices(
     });
     if (notices.length === 0) break;
     await env.NOTICES.sendBatch(
-      notices.map(({ payload }) => ({ body: JSON.parse(payload) as DeletionNotice, contentType: "json" as const })),
+      notices.map(({ payload }) => ({ body: JSON.parse(payload) as ReceiptNotice, contentType: "json" as const })),
     );
     await markEnqueued(shard.db, notices.map(({ event_id }) => event_id), now);
     resent += notices.length;

@@ -4,7 +4,7 @@
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { DeletionNotice } from "../shared/types.ts";
+import type { ReceiptNotice } from "../shared/types.ts";
 import { storeFailedNotice } from "../storage/outbox.ts";
 import { shardOfEvent } from "../storage/shards.ts";
 
@@ -12,7 +12,7 @@ import { shardOfEvent } from "../storage/shards.ts";
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
 
 /** Stores one dead-lettered notice and acks it; retries it if D1 fails, so none is dropped. */
-export async function storeDeadLetter(message: Message<DeletionNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
+export async function storeDeadLetter(message: Message<ReceiptNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
   const { event_id, receipt_id } = message.body;
   try {
     const stored = await storeFailedNotice(shardOfEvent(env, event_id).db, event_id, now);

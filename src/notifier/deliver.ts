@@ -1,10 +1,11 @@
 /**
- * Delivery of one notice from the notices queue (docs/api.md#deletion-notices): at least once, and pushed once per
- * event_id however often the queue hands it over, through a claim on its outbox row.
+ * Delivery of one notice from the notices queue (docs/api.md#receipt-events): at least once, and
+ * pushed once per event_id however often the queue hands it over, through a claim on its outbox
+ * row; a receipt's created event is never pushed after its deleted event.
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { DeletionNotice } from "../shared/types.ts";
+import type { ReceiptNotice } from "../shared/types.ts";
 import { claimNotice, markDelivered, recordFailure } from "../storage/outbox.ts";
 import { shardOfEvent } from "../storage/shards.ts";
 import type { PushTarget } from "./config.ts";
@@ -22,7 +23,9 @@ export const CLAIM_MS = PUSH_TIMEOUT_MS * 3;
  * others of its batch.
  *
  * - delivered already, or no outbox row (purged long after delivery, or dead-lettered): ack;
- * - claimed by another delivery now: retry when its claim ends, to see how it went;
+ * - claimed by another delivery now: retry when its claim ends, to see how it went; a deleted
+ *   event whose receipt's created event is being pushed: retry a few seconds later;
+ * - a created event whose receipt was deleted before it went out: not pushed at all, ack;
  * - no push URL: one log line, marked delivered, ack;
  * - pushed with a 2xx: marked delivered, ack;
  * - 408, 429, 5xx, network failure, unusable settings: retry with growing delay; Queues moves the
@@ -30,7 +33,7 @@ export const CLAIM_MS = PUSH_TIMEOUT_MS * 3;
  * - any other answer: sent to the dead-letter queue at once, ack.
  */
 export async function deliverNotice(
-  message: Message<DeletionNotice>,
+  message: Message<ReceiptNotice>,
   env: NotifierEnv,
   target: PushTarget,
   now = new Date(),
@@ -52,15 +55,23 @@ export async function deliverNotice(
       return;
     }
 
+    const notice = JSON.parse(claim.payload) as ReceiptNotice;
+    if (notice.type === "receipt.created" && claim.body === null) {
+      await markDelivered(db, event_id, new Date());
+      logLine("info", "notice-delivery", { ...fields, outcome: "not sent: the receipt was deleted before it went out" });
+      message.ack();
+      return;
+    }
     if (target.kind === "log") {
-      logLine("info", "notice", { ...(JSON.parse(claim.payload) as DeletionNotice), delivery: "logged (no APP_PUSH_URL)" });
+      // The receipt's body stays out of the log: receipt content never goes there.
+      logLine("info", "notice", { ...notice, delivery: "logged (no APP_PUSH_URL)" });
       await markDelivered(db, event_id, new Date());
       message.ack();
       return;
     }
     const result =
       target.kind === "push"
-        ? await pushNotice(target, event_id, claim.payload, now)
+        ? await pushNotice(target, event_id, pushBody(claim.payload, notice.type === "receipt.created" ? claim.body : null), now)
         : { ok: false as const, retryable: true, error: `notifier misconfigured: ${target.problem}` };
     if (result.ok) {
       await markDelivered(db, event_id, new Date());
@@ -85,4 +96,10 @@ export async function deliverNotice(
     logLine("error", "notice-delivery", { ...fields, outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
     message.retry({ delaySeconds });
   }
+}
+
+// A created event's push carries the receipt's body as stored, spliced in as text so that the
+// app gets exactly the bytes add stored; the outbox keeps the event without it.
+function pushBody(payload: string, receiptBody: string | null): string {
+  return receiptBody === null ? payload : `${payload.slice(0, -1)},"receipt":${receiptBody}}`;
 }

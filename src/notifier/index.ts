@@ -4,7 +4,7 @@
  * handler; `batch.queue` tells them apart.
  */
 import type { NotifierEnv } from "../shared/env.ts";
-import type { DeletionNotice } from "../shared/types.ts";
+import type { ReceiptNotice } from "../shared/types.ts";
 import { pushTarget } from "./config.ts";
 import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
 import { deliverNotice } from "./deliver.ts";
@@ -19,4 +19,4 @@ export default {
     // Each message acks or retries on its own: one slow or failing push holds up no other.
     await Promise.all(batch.messages.map((message) => deliverNotice(message, env, target)));
   },
-} satisfies ExportedHandler<NotifierEnv, DeletionNotice>;
+} satisfies ExportedHandler<NotifierEnv, ReceiptNotice>;

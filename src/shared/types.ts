@@ -21,6 +21,25 @@ export interface ClientRecord {
   tokens_valid_after?: string;
 }
 
+/**
+ * The message the API Worker queues when a receipt is stored (docs/api.md#receipt-events). The
+ * push adds `receipt`, the body as stored, read from the receipt's own row at delivery, so the
+ * outbox never holds a second copy of it.
+ */
+export interface CreationNotice {
+  event_id: string;
+  type: "receipt.created";
+  occurred_at: string;
+  receipt_id: string;
+  app_user_id: string;
+  chain_id: string;
+  client_id: string;
+  created_at: string;
+}
+
+/** Every message of the notices queue, and of its dead-letter queue. */
+export type ReceiptNotice = CreationNotice | DeletionNotice;
+
 /** The message the API Worker queues when a receipt is deleted (docs/api.md#deletion-notices). */
 export interface DeletionNotice {
   event_id: string;

@@ -37,7 +37,8 @@ export async function pendingNotices(
  * row: purged long after delivery, or moved to the failed notices).
  */
 export type Claim =
-  | { status: "claimed"; payload: string; attempts: number }
+  /** `body`: the receipt's stored body, which a created event's push carries; null once deleted. */
+  | { status: "claimed"; payload: string; attempts: number; body: string | null }
   | { status: "delivered" }
   | { status: "held"; until: Date }
   | { status: "gone" };
@@ -51,13 +52,24 @@ export async function claimNotice(db: D1Database, eventId: string, now: Date, le
     db.prepare(OUTBOX_SQL.claim).bind(eventId, new Date(now.getTime() + leaseMs).toISOString(), now.toISOString()),
     db.prepare(OUTBOX_SQL.state).bind(eventId),
   ]);
-  const claimed = claim!.results[0] as { payload: string; attempts: number } | undefined;
-  if (claimed) return { status: "claimed", payload: claimed.payload, attempts: claimed.attempts };
-  const row = state!.results[0] as { delivered_at: string | null; claimed_until: string | null } | undefined;
+  const claimed = claim!.results[0] as { payload: string; attempts: number; body: string | null } | undefined;
+  if (claimed) return { status: "claimed", ...claimed };
+  const row = state!.results[0] as
+    | { delivered_at: string | null; claimed_until: string | null; created_claimed_until: string | null }
+    | undefined;
   if (!row) return { status: "gone" };
   if (row.delivered_at !== null) return { status: "delivered" };
-  return { status: "held", until: new Date(row.claimed_until!) };
+  if (row.claimed_until !== null && row.claimed_until > now.toISOString()) {
+    return { status: "held", until: new Date(row.claimed_until) };
+  }
+  // Held by its receipt's created event, whose push usually ends long before its claim does:
+  // look again soon. (Or a claim that ended between the two statements: at once.)
+  const soon = new Date(now.getTime() + HELD_BY_CREATED_RECHECK_MS);
+  const createdUntil = row.created_claimed_until === null ? now : new Date(row.created_claimed_until);
+  return { status: "held", until: createdUntil < soon ? createdUntil : soon };
 }
+
+const HELD_BY_CREATED_RECHECK_MS = 3_000;
 
 /** Records the delivery of a notice and frees its claim. */
 export async function markDelivered(db: D1Database, eventId: string, now: Date): Promise<void> {

@@ -4,7 +4,7 @@
  * works on: receipts are to be spread over several databases, and the caller picks the one.
  */
 import type { AddResponse } from "../shared/schemas.ts";
-import type { DeletionNotice } from "../shared/types.ts";
+import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { retryTransient } from "./transient.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
@@ -50,9 +50,10 @@ export type AddOutcome =
 export async function addReceipt(
   db: D1Database,
   receipt: StoredReceipt,
+  event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
-  return retryTransient(() => addReceiptOnce(db, receipt, claim));
+  return retryTransient(() => addReceiptOnce(db, receipt, event, claim));
 }
 
 /**
@@ -77,8 +78,13 @@ export async function earlierAdd(
 async function addReceiptOnce(
   db: D1Database,
   receipt: StoredReceipt,
+  event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
+  // Recorded only where this very request's receipt went in: a replay records no second event.
+  const recordEvent = db
+    .prepare(RECORD_CREATED_IF_STORED)
+    .bind(event.event_id, receipt.receipt_id, JSON.stringify(event), event.occurred_at);
   const values = [
     receipt.receipt_id,
     receipt.chain_id,
@@ -89,10 +95,10 @@ async function addReceiptOnce(
   ];
   if (!claim) {
     // A retry after a first run that committed inserts nothing and still means "added".
-    const { meta } = await db.prepare(INSERT_RECEIPT).bind(...values).run();
-    return { kind: "added", sizeAfter: meta.size_after };
+    const [, recorded] = await db.batch([db.prepare(INSERT_RECEIPT).bind(...values), recordEvent]);
+    return { kind: "added", sizeAfter: recorded!.meta.size_after };
   }
-  const [, , read] = await db.batch([
+  const [, , , read] = await db.batch([
     db
       .prepare(CLAIM_KEY)
       .bind(
@@ -105,6 +111,7 @@ async function addReceiptOnce(
         idempotencyCutoff(new Date(receipt.created_at)),
       ),
     db.prepare(INSERT_RECEIPT_IF_KEY_IS_OURS).bind(...values, claim.key),
+    recordEvent,
     db.prepare(READ_KEY).bind(receipt.client_id, claim.key),
   ]);
   const row = (read as D1Result<KeyRow>).results[0];
@@ -204,6 +211,11 @@ const INSERT_RECEIPT_IF_KEY_IS_OURS = `
     SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?7 AND receipt_id = ?1
   )
   ON CONFLICT (receipt_id) DO NOTHING`;
+
+const RECORD_CREATED_IF_STORED = `
+  INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
+  SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM receipts WHERE receipt_id = ?2)
+  ON CONFLICT (event_id) DO NOTHING`;
 
 const READ_LIVE_KEY = `
   SELECT receipt_id, fingerprint, response FROM idempotency_keys

@@ -16,6 +16,7 @@ import {
 } from "../support/api.ts";
 import { SHARDS, idOn, receiptsOf, rowsOnEveryShard, storedReceipt } from "../support/shards.ts";
 import { placeReceipt } from "../../src/storage/shards.ts";
+import { newCreationNotice } from "../../src/api/events.ts";
 
 describe("docs/api.md#idempotency idempotency", () => {
   it("a repeated key gets the first response again and stores no second receipt", async () => {
@@ -118,7 +119,7 @@ async function rememberKey(clientId: string, key: string, createdAt: number): Pr
     app_user_id: "au-old",
     created_at: new Date(createdAt).toISOString(),
   };
-  const outcome = await addReceipt(target.db, { ...data, body: "{}" }, {
+  const outcome = await addReceipt(target.db, { ...data, body: "{}" }, newCreationNotice(data, target), {
     key,
     fingerprint: "an older request",
     response: { data, status: "OK", status_code: 200 },

@@ -86,7 +86,8 @@ describe("issue 7 client: add and delete against the Worker", () => {
       status_code: 200,
     });
     expect(await receiptExists(added.receipt_id)).toBe(false);
-    expect(await outboxRows(added.receipt_id)).toHaveLength(1);
+    const events = (await outboxRows(added.receipt_id)).map((row) => JSON.parse(row.payload).type).sort();
+    expect(events).toEqual(["receipt.created", "receipt.deleted"]);
   });
 
   it("concurrent first calls share one login", async () => {

@@ -6,7 +6,7 @@
  */
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { newDeletionNotice } from "../../src/api/deletion-notice.ts";
+import { newDeletionNotice } from "../../src/api/events.ts";
 import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import type { DeletionNotice } from "../../src/shared/types.ts";

@@ -2,6 +2,7 @@
 import { base64url } from "jose";
 import { v7 as uuidv7 } from "uuid";
 import { addHeaders, receiptBody, type AddHeaders, type AddResponse } from "../../shared/schemas.ts";
+import type { CreationNotice } from "../../shared/types.ts";
 import {
   addReceipt,
   earlierAdd,
@@ -16,6 +17,7 @@ import { readJsonBody } from "../body.ts";
 import type { ApiContext } from "../context.ts";
 import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
+import { enqueueNotice, newCreationNotice } from "../events.ts";
 import { checkShardFill } from "../shard-fill.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 
@@ -51,12 +53,14 @@ export async function add(c: ApiContext): Promise<Response> {
   };
   const response: AddResponse = { data, status: "OK", status_code: 200 };
   const claim = key === undefined ? undefined : { key, fingerprint: await requestFingerprint(headers, text), response };
+  const event = newCreationNotice(data, target);
   const outcome: AddOutcome & { sizeAfter?: number } =
     (claim && (await earlierAddElsewhere(placement.lookups, client.client_id, claim, now))) ??
-    (await addOnShard(target, { ...data, body: text }, claim));
+    (await addOnShard(target, { ...data, body: text }, event, claim));
   if (outcome.kind === "conflict") {
     throw refuse(REFUSALS.idempotencyConflict, "idempotency key reused for a different request");
   }
+  if (outcome.kind === "added") c.executionCtx.waitUntil(enqueueNotice(c.env, target, event));
   if (outcome.sizeAfter !== undefined) {
     c.executionCtx.waitUntil(
       checkShardFill(
@@ -89,10 +93,11 @@ async function earlierAddElsewhere(
 async function addOnShard(
   shard: Shard,
   receipt: StoredReceipt,
+  event: CreationNotice,
   claim: IdempotencyClaim | undefined,
 ): Promise<AddOutcome & { sizeAfter: number }> {
   try {
-    return await addReceipt(shard.db, receipt, claim);
+    return await addReceipt(shard.db, receipt, event, claim);
   } catch (error) {
     noteShardFailure(shard);
     throw error;

@@ -8,7 +8,7 @@ import type { ApiError } from "../errors.ts";
 import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
 import { REFUSALS, receiptFieldsDiffer, refuse } from "../refusals.ts";
-import { enqueueNotice, newDeletionNotice } from "../deletion-notice.ts";
+import { enqueueNotice, newDeletionNotice } from "../events.ts";
 
 /** The fields a receipt must share with the request, in the order messages name them. */
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies readonly (keyof ReceiptOwner)[];

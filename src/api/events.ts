@@ -1,14 +1,34 @@
 /**
- * The deletion notice at request time (docs/api.md#deletion-notices): delete makes it, records it with the
- * deletion, and hands it to the queue after the response. The cron jobs in scheduled.ts send
- * whatever this hand-over left behind.
+ * A receipt's events at request time (docs/api.md#receipt-events): add and delete make them,
+ * record them in the same transaction as the change, and hand them to the queue after the
+ * response. The cron jobs in scheduled.ts send whatever this hand-over left behind.
  */
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { DeletionNotice } from "../shared/types.ts";
+import type { CreationNotice, DeletionNotice, ReceiptNotice } from "../shared/types.ts";
 import { markEnqueued } from "../storage/outbox.ts";
 import { idOnShard, type Shard } from "../storage/shards.ts";
+
+/**
+ * The event of one stored receipt, recorded on the receipt's shard with the receipt itself; its
+ * time is the receipt's created_at, and its event_id names the shard.
+ */
+export function newCreationNotice(
+  receipt: { receipt_id: string; app_user_id: string; chain_id: string; client_id: string; created_at: string },
+  shard: Shard,
+): CreationNotice {
+  return {
+    event_id: idOnShard(uuidv7({ msecs: Date.parse(receipt.created_at) }), shard),
+    type: "receipt.created",
+    occurred_at: receipt.created_at,
+    receipt_id: receipt.receipt_id,
+    app_user_id: receipt.app_user_id,
+    chain_id: receipt.chain_id,
+    client_id: receipt.client_id,
+    created_at: receipt.created_at,
+  };
+}
 
 /**
  * The notice of one deletion, recorded on the receipt's shard. Its event_id is new per deletion,
@@ -39,7 +59,7 @@ export function newDeletionNotice(
 export async function enqueueNotice(
   env: Pick<ApiEnv, "NOTICES">,
   shard: Shard,
-  notice: DeletionNotice,
+  notice: ReceiptNotice,
 ): Promise<void> {
   try {
     await env.NOTICES.send(notice, { contentType: "json" });

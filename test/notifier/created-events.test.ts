@@ -1,0 +1,123 @@
+/**
+ * receipt.created events (docs/api.md#receipt-events) across both Workers: recorded with the
+ * receipt, pushed signed with the body as stored, none for a replay, and never after the
+ * receipt's receipt.deleted.
+ */
+import { env } from "cloudflare:workers";
+import { describe, expect, it, vi } from "vitest";
+import { runScheduledJobs } from "../../src/api/scheduled.ts";
+import { PATHS } from "../../src/shared/paths.ts";
+import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { call, newCaller, postAdd, uniqueId, validReceiptBody, type Caller } from "../support/api.ts";
+import {
+  expectSignedPush,
+  failedRows,
+  outboxRows,
+  pushesFor,
+  receiverAnswers,
+  waitForPushes,
+} from "../support/notices.ts";
+import { dbOf } from "../support/shards.ts";
+
+const inAMinute = () => new Date(Date.now() + 31_000);
+
+function deleteHeaders(caller: Caller, receiptId: string): Record<string, string> {
+  const { Authorization, client_id, chain_id, app_user_id } = caller.headers;
+  return { Authorization: Authorization!, client_id: client_id!, chain_id: chain_id!, app_user_id: app_user_id!, receipt_id: receiptId };
+}
+
+async function waitUntilDelivered(receiptId: string, count: number): Promise<void> {
+  await vi.waitFor(
+    async () => {
+      const rows = await outboxRows(receiptId);
+      if (rows.length < count || rows.some((row) => !row.delivered_at)) throw new Error(`events of ${receiptId} not all delivered`);
+    },
+    { timeout: 15_000, interval: 50 },
+  );
+}
+
+describe("docs/api.md#receipt-events receipt.created", () => {
+  it("each add gives one signed receipt.created carrying the body as stored", async () => {
+    const caller = await newCaller();
+    const text = JSON.stringify(validReceiptBody(), null, 1);
+    const answer = await postAdd(caller.headers, text);
+    expect(answer.status).toBe(200);
+    const { receipt_id, created_at } = answer.body.data;
+    const [push] = await waitForPushes(receipt_id);
+    const event = (await expectSignedPush(push!)) as unknown as Record<string, unknown>;
+    expect(event).toEqual({
+      event_id: expect.any(String),
+      type: "receipt.created",
+      occurred_at: created_at,
+      receipt_id,
+      app_user_id: caller.headers.app_user_id,
+      chain_id: caller.headers.chain_id,
+      client_id: caller.client.clientId,
+      created_at,
+      receipt: JSON.parse(text),
+    });
+    // The body's own bytes, spliced in as add stored them.
+    expect(push!.body.endsWith(`,"receipt":${text}}`)).toBe(true);
+    await waitUntilDelivered(receipt_id, 1);
+    // The outbox keeps the event without a second copy of the body.
+    const [row] = await outboxRows(receipt_id);
+    expect(row!.payload).not.toContain("receipt\":");
+  });
+
+  it("a replay records no second event, and 20 racing replays record one", async () => {
+    const caller = await newCaller();
+    const keyed = { ...caller.headers, "Idempotency-Key": uniqueId("key") };
+    const answers = await Promise.all(Array.from({ length: 20 }, () => postAdd(keyed)));
+    const receiptId = answers[0]!.body.data.receipt_id;
+    expect(new Set(answers.map((answer) => answer.body.data.receipt_id))).toEqual(new Set([receiptId]));
+    expect((await postAdd(keyed)).status).toBe(200);
+    await waitUntilDelivered(receiptId, 1);
+    expect(await outboxRows(receiptId)).toHaveLength(1);
+    expect(await pushesFor(receiptId)).toHaveLength(1);
+  });
+
+  it("add then delete while the push endpoint fails: created before deleted, or deleted alone, never after", async () => {
+    const caller = await newCaller();
+    const answer = await postAdd(caller.headers);
+    const receiptId = answer.body.data.receipt_id as string;
+    await receiverAnswers(receiptId, 503);
+    expect((await call(PATHS.delete, { headers: deleteHeaders(caller, receiptId) })).status).toBe(200);
+    // The endpoint comes back; the queue's retries and the cron job carry on.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await receiverAnswers(receiptId, 200);
+    await runScheduledJobs(env, inAMinute());
+    await vi.waitFor(
+      async () => {
+        const delivered = (await pushesFor(receiptId)).filter((push) => push.status === 200);
+        if (!delivered.some((push) => JSON.parse(push.body).type === "receipt.deleted")) throw new Error("deleted not yet delivered");
+      },
+      { timeout: 20_000, interval: 100 },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const types = (await pushesFor(receiptId)).filter((push) => push.status === 200).map((push) => JSON.parse(push.body).type);
+    const deletedAt = types.indexOf("receipt.deleted");
+    expect(types.slice(deletedAt + 1)).not.toContain("receipt.created");
+    expect(types.filter((type) => type === "receipt.deleted")).toHaveLength(1);
+    // The queue retries a failed push after 10 s (src/notifier/retry.ts): the test waits for that.
+  }, 30_000);
+
+  it("a created event refused for good goes to the failed notices; replay delivers it", async () => {
+    const caller = await newCaller();
+    const answer = await postAdd(caller.headers);
+    const receiptId = answer.body.data.receipt_id as string;
+    await receiverAnswers(receiptId, 410);
+    await expect.poll(() => failedRows(receiptId), { timeout: 10_000 }).toHaveLength(1);
+    const [failed] = await failedRows(receiptId);
+    expect(JSON.parse(failed!.payload as string).type).toBe("receipt.created");
+
+    await receiverAnswers(receiptId, 200);
+    const db = dbOf(receiptId);
+    const statements = replayFailedSql([failed!.event_id as string]).split(/;\s*$/m).map((s) => s.trim()).filter(Boolean);
+    await db.batch(statements.map((statement) => db.prepare(statement)));
+    await runScheduledJobs(env, inAMinute());
+    await waitUntilDelivered(receiptId, 1);
+    const pushes = await pushesFor(receiptId);
+    expect(pushes.map((push) => push.status)).toEqual([410, 200]);
+    expect(JSON.parse(pushes[1]!.body).receipt).toEqual(validReceiptBody());
+  });
+});
