@@ -21,7 +21,7 @@
  * A real app keeps this in its database, with seen webhook-ids and deleted receipt IDs for at
  * least 14 days, the longest a queue holds a copy of an event (docs/api.md#app-side).
  */
-import type { DeletionNotice } from "../src/shared/types.ts";
+import type { CreationNotice, DeletionNotice } from "../src/shared/types.ts";
 
 /** A receipt as the app shows it: what its `receipt.created` event carried. */
 export interface AppReceipt {
@@ -34,17 +34,8 @@ export interface AppReceipt {
 
 /** The events the view applies; any other `type` is ignored. */
 export type AppEvent =
-  | {
-      event_id: string;
-      type: "receipt.created";
-      occurred_at: string;
-      receipt_id: string;
-      app_user_id: string;
-      chain_id: string;
-      client_id: string;
-      created_at: string;
-      receipt: Record<string, unknown>;
-    }
+  /** The queued event, with the receipt body the push adds to it. */
+  | (CreationNotice & { receipt: Record<string, unknown> })
   | DeletionNotice
   | { event_id: string; type: "app_user.erased"; occurred_at: string; app_user_id: string; receipts: number };
 

@@ -1,6 +1,7 @@
 /**
- * The schemas that validate requests. They are the single source for the Worker's checks, the
- * OpenAPI document and the typed POS client: add a header or field here, nowhere else.
+ * The schemas that validate requests, and those of the events pushed to the app. They are the
+ * single source for the Worker's checks, the OpenAPI document and the typed POS client: add a
+ * header or field here, nowhere else.
  * zod/mini keeps the Worker small: the classic API would add about 90 KiB gzip to a cold start.
  */
 import * as z from "zod/mini";
@@ -269,3 +270,28 @@ export const deleteResponse = z.object({
   status_code: z.literal(200),
 });
 export type DeleteResponse = z.infer<typeof deleteResponse>;
+
+// The events the notifier pushes to the app push service (docs/api.md#receipt-events). They are
+// the OpenAPI document's webhooks and the types of the queue messages.
+
+const eventFields = {
+  event_id: z.string().check(z.meta({ description: "Unique per event, kept through every retry; the webhook-id" })),
+  occurred_at: z.string().check(z.meta({ description: "When the change happened (UTC)", format: "date-time" })),
+  receipt_id: z.string(),
+  app_user_id: z.string(),
+  chain_id: z.string(),
+  client_id: z.string(),
+};
+
+/** The push of `receipt.created`: the stored receipt, with its body as add stored it. */
+export const receiptCreatedEvent = z.object({
+  ...eventFields,
+  type: z.literal("receipt.created"),
+  created_at: z.string().check(z.meta({ description: "The receipt's created_at, as add answered it", format: "date-time" })),
+  receipt: receiptBody,
+});
+export type ReceiptCreatedEvent = z.infer<typeof receiptCreatedEvent>;
+
+/** The push of `receipt.deleted`, also its queue message. */
+export const receiptDeletedEvent = z.object({ ...eventFields, type: z.literal("receipt.deleted") });
+export type ReceiptDeletedEvent = z.infer<typeof receiptDeletedEvent>;

@@ -2,6 +2,7 @@
  * Types shared by the API Worker, the notifier Worker, the operator scripts and the tests.
  * Worker bindings live in env.ts, which needs the Workers runtime types.
  */
+import type { ReceiptCreatedEvent, ReceiptDeletedEvent } from "./schemas.ts";
 
 /** A client record as operators store it in KV under `client:<client_id>`. */
 export interface ClientRecord {
@@ -22,34 +23,17 @@ export interface ClientRecord {
 }
 
 /**
- * The message the API Worker queues when a receipt is stored (docs/api.md#receipt-events). The
- * push adds `receipt`, the body as stored, read from the receipt's own row at delivery, so the
- * outbox never holds a second copy of it.
+ * The message the API Worker queues when a receipt is stored (docs/api.md#receipt-events): the
+ * pushed event without `receipt`, which the notifier reads from the receipt's own row when it
+ * pushes, so the outbox never holds a second copy of the body.
  */
-export interface CreationNotice {
-  event_id: string;
-  type: "receipt.created";
-  occurred_at: string;
-  receipt_id: string;
-  app_user_id: string;
-  chain_id: string;
-  client_id: string;
-  created_at: string;
-}
+export type CreationNotice = Omit<ReceiptCreatedEvent, "receipt">;
+
+/** The message the API Worker queues when a receipt is deleted, pushed as it is. */
+export type DeletionNotice = ReceiptDeletedEvent;
 
 /** Every message of the notices queue, and of its dead-letter queue. */
 export type ReceiptNotice = CreationNotice | DeletionNotice;
-
-/** The message the API Worker queues when a receipt is deleted (docs/api.md#deletion-notices). */
-export interface DeletionNotice {
-  event_id: string;
-  type: "receipt.deleted";
-  occurred_at: string;
-  receipt_id: string;
-  app_user_id: string;
-  chain_id: string;
-  client_id: string;
-}
 
 /** The only scope the service knows today (docs/api.md#login). */
 export const POS_SCOPE = "service.pos";

@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { receiptCreatedEvent, receiptDeletedEvent } from "../../src/shared/schemas.ts";
 import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
 import { call, newCaller, postAdd, uniqueId, validReceiptBody, type Caller } from "../support/api.ts";
 import {
@@ -56,6 +57,8 @@ describe("docs/api.md#receipt-events receipt.created", () => {
       created_at,
       receipt: JSON.parse(text),
     });
+    // The schema the OpenAPI document gives this webhook describes it.
+    expect(receiptCreatedEvent.safeParse(JSON.parse(push!.body)).success).toBe(true);
     // The body's own bytes, spliced in as add stored them.
     expect(push!.body.endsWith(`,"receipt":${text}}`)).toBe(true);
     await waitUntilDelivered(receipt_id, 1);
@@ -94,7 +97,9 @@ describe("docs/api.md#receipt-events receipt.created", () => {
       { timeout: 20_000, interval: 100 },
     );
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const types = (await pushesFor(receiptId)).filter((push) => push.status === 200).map((push) => JSON.parse(push.body).type);
+    const delivered = (await pushesFor(receiptId)).filter((push) => push.status === 200).map((push) => JSON.parse(push.body));
+    const types = delivered.map((event) => event.type);
+    expect(receiptDeletedEvent.safeParse(delivered.find((event) => event.type === "receipt.deleted")).success).toBe(true);
     const deletedAt = types.indexOf("receipt.deleted");
     expect(types.slice(deletedAt + 1)).not.toContain("receipt.created");
     expect(types.filter((type) => type === "receipt.deleted")).toHaveLength(1);

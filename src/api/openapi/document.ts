@@ -6,7 +6,7 @@
  */
 import * as z from "zod/mini";
 import { PATHS } from "../../shared/paths.ts";
-import { authorizationHeader, errorResponse } from "../../shared/schemas.ts";
+import { authorizationHeader, errorResponse, receiptCreatedEvent, receiptDeletedEvent } from "../../shared/schemas.ts";
 import { ApiError, errorBody, internalErrorBody, type SupportPointer } from "../errors.ts";
 import { DOCUMENTED_OPERATIONS, type DocumentedOperation, type ErrorExample } from "./operations.ts";
 
@@ -36,6 +36,11 @@ export function generateOpenApiDocument(): JsonObject {
     paths[path] = { post: postOperation(path, operation) };
   }
   paths[PATHS.openapi] = { get: openApiOperation() };
+  const webhooks: JsonObject = {};
+  for (const [name, webhook] of Object.entries(WEBHOOKS)) {
+    schemas[webhook.component] = jsonSchema(webhook.schema, "output");
+    webhooks[name] = { post: webhookOperation(webhook) };
+  }
 
   return {
     openapi: "3.1.1",
@@ -49,6 +54,7 @@ export function generateOpenApiDocument(): JsonObject {
       { url: "http://127.0.0.1:8787", description: "Local development (npm start)" },
     ],
     paths,
+    webhooks,
     components: {
       schemas,
       securitySchemes: {
@@ -236,6 +242,68 @@ function responseHeaders(examples: Record<string, ErrorExample>): JsonObject | u
     }
   }
   return Object.keys(headers).length > 0 ? headers : undefined;
+}
+
+/** The events the notifier pushes to the app push service (docs/api.md#receipt-events). */
+const WEBHOOKS: Record<string, { component: string; schema: z.ZodMiniType; summary: string; example: Json }> = {
+  "receipt.created": {
+    component: "ReceiptCreatedEvent",
+    schema: receiptCreatedEvent,
+    summary: "A receipt was stored: the app shows it. Carries the receipt body as add stored it",
+    example: {
+      event_id: "019aa8a4-3c1e-7d2b-8a41-6c0e5b2d8a01",
+      type: "receipt.created",
+      occurred_at: "2026-11-22T13:03:05.123Z",
+      receipt_id: "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17",
+      app_user_id: "au-7f3c9e",
+      chain_id: "chain-nord",
+      client_id: "pos-acme-01",
+      created_at: "2026-11-22T13:03:05.123Z",
+      receipt: {
+        purchased_at: "2026-11-22T14:03:00+01:00",
+        currency: "EUR",
+        total: 598,
+        line_items: [{ description: "Oat milk 1 l", quantity: 2, unit_price: 299, total: 598 }],
+      },
+    },
+  },
+  "receipt.deleted": {
+    component: "ReceiptDeletedEvent",
+    schema: receiptDeletedEvent,
+    summary: "A receipt was deleted (an item returned): the app removes it",
+    example: {
+      event_id: "019aa8a5-0b7e-7d2b-8d2f-3e9a1c6b5d40",
+      type: "receipt.deleted",
+      occurred_at: "2026-11-22T13:05:10.482Z",
+      receipt_id: "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17",
+      app_user_id: "au-7f3c9e",
+      chain_id: "chain-nord",
+      client_id: "pos-acme-01",
+    },
+  },
+};
+
+// What every push carries besides its body: the Standard Webhooks headers.
+const WEBHOOK_HEADERS: Json[] = [
+  ["webhook-id", "The event_id; the same for every retry of one event: deduplicate by it"],
+  ["webhook-timestamp", "The attempt's time, Unix seconds"],
+  ["webhook-signature", "v1, then base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with APP_PUSH_SECRET"],
+].map(([name, description]) => ({ name: name!, in: "header", required: true, description: description!, schema: { type: "string" } }));
+
+function webhookOperation(webhook: (typeof WEBHOOKS)[string]): JsonObject {
+  return {
+    summary: webhook.summary,
+    description:
+      "POSTed by the notifier to the app push service, signed the Standard Webhooks way. Delivery is at least " +
+      "once; a receipt's receipt.created never arrives after its receipt.deleted. See docs/api.md, Receipt events.",
+    parameters: WEBHOOK_HEADERS,
+    requestBody: { required: true, content: { [JSON_MEDIA_TYPE]: { schema: componentRef(webhook.component), example: webhook.example } } },
+    responses: {
+      "2XX": { description: "Acknowledged: delivered" },
+      "429": { description: "Later, please: retried with growing delay (Retry-After honoured)" },
+      "5XX": { description: "Failed: retried with growing delay, then kept as a failed notice for an operator" },
+    },
+  };
 }
 
 function componentRef(name: string): JsonObject {
