@@ -6,8 +6,8 @@
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { ReceiptNotice } from "../shared/types.ts";
-import { claimNotice, markDelivered, recordFailure } from "../storage/outbox.ts";
-import { shardOfEvent } from "../storage/shards.ts";
+import { claimNotices, settleNotices, type Claim } from "../storage/outbox.ts";
+import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import type { PushTarget } from "./config.ts";
 import { PUSH_TIMEOUT_MS, pushNotice } from "./push.ts";
 import { retryDelaySeconds } from "./retry.ts";
@@ -18,9 +18,13 @@ import { retryDelaySeconds } from "./retry.ts";
  */
 export const CLAIM_MS = PUSH_TIMEOUT_MS * 3;
 
+/** How many pushes of one batch are in flight at once: a Worker may hold six connections open. */
+const PUSH_CONCURRENCY = 6;
+
 /**
- * Delivers one message and acks or retries it; never throws, so one notice cannot hold up the
- * others of its batch.
+ * Delivers a batch of messages and acks or retries each; never throws, so one notice cannot hold
+ * up the others. The D1 round trips are fixed per shard the batch touches, whatever its size:
+ * one to claim its notices together, one to record what became of them.
  *
  * - delivered already, or no outbox row (purged long after delivery, or dead-lettered): ack;
  * - claimed by another delivery now: retry when its claim ends, to see how it went; a deleted
@@ -32,70 +36,140 @@ export const CLAIM_MS = PUSH_TIMEOUT_MS * 3;
  *   message to the dead-letter queue once max_retries is used up;
  * - any other answer: sent to the dead-letter queue at once, ack.
  */
-export async function deliverNotice(
-  message: Message<ReceiptNotice>,
+export async function deliverBatch(
+  messages: readonly Message<ReceiptNotice>[],
   env: NotifierEnv,
   target: PushTarget,
   now = new Date(),
 ): Promise<void> {
-  const { event_id, receipt_id } = message.body;
-  const fields = { event_id, receipt_id, attempt: message.attempts };
-  try {
-    const { db } = shardOfEvent(env, event_id);
-    const claim = await claimNotice(db, event_id, now, CLAIM_MS);
-    if (claim.status === "delivered" || claim.status === "gone") {
-      logLine("info", "notice-delivery", { ...fields, outcome: `duplicate acked (${claim.status})` });
-      message.ack();
-      return;
+  const byShard = new Map<Shard, Message<ReceiptNotice>[]>();
+  for (const message of messages) {
+    const shard = shardOfId(shardsOf(env), message.body.event_id);
+    if (!shard) {
+      retryAfterError(message, new Error("event_id names no shard of this Worker"));
+      continue;
     }
-    if (claim.status === "held") {
-      const delaySeconds = Math.max(1, Math.ceil((claim.until.getTime() - now.getTime()) / 1000));
-      logLine("info", "notice-delivery", { ...fields, outcome: "held by another delivery; retried", delay_s: delaySeconds });
-      message.retry({ delaySeconds });
-      return;
-    }
-
-    const notice = JSON.parse(claim.payload) as ReceiptNotice;
-    if (notice.type === "receipt.created" && claim.body === null) {
-      await markDelivered(db, event_id, new Date());
-      logLine("info", "notice-delivery", { ...fields, outcome: "not sent: the receipt was deleted before it went out" });
-      message.ack();
-      return;
-    }
-    if (target.kind === "log") {
-      // The receipt's body stays out of the log: receipt content never goes there.
-      logLine("info", "notice", { ...notice, delivery: "logged (no APP_PUSH_URL)" });
-      await markDelivered(db, event_id, new Date());
-      message.ack();
-      return;
-    }
-    const result =
-      target.kind === "push"
-        ? await pushNotice(target, event_id, pushBody(claim.payload, notice.type === "receipt.created" ? claim.body : null), now)
-        : { ok: false as const, retryable: true, error: `notifier misconfigured: ${target.problem}` };
-    if (result.ok) {
-      await markDelivered(db, event_id, new Date());
-      logLine("info", "notice-delivery", { ...fields, outcome: "delivered", status: result.status });
-      message.ack();
-      return;
-    }
-
-    await recordFailure(db, event_id, result.error);
-    if (result.retryable) {
-      const delaySeconds = retryDelaySeconds(message.attempts, result.retryAfterSeconds);
-      logLine("warn", "notice-delivery", { ...fields, outcome: "failed; retried", cause: result.error, delay_s: delaySeconds });
-      message.retry({ delaySeconds });
-      return;
-    }
-    await env.FAILED_NOTICES.send(message.body, { contentType: "json" });
-    logLine("error", "notice-delivery", { ...fields, outcome: "refused; dead-lettered", cause: result.error });
-    message.ack();
-  } catch (error) {
-    // D1 or the dead-letter queue failed: the notice is still in the outbox, so try again.
-    const delaySeconds = retryDelaySeconds(message.attempts);
-    logLine("error", "notice-delivery", { ...fields, outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
-    message.retry({ delaySeconds });
+    byShard.set(shard, [...(byShard.get(shard) ?? []), message]);
   }
+  await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, now)));
+}
+
+/** What one claimed notice came to, before it is recorded and its message acked or retried. */
+type Settled =
+  | { message: Message<ReceiptNotice>; done: true; outcome: string; status?: number }
+  | { message: Message<ReceiptNotice>; done: false; error: string; retryable: boolean; retryAfterSeconds?: number };
+
+async function deliverOnShard(
+  shard: Shard,
+  messages: readonly Message<ReceiptNotice>[],
+  env: NotifierEnv,
+  target: PushTarget,
+  now: Date,
+): Promise<void> {
+  let claims: Claim[];
+  try {
+    claims = await claimNotices(shard.db, messages.map((message) => message.body.event_id), now, CLAIM_MS);
+  } catch (error) {
+    for (const message of messages) retryAfterError(message, error);
+    return;
+  }
+
+  const settled: Settled[] = [];
+  const pushes: (() => Promise<Settled>)[] = [];
+  messages.forEach((message, i) => {
+    const claim = claims[i]!;
+    if (claim.status === "delivered" || claim.status === "gone") {
+      logLine("info", "notice-delivery", { ...fieldsOf(message), outcome: `duplicate acked (${claim.status})` });
+      message.ack();
+    } else if (claim.status === "held") {
+      const delaySeconds = Math.max(1, Math.ceil((claim.until.getTime() - now.getTime()) / 1000));
+      logLine("info", "notice-delivery", { ...fieldsOf(message), outcome: "held by another delivery; retried", delay_s: delaySeconds });
+      message.retry({ delaySeconds });
+    } else {
+      const notice = JSON.parse(claim.payload) as ReceiptNotice;
+      if (notice.type === "receipt.created" && claim.body === null) {
+        settled.push({ message, done: true, outcome: "not sent: the receipt was deleted before it went out" });
+      } else if (target.kind === "log") {
+        // The receipt's body stays out of the log: receipt content never goes there.
+        logLine("info", "notice", { ...notice, delivery: "logged (no APP_PUSH_URL)" });
+        settled.push({ message, done: true, outcome: "logged" });
+      } else if (target.kind === "misconfigured") {
+        settled.push({ message, done: false, retryable: true, error: `notifier misconfigured: ${target.problem}` });
+      } else {
+        const body = pushBody(claim.payload, notice.type === "receipt.created" ? claim.body : null);
+        pushes.push(async () => {
+          const result = await pushNotice(target, notice.event_id, body, now);
+          return result.ok ? { message, done: true, outcome: "delivered", status: result.status } : { message, done: false, ...result };
+        });
+      }
+    }
+  });
+  settled.push(...(await inBoundedParallel(pushes, PUSH_CONCURRENCY)));
+  if (settled.length === 0) return;
+
+  try {
+    await settleNotices(
+      shard.db,
+      {
+        delivered: settled.flatMap((item) => (item.done ? [item.message.body.event_id] : [])),
+        failed: settled.flatMap((item) => (item.done ? [] : [{ eventId: item.message.body.event_id, error: item.error }])),
+      },
+      new Date(),
+    );
+  } catch (error) {
+    // Not recorded: every claim runs out by itself, and the retried copies try again.
+    for (const { message } of settled) retryAfterError(message, error);
+    return;
+  }
+  await Promise.all(settled.map((item) => finish(item, env)));
+}
+
+async function finish(item: Settled, env: NotifierEnv): Promise<void> {
+  const { message } = item;
+  const fields = fieldsOf(message);
+  if (item.done) {
+    logLine("info", "notice-delivery", { ...fields, outcome: item.outcome, status: item.status });
+    message.ack();
+  } else if (item.retryable) {
+    const delaySeconds = retryDelaySeconds(message.attempts, item.retryAfterSeconds);
+    logLine("warn", "notice-delivery", { ...fields, outcome: "failed; retried", cause: item.error, delay_s: delaySeconds });
+    message.retry({ delaySeconds });
+  } else {
+    try {
+      await env.FAILED_NOTICES.send(message.body, { contentType: "json" });
+    } catch (error) {
+      retryAfterError(message, error);
+      return;
+    }
+    logLine("error", "notice-delivery", { ...fields, outcome: "refused; dead-lettered", cause: item.error });
+    message.ack();
+  }
+}
+
+// D1 or the dead-letter queue failed: the notice is still in the outbox, so try again.
+function retryAfterError(message: Message<ReceiptNotice>, error: unknown): void {
+  const delaySeconds = retryDelaySeconds(message.attempts);
+  logLine("error", "notice-delivery", { ...fieldsOf(message), outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
+  message.retry({ delaySeconds });
+}
+
+function fieldsOf(message: Message<ReceiptNotice>) {
+  return { event_id: message.body.event_id, receipt_id: message.body.receipt_id, attempt: message.attempts };
+}
+
+// Runs the tasks with at most `limit` in flight, and returns their results in task order.
+async function inBoundedParallel<T>(tasks: readonly (() => Promise<T>)[], limit: number): Promise<T[]> {
+  const results: T[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const index = next;
+      next += 1;
+      results[index] = await tasks[index]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
+  return results;
 }
 
 // A created event's push carries the receipt's body as stored, spliced in as text so that the

@@ -45,7 +45,9 @@ export const OUTBOX_SQL = {
       WHERE created.receipt_id = notice_outbox.receipt_id AND created.event_id <> notice_outbox.event_id
         AND created.delivered_at IS NULL AND json_extract(created.payload, '$.type') = 'receipt.created') AS created_claimed_until
     FROM notice_outbox WHERE event_id = ?1`,
-  markDelivered: "UPDATE notice_outbox SET delivered_at = ?2, claimed_until = NULL WHERE event_id = ?1",
+  /** Marks notices delivered; ?1 is a JSON array of event ids. */
+  markDelivered: `UPDATE notice_outbox SET delivered_at = ?2, claimed_until = NULL
+    WHERE event_id IN (SELECT value FROM json_each(?1))`,
   /** Records a failed attempt and frees the claim, so the next copy can try at once. */
   recordFailure: "UPDATE notice_outbox SET last_error = ?2, claimed_until = NULL WHERE event_id = ?1",
   /** Delivered rows older than ?1, a page at a time so that one statement stays small. */

@@ -44,17 +44,30 @@ export type Claim =
   | { status: "gone" };
 
 /**
- * Claims a notice until `now + leaseMs`, so that two deliveries of one event_id never push at
- * the same time and a delivered one is never pushed again. One D1 round trip.
+ * Claims notices until `now + leaseMs`, so that two deliveries of one event_id never push at
+ * the same time and a delivered one is never pushed again. One D1 round trip for any number of
+ * notices of one shard; the claims come back in the order of `eventIds`.
  */
-export async function claimNotice(db: D1Database, eventId: string, now: Date, leaseMs: number): Promise<Claim> {
-  const [claim, state] = await db.batch([
-    db.prepare(OUTBOX_SQL.claim).bind(eventId, new Date(now.getTime() + leaseMs).toISOString(), now.toISOString()),
-    db.prepare(OUTBOX_SQL.state).bind(eventId),
-  ]);
-  const claimed = claim!.results[0] as { payload: string; attempts: number; body: string | null } | undefined;
+export async function claimNotices(
+  db: D1Database,
+  eventIds: readonly string[],
+  now: Date,
+  leaseMs: number,
+): Promise<Claim[]> {
+  const until = new Date(now.getTime() + leaseMs).toISOString();
+  const results = await db.batch(
+    eventIds.flatMap((eventId) => [
+      db.prepare(OUTBOX_SQL.claim).bind(eventId, until, now.toISOString()),
+      db.prepare(OUTBOX_SQL.state).bind(eventId),
+    ]),
+  );
+  return eventIds.map((_, i) => claimOf(results[2 * i]!, results[2 * i + 1]!, now));
+}
+
+function claimOf(claim: D1Result, state: D1Result, now: Date): Claim {
+  const claimed = claim.results[0] as { payload: string; attempts: number; body: string | null } | undefined;
   if (claimed) return { status: "claimed", ...claimed };
-  const row = state!.results[0] as
+  const row = state.results[0] as
     | { delivered_at: string | null; claimed_until: string | null; created_claimed_until: string | null }
     | undefined;
   if (!row) return { status: "gone" };
@@ -71,14 +84,22 @@ export async function claimNotice(db: D1Database, eventId: string, now: Date, le
 
 const HELD_BY_CREATED_RECHECK_MS = 3_000;
 
-/** Records the delivery of a notice and frees its claim. */
-export async function markDelivered(db: D1Database, eventId: string, now: Date): Promise<void> {
-  await db.prepare(OUTBOX_SQL.markDelivered).bind(eventId, now.toISOString()).run();
-}
-
-/** Records why a push attempt failed and frees the claim for the next attempt. */
-export async function recordFailure(db: D1Database, eventId: string, error: string): Promise<void> {
-  await db.prepare(OUTBOX_SQL.recordFailure).bind(eventId, error).run();
+/**
+ * Records what became of claimed notices, in one D1 round trip: `delivered` ones are done, and
+ * each of `failed` keeps its error with its claim freed for the next attempt.
+ */
+export async function settleNotices(
+  db: D1Database,
+  outcome: { delivered: readonly string[]; failed: readonly { eventId: string; error: string }[] },
+  now: Date,
+): Promise<void> {
+  const statements = [
+    ...(outcome.delivered.length > 0
+      ? [db.prepare(OUTBOX_SQL.markDelivered).bind(JSON.stringify(outcome.delivered), now.toISOString())]
+      : []),
+    ...outcome.failed.map(({ eventId, error }) => db.prepare(OUTBOX_SQL.recordFailure).bind(eventId, error)),
+  ];
+  if (statements.length > 0) await db.batch(statements);
 }
 
 /** Stands in for the last error of a notice that was dead-lettered before any attempt failed. */

@@ -20,6 +20,7 @@ import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
 import { SHARDS, dbOf, idOn } from "../support/shards.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
+import { StorageLedger } from "../support/storage-ledger.ts";
 
 const NOTICES_QUEUE = "receipts-v2-notices";
 const PUSH_URL = "https://push.example.test/receipts";
@@ -73,9 +74,9 @@ function notifierEnv(settings: Partial<Pick<NotifierEnv, "APP_PUSH_URL" | "APP_P
 }
 
 /** A receipt deleted as delete does it: gone, and its notice in the outbox, not enqueued. */
-async function recordedNotice(): Promise<DeletionNotice> {
+async function recordedNotice(receiptId?: string): Promise<DeletionNotice> {
   const owner = { clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] };
-  const receipt = await seedReceipt(owner);
+  const receipt = await seedReceipt(owner, receiptId === undefined ? {} : { receipt_id: receiptId });
   const shard = shardOfId(SHARDS, receipt.receipt_id)!;
   const notice = newDeletionNotice(receipt, shard);
   expect(await deleteReceiptWithNotice(shard.db, notice)).toEqual({ deleted: true });
@@ -361,3 +362,28 @@ async function runStatementBatch(db: D1Database, sql: string): Promise<D1Result[
   const statements = sql.split(/;\s*$/m).map((part) => part.trim()).filter(Boolean);
   return db.batch(statements.map((statement) => db.prepare(statement)));
 }
+
+describe("docs/api.md#receipt-events the notifier works per batch, not per message", () => {
+  async function roundTripsFor(count: number): Promise<string[]> {
+    const notices = await Promise.all(Array.from({ length: count }, () => recordedNotice(idOn(SHARDS[0]))));
+    const ledger = new StorageLedger();
+    const result = await deliver(
+      NOTICES_QUEUE,
+      notices.map((notice) => ({ notice, attempts: 1 })),
+      ledger.instrumentEnv(notifierEnv()),
+    );
+    await ledger.drain();
+    expect(result.acked).toBe(count);
+    return ledger.names().filter((name) => name.startsWith("d1."));
+  }
+
+  it("a batch of 100 events on one shard costs the D1 round trips of a batch of 10: one claim, one record", async () => {
+    const ten = await roundTripsFor(10);
+    pushes = [];
+    const hundred = await roundTripsFor(100);
+    expect(ten).toEqual(["d1.batch", "d1.batch"]);
+    expect(hundred).toEqual(ten);
+    expect(pushes).toHaveLength(100);
+  });
+});
+
