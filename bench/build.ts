@@ -14,6 +14,8 @@ export interface Bundles {
   notifier: string;
   floor: string;
   counted: string;
+  /** The notifier's floor: a consumer that only pushes and acks. */
+  floorConsumer: string;
 }
 
 /** A deployed Worker's size and the most it may weigh (issue 6). */
@@ -33,7 +35,7 @@ export function buildAll(): Bundles {
   if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stderr || build.stdout}`);
   // The bench Workers are named on the command line, not in a wrangler config, so nothing can
   // deploy them; wrangler still takes its build settings (minify) from the API Worker's config.
-  for (const entry of ["floor", "counted"]) {
+  for (const entry of ["floor", "counted", "floor-consumer"]) {
     wrangler(["deploy", "--dry-run", "--outdir", BENCH_DIST, `bench/workers/${entry}.ts`]);
   }
   return {
@@ -41,6 +43,7 @@ export function buildAll(): Bundles {
     notifier: path.join(DIST, "notifier/index.js"),
     floor: path.join(BENCH_DIST, "floor.js"),
     counted: path.join(BENCH_DIST, "counted.js"),
+    floorConsumer: path.join(BENCH_DIST, "floor-consumer.js"),
   };
 }
 

@@ -11,13 +11,18 @@ import { PATHS } from "../src/shared/paths.ts";
 import { POS_SCOPE } from "../src/shared/types.ts";
 import { receiptBody } from "./bodies.ts";
 import { countCalls, describeCalls, type CountedRequest, type Operation } from "./budgets.ts";
-import { buildAll, bundleSizes } from "./build.ts";
+import { buildAll, bundleSizes, type Bundles } from "./build.ts";
+import { benchNotifier, type NotifierResult } from "./notifier.ts";
 import { sample, summarize, type Measurement, type Sample, type Target } from "./load.ts";
 import { FLOOR_PATHS } from "./protocol.ts";
 import { startRuntime, type BenchClient, type Runtime } from "./runtime.ts";
 
 const ROUTES = ["trivial", "login", "add-2k", "add-40k", "delete"] as const;
 type RouteName = (typeof ROUTES)[number];
+const NOTIFIER = "notifier";
+/** Receipt events each notifier run delivers; enough for several seconds at local speed. */
+const NOTIFIER_EVENTS = 2000;
+const NOTIFIER_TARGET_RATIO = 0.7;
 
 const OPERATION: Record<RouteName, Operation> = {
   trivial: "trivial",
@@ -35,7 +40,7 @@ const USAGE = `Usage: npm run bench [-- [--seconds <n>] [--connections <n>] [--o
 
   --seconds <n>       timed seconds per route and per floor, taken in turns (default 5)
   --connections <n>   keep-alive connections per run (default 50)
-  --only <routes>     comma-separated, among: ${ROUTES.join(", ")} (default all)`;
+  --only <routes>     comma-separated, among: ${ROUTES.join(", ")}, ${NOTIFIER} (default all)`;
 
 const KIB = 1024;
 const WARMUP_SECONDS = 1;
@@ -129,7 +134,8 @@ await runCli(USAGE, async (argv) => {
       console.log(`  ${route.padEnd(8)} ${Math.round(routeRun.rps)} req/s, floor ${Math.round(floorRun.rps)} req/s`);
     }
     printTable(rows);
-    writeFileSync(RESULTS_FILE, `${JSON.stringify(rows, null, 2)}\n`);
+    const notifierRow = withNotifier(values.only) ? await notifierTarget(bundles) : undefined;
+    writeFileSync(RESULTS_FILE, `${JSON.stringify({ routes: rows, notifier: notifierRow }, null, 2)}\n`);
     console.log(`Wrote ${path.relative(process.cwd(), RESULTS_FILE)}.`);
     if (failures.length > 0) {
       const problems = runtime.recentProblems();
@@ -141,6 +147,19 @@ await runCli(USAGE, async (argv) => {
   console.log(`Finished in ${secondsSince(started)} s.`);
   if (failures.length > 0) throw new Error(`\nBENCH FAILED:\n  ${failures.join("\n  ")}`);
 });
+
+/** The notifier's row: events delivered per second end to end, against its floor (issue 13). */
+async function notifierTarget(bundles: Bundles): Promise<NotifierResult & { ratio: number }> {
+  console.log(`\nNotifier (${NOTIFIER_EVENTS} receipt.created events: queue → notifier → a local receiver answering 204):`);
+  const result = await benchNotifier(bundles, NOTIFIER_EVENTS, receiptBody(2 * KIB));
+  const ratio = result.eventsPerSecond / result.floorEventsPerSecond;
+  console.log(
+    `  notifier ${Math.round(result.eventsPerSecond)} events/s, floor ${Math.round(result.floorEventsPerSecond)} events/s, ` +
+      `ratio ${ratio.toFixed(2)} (goal ≥ ${NOTIFIER_TARGET_RATIO})`,
+  );
+  console.log("  D1 round trips per queue batch: 2 for each shard it touches (claims together, records together)");
+  return { ...result, ratio };
+}
 
 /** The request and floor request for a route, made with the run's client and token. */
 async function targetsFor(route: RouteName, bench: Bench): Promise<{ api: Target; floor: Target }> {
@@ -281,9 +300,14 @@ function printTable(rows: ResultRow[]): void {
   console.log(`\n${format(header)}\n${lines.map(format).join("\n")}\n`);
 }
 
+// The notifier's target is chosen like a route: by default, or when `--only` names it.
+function withNotifier(only: string | undefined): boolean {
+  return only === undefined || only.split(",").map((name) => name.trim()).includes(NOTIFIER);
+}
+
 function selectRoutes(only: string | undefined): RouteName[] {
   if (only === undefined) return [...ROUTES];
-  const names = only.split(",").map((name) => name.trim());
+  const names = only.split(",").map((name) => name.trim()).filter((name) => name !== NOTIFIER);
   const unknown = names.filter((name) => !(ROUTES as readonly string[]).includes(name));
   if (unknown.length > 0) throw new UsageError(`--only: unknown route ${unknown.join(", ")}`);
   return ROUTES.filter((route) => names.includes(route));

@@ -133,7 +133,7 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
  * A Worker's options from its wrangler config, running a script that is already one bundled
  * file: no module rules apply, and module names are relative to the bundle's own folder.
  */
-function bundled(options: SourcelessWorkerOptions, name: string, scriptPath: string) {
+export function bundled(options: SourcelessWorkerOptions, name: string, scriptPath: string) {
   const { modulesRules: _rules, ...rest } = options;
   return { ...rest, name, modules: true, scriptPath, modulesRoot: path.dirname(scriptPath) };
 }
@@ -147,7 +147,7 @@ function receiptIdPrefix(tag: number): string {
 }
 
 /** Applies migrations/*.sql in order, split into statements the way wrangler splits them. */
-async function applyMigrations(db: Awaited<ReturnType<Miniflare["getD1Database"]>>): Promise<void> {
+export async function applyMigrations(db: Awaited<ReturnType<Miniflare["getD1Database"]>>): Promise<void> {
   const files = readdirSync(MIGRATIONS).filter((file) => file.endsWith(".sql")).sort();
   for (const file of files) {
     const statements = unstable_splitSqlQuery(readFileSync(path.join(MIGRATIONS, file), "utf8"));

@@ -24,27 +24,29 @@ export const OUTBOX_SQL = {
     WHERE delivered_at IS NULL AND ((enqueued_at IS NULL AND created_at <= ?1) OR enqueued_at <= ?2)
     ORDER BY created_at LIMIT ?3`,
   /**
-   * Takes the notice for one push attempt until ?2, unless it is delivered, another delivery
+   * Takes the notices (?1, a JSON array of event ids) for one push attempt until ?2, unless it is delivered, another delivery
    * holds an unexpired claim (at ?3), or its receipt's created event is being pushed right now
    * (a deleted event waits for it: the app never hears of a receipt after its deletion); returns
    * nothing then. Returns the receipt's stored body too, which a created event's push carries
    * (NULL once the receipt is deleted).
    */
   claim: `UPDATE notice_outbox SET claimed_until = ?2, attempts = attempts + 1
-    WHERE event_id = ?1 AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
+    WHERE event_id IN (SELECT value FROM json_each(?1))
+      AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 FROM notice_outbox AS created
         WHERE created.receipt_id = notice_outbox.receipt_id AND created.event_id <> notice_outbox.event_id
           AND created.delivered_at IS NULL AND created.claimed_until > ?3
           AND json_extract(created.payload, '$.type') = 'receipt.created')
-    RETURNING payload, attempts, (SELECT body FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body`,
+    RETURNING event_id, payload, attempts,
+      (SELECT body FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body`,
   /**
    * Why a claim failed: delivered, held by another delivery of it, held by its receipt's created
    * event in flight, or no row at all.
    */
-  state: `SELECT delivered_at, claimed_until, (SELECT MAX(created.claimed_until) FROM notice_outbox AS created
+  state: `SELECT event_id, delivered_at, claimed_until, (SELECT MAX(created.claimed_until) FROM notice_outbox AS created
       WHERE created.receipt_id = notice_outbox.receipt_id AND created.event_id <> notice_outbox.event_id
         AND created.delivered_at IS NULL AND json_extract(created.payload, '$.type') = 'receipt.created') AS created_claimed_until
-    FROM notice_outbox WHERE event_id = ?1`,
+    FROM notice_outbox WHERE event_id IN (SELECT value FROM json_each(?1))`,
   /** Marks notices delivered; ?1 is a JSON array of event ids. */
   markDelivered: `UPDATE notice_outbox SET delivered_at = ?2, claimed_until = NULL
     WHERE event_id IN (SELECT value FROM json_each(?1))`,

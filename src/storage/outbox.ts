@@ -45,8 +45,8 @@ export type Claim =
 
 /**
  * Claims notices until `now + leaseMs`, so that two deliveries of one event_id never push at
- * the same time and a delivered one is never pushed again. One D1 round trip for any number of
- * notices of one shard; the claims come back in the order of `eventIds`.
+ * the same time and a delivered one is never pushed again. One D1 round trip of two statements
+ * for any number of notices of one shard; the claims come back in the order of `eventIds`.
  */
 export async function claimNotices(
   db: D1Database,
@@ -54,22 +54,38 @@ export async function claimNotices(
   now: Date,
   leaseMs: number,
 ): Promise<Claim[]> {
+  const ids = JSON.stringify([...new Set(eventIds)]);
   const until = new Date(now.getTime() + leaseMs).toISOString();
-  const results = await db.batch(
-    eventIds.flatMap((eventId) => [
-      db.prepare(OUTBOX_SQL.claim).bind(eventId, until, now.toISOString()),
-      db.prepare(OUTBOX_SQL.state).bind(eventId),
-    ]),
-  );
-  return eventIds.map((_, i) => claimOf(results[2 * i]!, results[2 * i + 1]!, now));
+  const [claimed, states] = await db.batch([
+    db.prepare(OUTBOX_SQL.claim).bind(ids, until, now.toISOString()),
+    db.prepare(OUTBOX_SQL.state).bind(ids),
+  ]);
+  const claims = new Map((claimed!.results as ClaimedRow[]).map((row) => [row.event_id, row]));
+  const rows = new Map((states!.results as StateRow[]).map((row) => [row.event_id, row]));
+  return eventIds.map((eventId) => {
+    const row = claims.get(eventId);
+    // A second copy of one event in the batch finds it held by the first.
+    claims.delete(eventId);
+    if (row) return { status: "claimed", payload: row.payload, attempts: row.attempts, body: row.body };
+    return claimState(rows.get(eventId), now);
+  });
 }
 
-function claimOf(claim: D1Result, state: D1Result, now: Date): Claim {
-  const claimed = claim.results[0] as { payload: string; attempts: number; body: string | null } | undefined;
-  if (claimed) return { status: "claimed", ...claimed };
-  const row = state.results[0] as
-    | { delivered_at: string | null; claimed_until: string | null; created_claimed_until: string | null }
-    | undefined;
+interface ClaimedRow {
+  event_id: string;
+  payload: string;
+  attempts: number;
+  body: string | null;
+}
+
+interface StateRow {
+  event_id: string;
+  delivered_at: string | null;
+  claimed_until: string | null;
+  created_claimed_until: string | null;
+}
+
+function claimState(row: StateRow | undefined, now: Date): Claim {
   if (!row) return { status: "gone" };
   if (row.delivered_at !== null) return { status: "delivered" };
   if (row.claimed_until !== null && row.claimed_until > now.toISOString()) {

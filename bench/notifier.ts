@@ -1,0 +1,173 @@
+/**
+ * The notifier's target of `npm run bench` (issue 13): receipt.created events delivered per
+ * second end to end — the notices queue, the notifier (claims, the receipt's body, a signed push,
+ * records) and a local receiver that answers 204 at once — against a floor consumer that only
+ * pushes and acks. Both run in a Miniflare of their own, with the notifier's own wrangler config,
+ * so its batch settings are the deployed ones.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions, type V4WorkerOptions } from "miniflare";
+import { v7 as uuidv7 } from "uuid";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
+import { shardBinding, shardNameOfBinding, shardTag, stampShardTag } from "../src/shared/shard-ids.ts";
+import type { CreationNotice } from "../src/shared/types.ts";
+import type { Bundles } from "./build.ts";
+import { applyMigrations, bundled } from "./runtime.ts";
+
+/** What the notifier's run and its floor's gave. */
+export interface NotifierResult {
+  events: number;
+  eventsPerSecond: number;
+  floorEventsPerSecond: number;
+}
+
+const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.toml");
+const NOTICES_QUEUE = "receipts-v2-notices";
+const FLOOR_QUEUE = "bench-floor-notices";
+const LOOPBACK = "127.0.0.1";
+const SEND_BATCH = 100;
+const DELIVERY_TIMEOUT_MS = 120_000;
+
+/** Delivers `events` created events through the notifier, then as many through the floor. */
+export async function benchNotifier(bundles: Bundles, events: number, body: string): Promise<NotifierResult> {
+  const receiver = await startReceiver();
+  const notifier = unstable_getMiniflareWorkerOptions(NOTIFIER_CONFIG).workerOptions;
+  const secret = `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}`;
+  // The floor batches as the notifier does: the settings of its wrangler config.
+  const configured = (notifier.queueConsumers as Record<string, { maxBatchSize?: number; maxBatchTimeout?: number }> | undefined)?.[
+    NOTICES_QUEUE
+  ];
+  const consumerSettings = { maxBatchSize: configured?.maxBatchSize ?? 10, maxBatchTimeout: configured?.maxBatchTimeout ?? 1 };
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      host: LOOPBACK,
+      port: 0,
+      // The notifier logs a line per event; the timing needs none of them.
+      handleStructuredLogs: () => {},
+      workers: [
+        {
+          ...bundled(notifier, "notifier", bundles.notifier),
+          bindings: { APP_PUSH_URL: receiver.url, APP_PUSH_SECRET: secret },
+        },
+        ({
+          name: "floor-consumer",
+          modules: true,
+          scriptPath: bundles.floorConsumer,
+          compatibilityDate: notifier.compatibilityDate as string,
+          bindings: { PUSH_URL: receiver.url },
+          queueConsumers: { [FLOOR_QUEUE]: consumerSettings },
+          queueProducers: { NOTICES: NOTICES_QUEUE, FLOOR: FLOOR_QUEUE },
+        } satisfies V4WorkerOptions),
+      ],
+    }),
+  );
+  try {
+    await mf.ready;
+    const shardNames = Object.keys(notifier.d1Databases ?? {}).flatMap((binding) => shardNameOfBinding(binding) ?? []);
+    const notices: CreationNotice[] = [];
+    for (const name of shardNames) {
+      const db = await mf.getD1Database(shardBinding(name), "notifier");
+      await applyMigrations(db);
+      notices.push(...(await seedCreated(db, shardTag(name), Math.ceil(events / shardNames.length), body)));
+    }
+    const measured = notices.slice(0, events);
+    const eventsPerSecond = await timeDeliveries(receiver, measured, await mf.getQueueProducer("NOTICES", "floor-consumer"));
+    const floorEventsPerSecond = await timeDeliveries(receiver, measured, await mf.getQueueProducer("FLOOR", "floor-consumer"));
+    return { events: measured.length, eventsPerSecond, floorEventsPerSecond };
+  } finally {
+    await mf.dispose();
+    receiver.server.close();
+  }
+}
+
+// Receipts and their created events in the outbox, as add leaves them before the queue send.
+async function seedCreated(
+  db: Awaited<ReturnType<Miniflare["getD1Database"]>>,
+  tag: number,
+  count: number,
+  body: string,
+): Promise<CreationNotice[]> {
+  const now = new Date().toISOString();
+  const notices = Array.from({ length: count }, (_, i): CreationNotice => {
+    const receiptId = stampShardTag(uuidv7(), tag);
+    return {
+      event_id: stampShardTag(uuidv7(), tag),
+      type: "receipt.created",
+      occurred_at: now,
+      receipt_id: receiptId,
+      app_user_id: `bench-user-${i % 50}`,
+      chain_id: "chain-bench",
+      client_id: "bench-notifier",
+      created_at: now,
+    };
+  });
+  for (let i = 0; i < notices.length; i += SEND_BATCH) {
+    const statements = notices.slice(i, i + SEND_BATCH).flatMap((notice) => [
+      db
+        .prepare("INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)")
+        .bind(notice.receipt_id, notice.chain_id, notice.client_id, notice.app_user_id, body, now),
+      db
+        .prepare("INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at) VALUES (?, ?, ?, ?)")
+        .bind(notice.event_id, notice.receipt_id, JSON.stringify(notice), now),
+    ]);
+    await db.batch(statements);
+  }
+  return notices;
+}
+
+type Producer = Awaited<ReturnType<Miniflare["getQueueProducer"]>>;
+
+interface Receiver {
+  server: Server;
+  url: string;
+  /** Resolves once `count` distinct events have arrived since the last call. */
+  expect(count: number): Promise<void>;
+}
+
+// A push service that answers 204 at once and counts distinct events (by their event_id).
+async function startReceiver(): Promise<Receiver> {
+  let seen = new Set<string>();
+  let wanted = Number.POSITIVE_INFINITY;
+  let done: () => void = () => undefined;
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      response.writeHead(204).end();
+      const { event_id: eventId } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { event_id: string };
+      seen.add(eventId);
+      if (seen.size >= wanted) done();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, LOOPBACK, resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    server,
+    url: `http://${LOOPBACK}:${port}/push`,
+    expect(count) {
+      seen = new Set();
+      wanted = count;
+      return new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${seen.size} of ${count} events delivered in time`)), DELIVERY_TIMEOUT_MS);
+        done = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    },
+  };
+}
+
+// From the first send to the last delivery, in events per second.
+async function timeDeliveries(receiver: Receiver, notices: CreationNotice[], queue: Producer): Promise<number> {
+  const delivered = receiver.expect(notices.length);
+  const started = performance.now();
+  for (let i = 0; i < notices.length; i += SEND_BATCH) {
+    await queue.sendBatch(notices.slice(i, i + SEND_BATCH).map((body) => ({ body, contentType: "json" as const })));
+  }
+  await delivered;
+  return notices.length / ((performance.now() - started) / 1000);
+}
