@@ -10,7 +10,7 @@ import { SignJWT, base64url, jwtVerify } from "jose";
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { parseTokenKeys } from "../../src/api/config.ts";
-import { POS_SCOPE, clientKey, type ClientRecord, type DeletionNotice } from "../../src/shared/types.ts";
+import { POS_SCOPE, clientKey, type ClientRecord, type CreationNotice, type DeletionNotice } from "../../src/shared/types.ts";
 import { idOnShard, shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { FLOOR_PATHS } from "../protocol.ts";
 
@@ -50,7 +50,11 @@ async function login(request: Request, env: ApiEnv): Promise<Response> {
   return Response.json({ data: { access_token: token }, status: "OK" });
 }
 
-/** JWT verify + 1 KV get + 1 D1 batch() insert. */
+/**
+ * JWT verify + 1 KV get + 1 D1 batch() that inserts the receipt and its created event + 1 queue
+ * send. The event is in the service's own outbox, so the notifier does for a floor event what it
+ * does for a real one: an add's event is part of its unavoidable work (issue 13).
+ */
 async function add(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
   const record = await readClient(request, env);
@@ -58,11 +62,28 @@ async function add(request: Request, env: ApiEnv): Promise<Response> {
   const { db } = shard;
   const receiptId = idOnShard(uuidv7(), shard);
   const createdAt = new Date().toISOString();
+  const event: CreationNotice = {
+    event_id: idOnShard(uuidv7(), shard),
+    type: "receipt.created",
+    occurred_at: createdAt,
+    receipt_id: receiptId,
+    app_user_id: header(request, "app_user_id"),
+    chain_id: record.chains[0]!,
+    client_id: record.client_id,
+    created_at: createdAt,
+  };
   await db.batch([
     db.prepare(
       "INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-    ).bind(receiptId, record.chains[0], record.client_id, header(request, "app_user_id"), await request.text(), createdAt),
+    ).bind(receiptId, event.chain_id, event.client_id, event.app_user_id, await request.text(), createdAt),
+    db.prepare("INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at) VALUES (?, ?, ?, ?)").bind(
+      event.event_id,
+      receiptId,
+      JSON.stringify(event),
+      createdAt,
+    ),
   ]);
+  await env.NOTICES.send(event, { contentType: "json" });
   return Response.json({ data: { receipt_id: receiptId, created_at: createdAt }, status: "OK" });
 }
 
