@@ -1,5 +1,5 @@
 /**
- * The app side's kit (issue 13, contract §5 and §9): the Standard Webhooks reference library
+ * The app side's kit (issue 13, docs/api.md#receipt-events): the Standard Webhooks reference library
  * verifies every event type as the notifier's own signing code (src/notifier/push.ts) signs it;
  * the example's view applies events at least once and in any order as an app must; and the
  * example receiver does both over a real socket, fed by the notifier's own push function.
@@ -22,7 +22,7 @@ type CreatedEvent = Extract<AppEvent, { type: "receipt.created" }>;
 
 const OTHER_SECRET = `whsec_${Buffer.from("another-secret-of-32-bytes-long!").toString("base64")}`;
 
-describe("issue 13 contract §5: standardwebhooks verifies each event type as the notifier signs it", () => {
+describe("issue 13 docs/api.md#deletion-notices: standardwebhooks verifies each event type as the notifier signs it", () => {
   for (const event of sampleEvents("user-42")) {
     it(`${event.type}: verified, and the payload comes back as sent`, async () => {
       const { body, headers } = await signedDelivery(event);
@@ -39,7 +39,7 @@ describe("issue 13 contract §5: standardwebhooks verifies each event type as th
   });
 });
 
-describe("issue 13 contract §5: standardwebhooks refuses what the notifier did not sign now", () => {
+describe("issue 13 docs/api.md#deletion-notices: standardwebhooks refuses what the notifier did not sign now", () => {
   const [event] = sampleEvents("user-42");
 
   it("a tampered body", async () => {
@@ -66,7 +66,7 @@ describe("issue 13 contract §5: standardwebhooks refuses what the notifier did 
   });
 });
 
-describe("issue 13 contract §9: the app's view, from events that come at least once and in any order", () => {
+describe("issue 13 docs/api.md#receipt-events: the app's view, from events that come at least once and in any order", () => {
   it("created then deleted: the receipt appears, then is gone", () => {
     const view = new AppView();
     const [created, deleted] = sampleEvents("user-42", "019aa8a4-3c1e");
@@ -255,7 +255,7 @@ describe("issue 13 npm run receiver: settings", () => {
 });
 
 /**
- * One event of each type the notifier sends now or will send (contract §5, §9, §10), about one
+ * One event of each type the notifier sends now or will send (docs/api.md#receipt-events), about one
  * receipt: created, deleted, and the erasure of its app user. Fresh event and receipt IDs on each
  * call, so that tests sharing a receiver never meet each other's.
  */
