@@ -11,8 +11,9 @@ import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions, type V4WorkerOptions } from "miniflare";
 import { v7 as uuidv7 } from "uuid";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { readShards } from "../scripts/lib/shards.ts";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
-import { shardBinding, shardNameOfBinding, shardTag, stampShardTag } from "../src/shared/shard-ids.ts";
+import { stampShardTag } from "../src/shared/shard-ids.ts";
 import type { CreationNotice } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
 import { applyMigrations, bundled } from "./runtime.ts";
@@ -66,12 +67,12 @@ export async function benchNotifier(bundles: Bundles, events: number, body: stri
   );
   try {
     await mf.ready;
-    const shardNames = Object.keys(notifier.d1Databases ?? {}).flatMap((binding) => shardNameOfBinding(binding) ?? []);
+    const shards = readShards(NOTIFIER_CONFIG);
     const notices: CreationNotice[] = [];
-    for (const name of shardNames) {
-      const db = await mf.getD1Database(shardBinding(name), "notifier");
+    for (const { binding, tag } of shards) {
+      const db = await mf.getD1Database(binding, "notifier");
       await applyMigrations(db);
-      notices.push(...(await seedCreated(db, shardTag(name), Math.ceil(events / shardNames.length), body)));
+      notices.push(...(await seedCreated(db, tag, Math.ceil(events / shards.length), body)));
     }
     const measured = notices.slice(0, events);
     const eventsPerSecond = await timeDeliveries(receiver, measured, await mf.getQueueProducer("NOTICES", "floor-consumer"));

@@ -8,9 +8,10 @@ import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery, type SourcelessWorkerOptions } from "wrangler";
+import { readShards } from "../scripts/lib/shards.ts";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { newClientRecord } from "../src/shared/client-records.ts";
-import { shardBinding, shardNameOfBinding, shardTag, stampShardTag } from "../src/shared/shard-ids.ts";
+import { stampShardTag } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 import { clientKey } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
@@ -85,9 +86,8 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
   await mf.ready;
 
   // Every shard of wrangler.toml, migrated; seeded receipts take turns among them.
-  const shardNames = Object.keys(api.d1Databases ?? {}).flatMap((binding) => shardNameOfBinding(binding) ?? []);
   const shards = await Promise.all(
-    shardNames.map(async (name) => ({ tag: shardTag(name), db: await mf.getD1Database(shardBinding(name), "api") })),
+    readShards(API_CONFIG).map(async ({ binding, tag }) => ({ tag, db: await mf.getD1Database(binding, "api") })),
   );
   for (const { db } of shards) await applyMigrations(db);
   const kv = await mf.getKVNamespace("CLIENTS", "api");

@@ -21,7 +21,7 @@ export interface Refusal {
 const LOGIN_403 = { status: 403, statusWord: "Not Acceptable" } as const;
 
 /** How long a client that failed to log in too often waits; the limiter's period in wrangler.toml. */
-export const LOGIN_RETRY_AFTER_SECONDS = 60;
+const LOGIN_RETRY_AFTER_SECONDS = 60;
 
 /** The refusals whose words never change. */
 export const REFUSALS = {

@@ -49,7 +49,9 @@ export async function deliverBatch(
       retryAfterError(message, new Error("event_id names no shard of this Worker"));
       continue;
     }
-    byShard.set(shard, [...(byShard.get(shard) ?? []), message]);
+    const group = byShard.get(shard);
+    if (group) group.push(message);
+    else byShard.set(shard, [message]);
   }
   await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, now)));
 }

@@ -82,7 +82,10 @@ export function placeReceipt(
     return target && { target, lookups: [] };
   }
   const key = options.key;
-  const ranked = [...shards].sort((a, b) => rendezvousScore(key, b.name) - rendezvousScore(key, a.name));
+  const ranked = shards
+    .map((shard) => ({ shard, score: rendezvousScore(key, shard.name) }))
+    .sort((a, b) => b.score - a.score)
+    .map(({ shard }) => shard);
   const target = ranked.find(isOpen);
   if (!target) return undefined;
   const lookups: Shard[] = [];
@@ -118,7 +121,7 @@ function isD1(value: unknown): boolean {
 }
 
 /** How long an isolate sends no new receipt to a shard whose call failed. */
-export const FAILING_SHARD_PAUSE_MS = 30_000;
+const FAILING_SHARD_PAUSE_MS = 30_000;
 
 const failingUntil = new Map<string, number>();
 

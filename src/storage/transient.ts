@@ -14,12 +14,6 @@ const TRANSIENT_MESSAGES = [
 const ATTEMPTS = 3;
 const BASE_DELAY_MS = 20;
 
-/** Whether D1 says the call may succeed if made again. */
-export function isTransientD1Error(error: unknown): boolean {
-  const message = String(error instanceof Error ? error.message : error);
-  return TRANSIENT_MESSAGES.some((text) => message.includes(text));
-}
-
 /**
  * Runs `call`, and again after a short, jittered, growing pause while it fails with a transient
  * error, at most three times in all. Only for calls whose repetition is safe (see above).
@@ -33,4 +27,10 @@ export async function retryTransient<T>(call: () => Promise<T>): Promise<T> {
       await scheduler.wait(BASE_DELAY_MS * 2 ** (attempt - 1) * (0.5 + Math.random()));
     }
   }
+}
+
+/** Whether D1 says the call may succeed if made again. */
+function isTransientD1Error(error: unknown): boolean {
+  const message = String(error instanceof Error ? error.message : error);
+  return TRANSIENT_MESSAGES.some((text) => message.includes(text));
 }

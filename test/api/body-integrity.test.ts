@@ -3,7 +3,6 @@
  * for a key named `__proto__`, the body is I-JSON (RFC 7493), and a compressed body is refused
  * before it is read (docs/api.md#add-body, docs/api.md#add-errors).
  */
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { PATHS } from "../../src/shared/paths.ts";
 import {

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardOfId, type Shard } from "../../src/storage/shards.ts";
-import { BASE, newCaller, uniqueId, validReceiptBody, type Answer, type Caller } from "../support/api.ts";
+import { BASE, newCaller, uniqueId, validReceiptBody, type Answer } from "../support/api.ts";
 import { deleteHeadersFor, outboxRows, receiptExists, seedReceipt } from "../support/notices.ts";
 import { SHARDS, idOn, receiptsOf } from "../support/shards.ts";
 
@@ -93,17 +93,13 @@ function down(db: D1Database): D1Database {
   });
 }
 
-function tokenOf(caller: Caller): string {
-  return caller.headers.Authorization!.slice("Bearer ".length);
-}
-
 describe("docs/api.md#shards transient D1 errors: retried, and the answer stays true", () => {
   it.each(SHARDS.map((shard) => [shard.name, shard] as const))(
     "a delete on %s whose first attempt committed still answers 200, with one notice",
     async (_name, shard: Shard) => {
       const caller = await newCaller();
       const receipt = await seedReceipt(caller.client, { receipt_id: idOn(shard) });
-      const answer = await callWith({ [shard.binding]: batchLostOnce(shard.db) }, PATHS.delete, deleteHeadersFor(tokenOf(caller), receipt));
+      const answer = await callWith({ [shard.binding]: batchLostOnce(shard.db) }, PATHS.delete, deleteHeadersFor(caller.token, receipt));
       expect(answer.status).toBe(200);
       expect(await receiptExists(receipt.receipt_id)).toBe(false);
       expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
@@ -152,9 +148,9 @@ describe("docs/api.md#shards a failing shard affects only what it holds", () => 
     }
 
     for (const receipt of onHealthy) {
-      expect((await callWith(broken, PATHS.delete, deleteHeadersFor(tokenOf(caller), receipt))).status).toBe(200);
+      expect((await callWith(broken, PATHS.delete, deleteHeadersFor(caller.token, receipt))).status).toBe(200);
     }
-    const refused = await callWith(broken, PATHS.delete, deleteHeadersFor(tokenOf(caller), onFailing));
+    const refused = await callWith(broken, PATHS.delete, deleteHeadersFor(caller.token, onFailing));
     expect(refused.status).toBe(500);
     expect(refused.body.message).not.toMatch(/D1|DB_|unavailable/);
     expect(await receiptExists(onFailing.receipt_id)).toBe(true);

@@ -69,10 +69,9 @@ describe("docs/api.md#shards placement", () => {
   it("a receipt_id that names no shard is no receipt: 406, nothing deleted", async () => {
     const caller = await newCaller();
     const receipt = await seedReceipt(caller.client);
-    const token = caller.headers.Authorization!.slice("Bearer ".length);
     const unknownTag = `${receipt.receipt_id.slice(0, 15)}fff${receipt.receipt_id.slice(18)}`;
     expect(SHARDS.some((shard) => shard.tag === 0xfff)).toBe(false);
-    const answer = await call(PATHS.delete, { headers: { ...deleteHeadersFor(token, receipt), receipt_id: unknownTag } });
+    const answer = await call(PATHS.delete, { headers: { ...deleteHeadersFor(caller.token, receipt), receipt_id: unknownTag } });
     expect(answer.status).toBe(406);
     expect(answer.body.message).toContain("no receipt exists");
     expect(await receiptExists(receipt.receipt_id)).toBe(true);
@@ -84,8 +83,7 @@ describe("docs/api.md#shards delete on every shard", () => {
     const shard = SHARDS.find((candidate) => candidate.name === name)!;
     const caller = await newCaller();
     const receipt = await seedReceipt(caller.client, { receipt_id: idOn(shard) });
-    const token = caller.headers.Authorization!.slice("Bearer ".length);
-    expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })).status).toBe(200);
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(caller.token, receipt) })).status).toBe(200);
     expect(await receiptExists(receipt.receipt_id)).toBe(false);
     const [push] = await waitForPushes(receipt.receipt_id);
     const notice = await expectSignedPush(push!);
@@ -97,8 +95,7 @@ describe("docs/api.md#shards delete on every shard", () => {
     const shard = SHARDS.find((candidate) => candidate.name === name)!;
     const caller = await newCaller();
     const receipt = await seedReceipt(caller.client, { receipt_id: idOn(shard) });
-    const token = caller.headers.Authorization!.slice("Bearer ".length);
-    const answers = await Promise.all([1, 2].map(() => call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })));
+    const answers = await Promise.all([1, 2].map(() => call(PATHS.delete, { headers: deleteHeadersFor(caller.token, receipt) })));
     expect(answers.map((answer) => answer.status).sort()).toEqual([200, 406]);
     expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
   });
@@ -112,8 +109,7 @@ describe("docs/api.md#shards closed shards", () => {
     await setState(closed!, "closed");
     const ids = await addMany(caller, 24);
     expect(ids.map(shardNameOf)).not.toContain(closed!.name);
-    const token = caller.headers.Authorization!.slice("Bearer ".length);
-    expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, old) })).status).toBe(200);
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(caller.token, old) })).status).toBe(200);
   });
 
   it("with every shard closed, add fails with a 500 and stores nothing", async () => {

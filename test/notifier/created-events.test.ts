@@ -9,33 +9,20 @@ import { runScheduledJobs } from "../../src/api/scheduled.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { receiptCreatedEvent, receiptDeletedEvent } from "../../src/shared/schemas.ts";
 import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
-import { call, newCaller, postAdd, uniqueId, validReceiptBody, type Caller } from "../support/api.ts";
+import { call, newCaller, postAdd, uniqueId, validReceiptBody } from "../support/api.ts";
 import {
+  deleteHeadersFor,
   expectSignedPush,
   failedRows,
   outboxRows,
   pushesFor,
   receiverAnswers,
+  waitForDelivery,
   waitForPushes,
 } from "../support/notices.ts";
 import { dbOf } from "../support/shards.ts";
 
 const inAMinute = () => new Date(Date.now() + 31_000);
-
-function deleteHeaders(caller: Caller, receiptId: string): Record<string, string> {
-  const { Authorization, client_id, chain_id, app_user_id } = caller.headers;
-  return { Authorization: Authorization!, client_id: client_id!, chain_id: chain_id!, app_user_id: app_user_id!, receipt_id: receiptId };
-}
-
-async function waitUntilDelivered(receiptId: string, count: number): Promise<void> {
-  await vi.waitFor(
-    async () => {
-      const rows = await outboxRows(receiptId);
-      if (rows.length < count || rows.some((row) => !row.delivered_at)) throw new Error(`events of ${receiptId} not all delivered`);
-    },
-    { timeout: 15_000, interval: 50 },
-  );
-}
 
 describe("docs/api.md#receipt-events receipt.created", () => {
   it("each add gives one signed receipt.created carrying the body as stored", async () => {
@@ -61,7 +48,7 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     expect(receiptCreatedEvent.safeParse(JSON.parse(push!.body)).success).toBe(true);
     // The body's own bytes, spliced in as add stored them.
     expect(push!.body.endsWith(`,"receipt":${text}}`)).toBe(true);
-    await waitUntilDelivered(receipt_id, 1);
+    await waitForDelivery(receipt_id, 1);
     // The outbox keeps the event without a second copy of the body.
     const [row] = await outboxRows(receipt_id);
     expect(row!.payload).not.toContain("receipt\":");
@@ -74,7 +61,7 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     const receiptId = answers[0]!.body.data.receipt_id;
     expect(new Set(answers.map((answer) => answer.body.data.receipt_id))).toEqual(new Set([receiptId]));
     expect((await postAdd(keyed)).status).toBe(200);
-    await waitUntilDelivered(receiptId, 1);
+    await waitForDelivery(receiptId, 1);
     expect(await outboxRows(receiptId)).toHaveLength(1);
     expect(await pushesFor(receiptId)).toHaveLength(1);
   });
@@ -84,7 +71,7 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     const answer = await postAdd(caller.headers);
     const receiptId = answer.body.data.receipt_id as string;
     await receiverAnswers(receiptId, 503);
-    expect((await call(PATHS.delete, { headers: deleteHeaders(caller, receiptId) })).status).toBe(200);
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(caller.token, { ...answer.body.data }) })).status).toBe(200);
     // The endpoint comes back; the queue's retries and the cron job carry on.
     await new Promise((resolve) => setTimeout(resolve, 300));
     await receiverAnswers(receiptId, 200);
@@ -120,7 +107,7 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     const statements = replayFailedSql([failed!.event_id as string]).split(/;\s*$/m).map((s) => s.trim()).filter(Boolean);
     await db.batch(statements.map((statement) => db.prepare(statement)));
     await runScheduledJobs(env, inAMinute());
-    await waitUntilDelivered(receiptId, 1);
+    await waitForDelivery(receiptId, 1);
     const pushes = await pushesFor(receiptId);
     expect(pushes.map((push) => push.status)).toEqual([410, 200]);
     expect(JSON.parse(pushes[1]!.body).receipt).toEqual(validReceiptBody());

@@ -285,6 +285,8 @@ export function validReceiptBody(): Record<string, any> {
 /** A logged-in client and the headers of a valid add for one of its app users. */
 export interface Caller {
   client: TestClient;
+  /** The access token its headers carry. */
+  token: string;
   headers: Record<string, string>;
 }
 
@@ -294,6 +296,7 @@ export async function newCaller(options: Parameters<typeof issueClient>[0] = {})
   const token = await loginToken(client);
   return {
     client,
+    token,
     headers: {
       Authorization: `Bearer ${token}`,
       client_id: client.clientId,

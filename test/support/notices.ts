@@ -106,12 +106,14 @@ export async function waitForPushes(receiptId: string, count = 1): Promise<Recor
   );
 }
 
-/** Waits until the outbox records the delivery of a receipt's notice. */
-export async function waitForDelivery(receiptId: string): Promise<void> {
+/** Waits until the outbox holds `count` events of a receipt, each recorded as delivered. */
+export async function waitForDelivery(receiptId: string, count = 1): Promise<void> {
   await vi.waitFor(
     async () => {
-      const [row] = await outboxRows(receiptId);
-      if (!row?.delivered_at) throw new Error(`notice of ${receiptId} not delivered yet`);
+      const rows = await outboxRows(receiptId);
+      if (rows.length < count || rows.some((row) => !row.delivered_at)) {
+        throw new Error(`events of ${receiptId} not all delivered yet`);
+      }
     },
     { timeout: 10_000, interval: 50 },
   );
