@@ -116,6 +116,10 @@ async function remove(request: Request, env: ApiEnv): Promise<Response> {
       JSON.stringify(notice),
       notice.occurred_at,
     ),
+    // The audit record is part of what a delete must write since the audit trail came.
+    shard.db
+      .prepare("INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) VALUES (?, 'receipt.deleted', ?, ?, ?, ?, ?)")
+      .bind(notice.occurred_at, receiptId, notice.chain_id, notice.client_id, notice.app_user_id, "floor"),
   ]);
   await env.NOTICES.send(notice, { contentType: "json" });
   return Response.json({ message: "deleted", status: "OK" });

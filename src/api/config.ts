@@ -19,6 +19,8 @@ export interface ApiSettings {
   SHARD_FILL_BYTES: string;
   /** How long one isolate may reuse the shard states read from KV, in seconds (at most 60). */
   SHARD_STATES_SECONDS: string;
+  /** How long audit records are kept, in days, before the cron job purges them. */
+  AUDIT_RETENTION_DAYS: string;
 }
 
 /** A setting that is missing or malformed; the message names the setting, never its value. */
@@ -38,6 +40,7 @@ export interface ApiConfig {
   clientCacheMs: number;
   shardFillBytes: number;
   shardStatesMs: number;
+  auditRetentionMs: number;
 }
 
 let cached: { env: ApiSettings; config: ApiConfig } | undefined;
@@ -62,8 +65,11 @@ export function parseApiConfig(env: ApiSettings): ApiConfig {
     clientCacheMs: seconds(env, "CLIENT_CACHE_SECONDS") * 1000,
     shardFillBytes: positiveNumber(env, "SHARD_FILL_BYTES"),
     shardStatesMs: seconds(env, "SHARD_STATES_SECONDS") * 1000,
+    auditRetentionMs: positiveNumber(env, "AUDIT_RETENTION_DAYS") * DAY_MS,
   };
 }
+
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 function requiredText(env: ApiSettings, name: keyof ApiSettings): string {
   const value = env[name];

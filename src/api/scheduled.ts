@@ -3,8 +3,10 @@
  * each run on its own: one that fails, or a shard that fails, is logged and stops no other.
  */
 import type { ApiEnv } from "../shared/env.ts";
+import { apiConfig } from "./config.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { ReceiptNotice } from "../shared/types.ts";
+import type { QueuedNotice } from "../shared/types.ts";
+import { purgeExpiredAudit } from "../storage/audit.ts";
 import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/outbox.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
@@ -18,6 +20,9 @@ const JOBS: Record<string, ScheduledJob> = {
   }),
   "notices.resend": resendPendingNotices,
   "notices.purge-delivered": purgeDelivered,
+  "audit.purge-expired": async (env, shard, now) => ({
+    purged: await purgeExpiredAudit(shard.db, new Date(now.getTime() - apiConfig(env).auditRetentionMs)),
+  }),
 };
 
 /** Runs every job once on every shard. */
@@ -62,7 +67,7 @@ export async function resendPendingNotices(
     });
     if (notices.length === 0) break;
     await env.NOTICES.sendBatch(
-      notices.map(({ payload }) => ({ body: JSON.parse(payload) as ReceiptNotice, contentType: "json" as const })),
+      notices.map(({ payload }) => ({ body: JSON.parse(payload) as QueuedNotice, contentType: "json" as const })),
     );
     await markEnqueued(shard.db, notices.map(({ event_id }) => event_id), now);
     resent += notices.length;

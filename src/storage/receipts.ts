@@ -1,10 +1,11 @@
 /**
  * D1 statements for receipts: add with its Idempotency-Key records (migrations 0001, 0002), and
- * delete with the notice it records in the outbox (0003). Every function takes the database it
+ * delete with the notice it records in the outbox (0003) and its audit record (0005). Every function takes the database it
  * works on: receipts are to be spread over several databases, and the caller picks the one.
  */
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
+import { deleteInRounds } from "./rounds.ts";
 import { retryTransient } from "./transient.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
@@ -133,49 +134,40 @@ export interface ReceiptOwner {
 export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null };
 
 /**
- * Deletes the notice's receipt and records the notice in the outbox, in one D1 batch (one round
- * trip, one transaction), only if the receipt exists with the notice's client_id, chain_id and
- * app_user_id. Both writes carry that condition, so of two racing deletes exactly one removes the
- * receipt and records a notice; the other sees no receipt. A transient D1 error is retried with
- * the same notice: a second run after a first that committed finds the notice's own outbox row,
- * and answers "deleted" as the first would have.
+ * Deletes the notice's receipt, records the notice in the outbox and the deletion in the audit
+ * trail, in one D1 batch (one round trip, one transaction), only if the receipt exists with the
+ * notice's client_id, chain_id and app_user_id. Every write carries that condition, so of two
+ * racing deletes exactly one removes the receipt and records a notice and an audit record; the
+ * other sees no receipt. A transient D1 error is retried with the same notice: a second run after
+ * a first that committed finds the notice's own outbox row, and answers "deleted" as the first
+ * would have. `requestId` is the request reference the audit record keeps.
  */
-export async function deleteReceiptWithNotice(db: D1Database, notice: DeletionNotice): Promise<DeleteOutcome> {
-  return retryTransient(() => deleteOnce(db, notice));
+export async function deleteReceiptWithNotice(
+  db: D1Database,
+  notice: DeletionNotice,
+  requestId: string,
+): Promise<DeleteOutcome> {
+  return retryTransient(() => deleteOnce(db, notice, requestId));
 }
 
-async function deleteOnce(db: D1Database, notice: DeletionNotice): Promise<DeleteOutcome> {
+async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: string): Promise<DeleteOutcome> {
   const { event_id, occurred_at, receipt_id, client_id, chain_id, app_user_id } = notice;
-  const [recorded, before, , removal] = await db.batch([
+  const owned = [receipt_id, client_id, chain_id, app_user_id] as const;
+  const [recorded, before, , , removal] = await db.batch([
     db.prepare(READ_OWN_NOTICE).bind(event_id),
     db.prepare(READ_OWNER).bind(receipt_id),
-    db
-      .prepare(RECORD_NOTICE_IF_OWNED)
-      .bind(event_id, JSON.stringify(notice), occurred_at, receipt_id, client_id, chain_id, app_user_id),
-    db.prepare(DELETE_IF_OWNED).bind(receipt_id, client_id, chain_id, app_user_id),
+    db.prepare(RECORD_NOTICE_IF_OWNED).bind(...owned, event_id, JSON.stringify(notice), occurred_at),
+    db.prepare(AUDIT_IF_OWNED).bind(...owned, occurred_at, requestId),
+    db.prepare(DELETE_IF_OWNED).bind(...owned),
   ]);
   if (removal!.meta.changes === 1 || recorded!.results.length > 0) return { deleted: true };
   return { deleted: false, receipt: (before!.results[0] as ReceiptOwner | undefined) ?? null };
 }
 
-/**
- * Deletes Idempotency-Key records older than the window and returns how many. Works in short
- * chunks: D1 runs one statement at a time, and one long delete would hold up every add.
- */
+/** Deletes Idempotency-Key records older than the window, in bounded rounds; returns how many. */
 export async function deleteExpiredIdempotencyKeys(db: D1Database, now: Date): Promise<number> {
-  const cutoff = idempotencyCutoff(now);
-  let deleted = 0;
-  for (let round = 0; round < CLEANUP_MAX_ROUNDS; round += 1) {
-    const { meta } = await db.prepare(DELETE_EXPIRED_KEYS).bind(cutoff, CLEANUP_CHUNK).run();
-    deleted += meta.changes;
-    if (meta.changes < CLEANUP_CHUNK) break;
-  }
-  return deleted;
+  return deleteInRounds(db, DELETE_EXPIRED_KEYS, idempotencyCutoff(now));
 }
-
-// Ten chunks a minute clear 14 million keys a day; a larger backlog drains over later ticks.
-const CLEANUP_CHUNK = 1000;
-const CLEANUP_MAX_ROUNDS = 10;
 
 interface KeyRow {
   receipt_id: string;
@@ -238,10 +230,16 @@ const READ_OWNER = "SELECT client_id, chain_id, app_user_id FROM receipts WHERE 
 
 const RECORD_NOTICE_IF_OWNED = `
   INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
-  SELECT ?1, receipt_id, ?2, ?3 FROM receipts
-  WHERE receipt_id = ?4 AND client_id = ?5 AND chain_id = ?6 AND app_user_id = ?7`;
+  SELECT ?5, receipt_id, ?6, ?7 FROM receipts
+  WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`;
 
-// The same condition as the notice's, so the receipt goes exactly when its notice was recorded.
+const AUDIT_IF_OWNED = `
+  INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id)
+  SELECT ?5, 'receipt.deleted', receipt_id, chain_id, client_id, app_user_id, ?6 FROM receipts
+  WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`;
+
+// The same condition as the notice's and the audit record's, so the receipt goes exactly when
+// both were recorded.
 const DELETE_IF_OWNED = `
   DELETE FROM receipts
   WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`;

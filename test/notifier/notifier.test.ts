@@ -79,7 +79,7 @@ async function recordedNotice(receiptId?: string): Promise<DeletionNotice> {
   const receipt = await seedReceipt(owner, receiptId === undefined ? {} : { receipt_id: receiptId });
   const shard = shardOfId(SHARDS, receipt.receipt_id)!;
   const notice = newDeletionNotice(receipt, shard);
-  expect(await deleteReceiptWithNotice(shard.db, notice)).toEqual({ deleted: true });
+  expect(await deleteReceiptWithNotice(shard.db, notice, "test-request")).toEqual({ deleted: true });
   return notice;
 }
 

@@ -14,8 +14,8 @@ import { enqueueNotice, newDeletionNotice } from "../events.ts";
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies readonly (keyof ReceiptOwner)[];
 
 /**
- * Removes a receipt and records the notice to its app user in one atomic step; the notice goes
- * to the queue after the response. Nothing changes unless every check of docs/api.md#delete passes.
+ * Removes a receipt and records the notice to its app user and the audit record in one atomic
+ * step; the notice goes to the queue after the response. Nothing changes unless every check of docs/api.md#delete passes.
  */
 export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, deleteHeaders);
@@ -26,7 +26,7 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const shard = shardOfId(shardsOf(c.env), headers.receipt_id);
   if (!shard) throw refusal(headers, null);
   const notice = newDeletionNotice(headers, shard);
-  const outcome = await deleteReceiptWithNotice(shard.db, notice);
+  const outcome = await deleteReceiptWithNotice(shard.db, notice, c.get("requestId"));
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);
 
   c.executionCtx.waitUntil(enqueueNotice(c.env, shard, notice));
