@@ -7,8 +7,9 @@
 import { tagOfId } from "../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, FAILED_SQL, replayFailedSql } from "../src/storage/outbox-sql.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
+import { execute, onEachShard } from "./lib/d1.ts";
 import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
-import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
+import { targetOf } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run notices -- <command> [options]
 
@@ -103,31 +104,4 @@ function replay(argv: string[]): void {
 /** The shards of the API Worker's wrangler.toml. */
 function shards(): ConfigShard[] {
   return readShards(configPaths().api);
-}
-
-interface ShardFailure {
-  shard: string;
-  message: string;
-}
-
-/** Runs `action` on each shard in turn; a shard that fails is reported, not in the others' way. */
-function onEachShard(list: readonly ConfigShard[], action: (shard: ConfigShard) => void): ShardFailure[] {
-  const failures: ShardFailure[] = [];
-  for (const shard of list) {
-    try {
-      action(shard);
-    } catch (error) {
-      failures.push({ shard: shard.name, message: `Shard ${shard.name}: ${(error as Error).message}` });
-    }
-  }
-  return failures;
-}
-
-/**
- * Runs SQL on one shard through `wrangler d1 execute`, which runs all its statements as one
- * batch, and returns each statement's rows.
- */
-function execute<Row>(target: Target, shard: ConfigShard, sql: string): Row[][] {
-  const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", sql, ...targetFlags(target)]);
-  return (JSON.parse(output) as { results: Row[] }[]).map(({ results }) => results);
 }

@@ -1,14 +1,15 @@
 /**
  * `npm start`: everything a newcomer needs to run the service locally (docs/api.md#local-use). Applies the
- * local D1 migrations to every shard, writes each Worker's `.dev.vars` when missing, then serves both Workers in
+ * local D1 migrations to every shard, writes each Worker's `.dev.vars` (or the settings it lacks), then serves both Workers in
  * one `wrangler dev`, so the queue flows between them. Arguments after `--` go to wrangler dev.
  */
 import { spawn } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { ensureDevVars } from "./lib/dev-vars.ts";
 import { configPaths, readShards } from "./lib/shards.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
+import { newAuditHashKey } from "../src/storage/erasure.ts";
 
 const API_CONFIG = "wrangler.toml";
 const NOTIFIER_CONFIG = "src/notifier/wrangler.toml";
@@ -19,13 +20,17 @@ const host = flagValue(extra, "--ip") ?? "127.0.0.1";
 // A state directory given for wrangler dev must get the migrations too, or it serves no tables.
 const persistTo = flagValue(extra, "--persist-to");
 
-writeOnce(".dev.vars", `# Local settings of the API Worker; never commit this file.\nTOKEN_KEYS='${JSON.stringify({ keys: [newTokenKey()] })}'\n`);
-writeOnce(
+ensureSettings(".dev.vars", "# Local settings of the API Worker; never commit this file.\n", {
+  TOKEN_KEYS: () => JSON.stringify({ keys: [newTokenKey()] }),
+  // The key of the hash that stands for an erased app user in the audit trail (npm run app-users).
+  AUDIT_HASH_KEY: newAuditHashKey,
+});
+ensureSettings(
   path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars"),
   "# Local settings of the notifier Worker; never commit this file.\n" +
     "# Without APP_PUSH_URL the notifier logs each notice as one JSON line.\n" +
-    "# APP_PUSH_URL='http://127.0.0.1:9999/push'\n" +
-    `APP_PUSH_SECRET='whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}'\n`,
+    "# APP_PUSH_URL='http://127.0.0.1:9999/push'\n",
+  { APP_PUSH_SECRET: () => `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}` },
 );
 
 for (const shard of readShards(configPaths().api)) {
@@ -97,11 +102,9 @@ dev.on("exit", (code) => {
   process.exit(code ?? 0);
 });
 
-function writeOnce(relative: string, content: string): void {
-  const file = path.join(PROJECT_ROOT, relative);
-  if (existsSync(file)) return;
-  writeFileSync(file, content, { mode: 0o600 });
-  console.log(`Wrote ${relative} with fresh local secrets.`);
+function ensureSettings(relative: string, header: string, settings: Record<string, () => string>): void {
+  const written = ensureDevVars(path.join(PROJECT_ROOT, relative), header, settings);
+  if (written.length > 0) console.log(`Wrote ${written.join(", ")} to ${relative} (fresh local secrets).`);
 }
 
 function flagValue(args: string[], flag: string): string | undefined {

@@ -15,21 +15,22 @@ export function parse<T extends ParseArgsConfig["options"]>(args: string[], opti
 }
 
 /**
- * Checks an ID (client_id, chain_id) that POS requests will carry as a header value: one that no
- * request could carry as given is a UsageError, so nothing is written for a client that can never
- * log in. Beyond the header rule (docs/api.md#common-rules) it refuses white space at either end,
- * which HTTP strips, and a leading "-", which a later command would read as an option
- * (`disable --remote` names no client but the deployed namespace).
+ * Checks an ID (client_id, chain_id, app_user_id) that POS requests carry as a header value: one
+ * that no request could carry as given is a UsageError, so nothing is written for a client that
+ * can never log in. Beyond the header rule (docs/api.md#common-rules) it refuses white space at
+ * either end, which HTTP strips, and a leading "-", which a later command would read as an option
+ * (`disable --remote` names no client but the deployed namespace); `optionLike` allows that for
+ * an ID the command takes after `--`.
  *
  * @example usableId("--client-id", values["client-id"]) // returns the value, or throws UsageError
  */
-export function usableId(flag: string, value: string): string {
+export function usableId(flag: string, value: string, { optionLike = false } = {}): string {
   const result = headerText.safeParse(value);
   const problem = !result.success
     ? result.error.issues[0]!.message
     : value !== value.trim()
       ? "has white space at either end, which HTTP strips"
-      : value.startsWith("-")
+      : value.startsWith("-") && !optionLike
         ? "starts with '-' and would read as an option"
         : null;
   if (problem) throw new UsageError(`${flag} ${problem}: ${JSON.stringify(value)}`);

@@ -4,7 +4,7 @@
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { ReceiptNotice } from "../shared/types.ts";
+import { receiptOf, type QueuedNotice } from "../shared/types.ts";
 import { storeFailedNotice } from "../storage/outbox.ts";
 import { shardOfEvent } from "../storage/shards.ts";
 
@@ -12,8 +12,9 @@ import { shardOfEvent } from "../storage/shards.ts";
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
 
 /** Stores one dead-lettered notice and acks it; retries it if D1 fails, so none is dropped. */
-export async function storeDeadLetter(message: Message<ReceiptNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
-  const { event_id, receipt_id } = message.body;
+export async function storeDeadLetter(message: Message<QueuedNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
+  const { event_id } = message.body;
+  const receipt_id = receiptOf(message.body);
   try {
     const stored = await storeFailedNotice(shardOfEvent(env, event_id).db, event_id, now);
     logLine(stored ? "error" : "info", "notice-failed", {

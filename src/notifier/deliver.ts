@@ -5,7 +5,7 @@
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { ReceiptNotice } from "../shared/types.ts";
+import { receiptOf, type QueuedNotice } from "../shared/types.ts";
 import { claimNotices, settleNotices, type Claim } from "../storage/outbox.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import type { PushTarget } from "./config.ts";
@@ -37,12 +37,12 @@ const PUSH_CONCURRENCY = 6;
  * - any other answer: sent to the dead-letter queue at once, ack.
  */
 export async function deliverBatch(
-  messages: readonly Message<ReceiptNotice>[],
+  messages: readonly Message<QueuedNotice>[],
   env: NotifierEnv,
   target: PushTarget,
   now = new Date(),
 ): Promise<void> {
-  const byShard = new Map<Shard, Message<ReceiptNotice>[]>();
+  const byShard = new Map<Shard, Message<QueuedNotice>[]>();
   for (const message of messages) {
     const shard = shardOfId(shardsOf(env), message.body.event_id);
     if (!shard) {
@@ -58,12 +58,12 @@ export async function deliverBatch(
 
 /** What one claimed notice came to, before it is recorded and its message acked or retried. */
 type Settled =
-  | { message: Message<ReceiptNotice>; done: true; outcome: string; status?: number }
-  | { message: Message<ReceiptNotice>; done: false; error: string; retryable: boolean; retryAfterSeconds?: number };
+  | { message: Message<QueuedNotice>; done: true; outcome: string; status?: number }
+  | { message: Message<QueuedNotice>; done: false; error: string; retryable: boolean; retryAfterSeconds?: number };
 
 async function deliverOnShard(
   shard: Shard,
-  messages: readonly Message<ReceiptNotice>[],
+  messages: readonly Message<QueuedNotice>[],
   env: NotifierEnv,
   target: PushTarget,
   now: Date,
@@ -88,7 +88,7 @@ async function deliverOnShard(
       logLine("info", "notice-delivery", { ...fieldsOf(message), outcome: "held by another delivery; retried", delay_s: delaySeconds });
       message.retry({ delaySeconds });
     } else {
-      const notice = JSON.parse(claim.payload) as ReceiptNotice;
+      const notice = JSON.parse(claim.payload) as QueuedNotice;
       if (notice.type === "receipt.created" && claim.body === null) {
         settled.push({ message, done: true, outcome: "not sent: the receipt was deleted before it went out" });
       } else if (target.kind === "log") {
@@ -149,14 +149,14 @@ async function finish(item: Settled, env: NotifierEnv): Promise<void> {
 }
 
 // D1 or the dead-letter queue failed: the notice is still in the outbox, so try again.
-function retryAfterError(message: Message<ReceiptNotice>, error: unknown): void {
+function retryAfterError(message: Message<QueuedNotice>, error: unknown): void {
   const delaySeconds = retryDelaySeconds(message.attempts);
   logLine("error", "notice-delivery", { ...fieldsOf(message), outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
   message.retry({ delaySeconds });
 }
 
-function fieldsOf(message: Message<ReceiptNotice>) {
-  return { event_id: message.body.event_id, receipt_id: message.body.receipt_id, attempt: message.attempts };
+function fieldsOf(message: Message<QueuedNotice>) {
+  return { event_id: message.body.event_id, receipt_id: receiptOf(message.body), attempt: message.attempts };
 }
 
 // Runs the tasks with at most `limit` in flight, and returns their results in task order.

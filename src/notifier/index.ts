@@ -4,7 +4,7 @@
  * handler; `batch.queue` tells them apart.
  */
 import type { NotifierEnv } from "../shared/env.ts";
-import type { ReceiptNotice } from "../shared/types.ts";
+import type { QueuedNotice } from "../shared/types.ts";
 import { pushTarget } from "./config.ts";
 import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
 import { deliverBatch } from "./deliver.ts";
@@ -19,4 +19,4 @@ export default {
     // Each message acks or retries on its own: one slow or failing push holds up no other.
     await deliverBatch(batch.messages, env, target);
   },
-} satisfies ExportedHandler<NotifierEnv, ReceiptNotice>;
+} satisfies ExportedHandler<NotifierEnv, QueuedNotice>;

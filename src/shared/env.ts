@@ -4,7 +4,7 @@
  * Node, share those types but not the Workers runtime's.
  */
 import type { ApiSettings } from "../api/config.ts";
-import type { ReceiptNotice } from "./types.ts";
+import type { QueuedNotice } from "./types.ts";
 
 /**
  * The shards: receipts, idempotency keys, the notice outbox and failed notices, one D1 database
@@ -19,7 +19,7 @@ export interface ApiEnv extends ApiSettings, ShardBindings {
   /** Client records, written only by operators (`npm run clients`). */
   CLIENTS: KVNamespace;
   /** Producer side of the notices queue: receipt.created and receipt.deleted events. */
-  NOTICES: Queue<ReceiptNotice>;
+  NOTICES: Queue<QueuedNotice>;
   /** Slows down repeated failed logins for one client_id. */
   LOGIN_LIMITER: RateLimit;
 }
@@ -27,7 +27,7 @@ export interface ApiEnv extends ApiSettings, ShardBindings {
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
 export interface NotifierEnv extends ShardBindings {
   /** Producer side of the dead-letter queue, for notices that retrying cannot fix. */
-  FAILED_NOTICES: Queue<ReceiptNotice>;
+  FAILED_NOTICES: Queue<QueuedNotice>;
   /** Where notices are POSTed; unset in plain local development, where they are logged. */
   APP_PUSH_URL?: string;
   /** Standard Webhooks signing secret, `whsec_<base64 key>`. */

@@ -295,3 +295,17 @@ export type ReceiptCreatedEvent = z.infer<typeof receiptCreatedEvent>;
 /** The push of `receipt.deleted`, also its queue message. */
 export const receiptDeletedEvent = z.object({ ...eventFields, type: z.literal("receipt.deleted") });
 export type ReceiptDeletedEvent = z.infer<typeof receiptDeletedEvent>;
+
+/**
+ * The push of `app_user.erased` (docs/api.md#erasure): every receipt of the app user is gone from
+ * the service, with every copy of their data; the app drops whatever it still holds of them. It
+ * stands for every event of theirs that had not gone out.
+ */
+export const appUserErasedEvent = z.object({
+  event_id: eventFields.event_id,
+  type: z.literal("app_user.erased"),
+  occurred_at: z.string().check(z.meta({ description: "When the erasure finished (UTC)", format: "date-time" })),
+  app_user_id: z.string(),
+  receipts: z.number().check(z.int(), z.meta({ description: "How many receipts this erasure removed" })),
+});
+export type AppUserErasedEvent = z.infer<typeof appUserErasedEvent>;

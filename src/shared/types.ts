@@ -2,7 +2,7 @@
  * Types shared by the API Worker, the notifier Worker, the operator scripts and the tests.
  * Worker bindings live in env.ts, which needs the Workers runtime types.
  */
-import type { ReceiptCreatedEvent, ReceiptDeletedEvent } from "./schemas.ts";
+import type { AppUserErasedEvent, ReceiptCreatedEvent, ReceiptDeletedEvent } from "./schemas.ts";
 
 /** A client record as operators store it in KV under `client:<client_id>`. */
 export interface ClientRecord {
@@ -32,8 +32,16 @@ export type CreationNotice = Omit<ReceiptCreatedEvent, "receipt">;
 /** The message the API Worker queues when a receipt is deleted, pushed as it is. */
 export type DeletionNotice = ReceiptDeletedEvent;
 
-/** Every message of the notices queue, and of its dead-letter queue. */
+/** A receipt's events, as add and delete record them. */
 export type ReceiptNotice = CreationNotice | DeletionNotice;
+
+/** Every message of the notices queue, and of its dead-letter queue: an erasure's event too. */
+export type QueuedNotice = ReceiptNotice | AppUserErasedEvent;
+
+/** The receipt a queued notice is about, for log lines; an erasure's event is about none. */
+export function receiptOf(notice: QueuedNotice): string | undefined {
+  return "receipt_id" in notice ? notice.receipt_id : undefined;
+}
 
 /** The only scope the service knows today (docs/api.md#login). */
 export const POS_SCOPE = "service.pos";

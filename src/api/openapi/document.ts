@@ -6,7 +6,7 @@
  */
 import * as z from "zod/mini";
 import { PATHS } from "../../shared/paths.ts";
-import { authorizationHeader, errorResponse, receiptCreatedEvent, receiptDeletedEvent } from "../../shared/schemas.ts";
+import { appUserErasedEvent, authorizationHeader, errorResponse, receiptCreatedEvent, receiptDeletedEvent } from "../../shared/schemas.ts";
 import { ApiError, errorBody, internalErrorBody, type SupportPointer } from "../errors.ts";
 import { DOCUMENTED_OPERATIONS, type DocumentedOperation, type ErrorExample } from "./operations.ts";
 
@@ -279,6 +279,18 @@ const WEBHOOKS: Record<string, { component: string; schema: z.ZodMiniType; summa
       app_user_id: "au-7f3c9e",
       chain_id: "chain-nord",
       client_id: "pos-acme-01",
+    },
+  },
+  "app_user.erased": {
+    component: "AppUserErasedEvent",
+    schema: appUserErasedEvent,
+    summary: "An app user's data was erased everywhere (a shopper asked to be forgotten): the app drops all of it",
+    example: {
+      event_id: "019aa9f0-5d21-7d2b-a3c4-8e1f0b7d6c52",
+      type: "app_user.erased",
+      occurred_at: "2026-11-22T16:40:02.911Z",
+      app_user_id: "au-7f3c9e",
+      receipts: 3,
     },
   },
 };

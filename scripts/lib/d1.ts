@@ -1,0 +1,33 @@
+/**
+ * SQL on the shards' D1 databases for the operator scripts, through `wrangler d1 execute`, which
+ * runs all the statements of one command as one batch and takes no bind parameters: values go in
+ * as literals that cannot alter the SQL (src/storage/sql-text.ts, or checked patterns).
+ */
+import type { ConfigShard } from "./shards.ts";
+import { targetFlags, wrangler, type Target } from "./wrangler.ts";
+
+/** Runs statements on one shard as one batch and returns each statement's rows. */
+export function execute<Row>(target: Target, shard: ConfigShard, sql: string | readonly string[]): Row[][] {
+  const command = typeof sql === "string" ? sql : sql.join(";\n");
+  const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", command, ...targetFlags(target)]);
+  return (JSON.parse(output) as { results: Row[] }[]).map(({ results }) => results);
+}
+
+/** A shard that failed during a command that goes on with the others. */
+export interface ShardFailure {
+  shard: string;
+  message: string;
+}
+
+/** Runs `action` on each shard in turn; a shard that fails is reported, not in the others' way. */
+export function onEachShard(list: readonly ConfigShard[], action: (shard: ConfigShard) => void): ShardFailure[] {
+  const failures: ShardFailure[] = [];
+  for (const shard of list) {
+    try {
+      action(shard);
+    } catch (error) {
+      failures.push({ shard: shard.name, message: `Shard ${shard.name}: ${(error as Error).message}` });
+    }
+  }
+  return failures;
+}
