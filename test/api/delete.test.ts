@@ -14,6 +14,7 @@ import {
   expectRemark,
   UNUSABLE_VALUES,
   issueClient,
+  loggedRequests,
   nonEmptySubsets,
   loginToken,
   signTestToken,
@@ -22,6 +23,7 @@ import {
 } from "../support/api.ts";
 import {
   type SeededReceipt,
+  auditRows,
   deleteHeadersFor,
   expectSignedPush,
   outboxRows,
@@ -44,10 +46,14 @@ async function owner(): Promise<{ client: TestClient; token: string; receipt: Se
   return { client, token, receipt: await seedReceipt(client) };
 }
 
-/** docs/api.md#receipt-states and docs/api.md#delete: after a refusal the receipt is still there and no notice exists. */
+/**
+ * docs/api.md#receipt-states, #delete and #audit: after a refusal the receipt is still there, and
+ * no notice and no audit record exist.
+ */
 async function expectUntouched(receipt: SeededReceipt): Promise<void> {
   expect(await receiptExists(receipt.receipt_id)).toBe(true);
   expect(await outboxRows(receipt.receipt_id)).toEqual([]);
+  expect(await auditRows(receipt.receipt_id)).toEqual([]);
 }
 
 describe("docs/api.md#delete delete success", () => {
@@ -298,6 +304,35 @@ describe("docs/api.md#delete-errors order of checks", () => {
   });
 });
 
+describe("docs/api.md#audit every successful delete leaves exactly one audit record", () => {
+  it("when, what, the receipt, its chain, client and app user, and the request reference, written with the deletion", async () => {
+    const { token, receipt } = await owner();
+    const ray = "8c1f2d3e4a5b6c7d-AMS";
+    const answer = await call(PATHS.delete, { headers: { ...deleteHeadersFor(token, receipt), "cf-ray": ray } });
+    expect(answer.status).toBe(200);
+    const [notice] = await outboxRows(receipt.receipt_id);
+    expect(await auditRows(receipt.receipt_id)).toEqual([
+      {
+        audit_id: expect.any(Number),
+        at: JSON.parse(notice!.payload).occurred_at,
+        action: "receipt.deleted",
+        receipt_id: receipt.receipt_id,
+        chain_id: receipt.chain_id,
+        client_id: receipt.client_id,
+        app_user: receipt.app_user_id,
+        request_id: ray,
+      },
+    ]);
+  });
+
+  it("without a cf-ray, the reference is the one the request's log line and a 500 would quote", async () => {
+    const { token, receipt } = await owner();
+    const [line] = await loggedRequests(() => call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) }));
+    expect(line).toMatchObject({ route: PATHS.delete, status: 200 });
+    expect((await auditRows(receipt.receipt_id)).map((record) => record.request_id)).toEqual([line!.request_id]);
+  });
+});
+
 describe("docs/api.md#common-rules delete answers POST only", () => {
   it.each(["GET", "PUT", "DELETE", "PATCH"])("%s: 405 with Allow: POST and a message saying to use POST", async (method) => {
     const { token, receipt } = await owner();
@@ -321,6 +356,7 @@ describe("docs/api.md#atomicity delete atomicity", () => {
     }
     expect(await receiptExists(receipt.receipt_id)).toBe(false);
     expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
+    expect(await auditRows(receipt.receipt_id)).toHaveLength(1);
     await waitForDelivery(receipt.receipt_id);
     expect(await waitForPushes(receipt.receipt_id)).toHaveLength(1);
   });

@@ -70,6 +70,11 @@ export async function outboxRows(receiptId: string): Promise<OutboxRow[]> {
   return rowsOnEveryShard<OutboxRow>("SELECT * FROM notice_outbox WHERE receipt_id = ?", receiptId);
 }
 
+/** A receipt's audit records (docs/api.md#audit), oldest first. */
+export async function auditRows(receiptId: string): Promise<Record<string, unknown>[]> {
+  return rowsOnEveryShard("SELECT * FROM audit_log WHERE receipt_id = ? ORDER BY audit_id", receiptId);
+}
+
 export async function failedRows(receiptId: string): Promise<Record<string, unknown>[]> {
   return rowsOnEveryShard("SELECT * FROM failed_notices WHERE receipt_id = ?", receiptId);
 }
