@@ -1,21 +1,14 @@
-import { spawn, spawnSync } from "node:child_process";
 import { beforeAll, describe, expect, it } from "vitest";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/outbox-sql.ts";
-import { ROOT, freshState, runScript } from "../support/run-script.ts";
+import { migrateLocalShards, localD1 } from "../support/local-d1.ts";
+import { freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
 const notices = (...args: string[]) => runScript("notices", [...args, "--persist-to", state]);
 
 /** Runs SQL on a shard of the throwaway local D1, as an operator's shell would; returns the last statement's rows. */
-function d1(shard: string, sql: string): Record<string, unknown>[] {
-  const result = spawnSync("wrangler", ["d1", "execute", `receipts-v2-${shard}`, "--local", "--persist-to", state, "--json", "--command", sql], {
-    cwd: ROOT,
-    encoding: "utf8",
-  });
-  if (result.status !== 0) throw new Error(result.stderr);
-  return (JSON.parse(result.stdout) as { results: Record<string, unknown>[] }[]).at(-1)!.results;
-}
+const d1 = (shard: string, sql: string) => localD1(state, shard, sql);
 
 /** Dead letters as the notifier's dead-letter consumer stores them on a shard, in one wrangler call. */
 function storeFailed(shard: string, ...notices: [eventId: string, receiptId: string, failedAt: string, lastError: string][]): void {
@@ -37,13 +30,7 @@ const NOWHERE = `${UUID}7`;
 // Applying the migrations starts wrangler, which can take longer than the default hook timeout.
 beforeAll(async () => {
   expect([shardTag("s1"), shardTag("s2")]).not.toContain(0xd2b);
-  const apply = (db: string) =>
-    new Promise<number | null>((resolve) => {
-      const child = spawn("wrangler", ["d1", "migrations", "apply", db, "--local", "--persist-to", state], { cwd: ROOT, stdio: "ignore" });
-      child.on("close", resolve);
-    });
-  // One after the other: two wrangler runs on one local state lock each other out.
-  expect([await apply("receipts-v2-s1"), await apply("receipts-v2-s2")]).toEqual([0, 0]);
+  await migrateLocalShards(state);
 }, 120_000);
 
 describe("docs/api.md#operators npm run notices: bad arguments", () => {

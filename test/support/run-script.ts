@@ -17,13 +17,16 @@ export function freshState(): string {
   return mkdtempSync(path.join(tmpdir(), "receipts-state-"));
 }
 
-/** Runs `scripts/<name>.ts` with the project's Node, which `npm test` put first on PATH. */
-export function runScript(name: string, args: string[], input?: string): ScriptResult {
+/**
+ * Runs `scripts/<name>.ts` with the project's Node, which `npm test` put first on PATH, with the
+ * test's environment and `env` over it (undefined removes a variable).
+ */
+export function runScript(name: string, args: string[], input?: string, env: Record<string, string | undefined> = {}): ScriptResult {
   const result = spawnSync(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], {
     cwd: ROOT,
     encoding: "utf8",
     input,
-    env: { ...process.env, NO_COLOR: "1" },
+    env: Object.fromEntries(Object.entries({ ...process.env, NO_COLOR: "1", ...env }).filter(([, value]) => value !== undefined)),
   });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }

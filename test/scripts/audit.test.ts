@@ -1,0 +1,108 @@
+/**
+ * docs/api.md#audit, docs/operations.md "Who removed this receipt?": `npm run audit` itself,
+ * through wrangler, on the two shards of a throwaway local state.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import type { AuditRecord } from "../../src/storage/audit-sql.ts";
+import { sqlText } from "../../src/storage/sql-text.ts";
+import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
+import { localD1, migrateLocalShards } from "../support/local-d1.ts";
+import { freshState, runScript } from "../support/run-script.ts";
+
+const state = freshState();
+const audit = (...args: string[]) => runScript("audit", [...args, "--persist-to", state]);
+
+const ON_S1 = stampShardTag("019aa8a4-3c1e-7000-8000-000000000001", shardTag("s1"));
+const ON_S2 = stampShardTag("019aa8a4-3c1e-7000-8000-000000000002", shardTag("s2"));
+const ERASED = "hmac-sha256:" + "ab".repeat(32);
+
+/** The records as the shards hold them, oldest first. */
+const RECORDS: (AuditRecord & { shard: string })[] = [
+  { shard: "s1", at: "2026-10-01T08:00:00.000Z", action: "receipt.deleted", receipt_id: ON_S1, chain_id: "chain-nord", client_id: "pos-1", app_user: "au-1", request_id: "8c1f2d3e4a5b6c7d-AMS" },
+  { shard: "s2", at: "2026-11-02T09:00:00.000Z", action: "receipt.deleted", receipt_id: ON_S2, chain_id: "chain-nord", client_id: "pos-2", app_user: "au-2", request_id: "9d2e3f4a5b6c7d8e-FRA" },
+  { shard: "s2", at: "2026-11-20T10:00:00.000Z", action: "app_user.erased", receipt_id: stampShardTag("019aa8a4-3c1e-7000-8000-000000000003", shardTag("s2")), chain_id: "chain-nord", client_id: "operator", app_user: ERASED, request_id: "019abcde-0000-7000-8000-000000000009" },
+  { shard: "s1", at: "2026-11-20T10:00:01.000Z", action: "app_user.erased", receipt_id: null, chain_id: null, client_id: "operator", app_user: ERASED, request_id: "019abcde-0000-7000-8000-000000000009" },
+  { shard: "s1", at: "2026-11-21T11:00:00.000Z", action: "receipt.deleted", receipt_id: stampShardTag("019aa8a4-3c1e-7000-8000-000000000004", shardTag("s1")), chain_id: "chain-sud", client_id: "pos-1", app_user: "au-3", request_id: "ref-4" },
+];
+
+const printed = ({ shard: _shard, ...record }: (typeof RECORDS)[number]): AuditRecord => record;
+const newestFirst = (records: typeof RECORDS) => [...records].reverse().map(printed);
+
+beforeAll(async () => {
+  await migrateLocalShards(state);
+  for (const shard of ["s1", "s2"]) {
+    const values = RECORDS.filter((record) => record.shard === shard).map(
+      ({ at, action, receipt_id, chain_id, client_id, app_user, request_id }) =>
+        `(${[at, action, receipt_id, chain_id, client_id, app_user, request_id].map((value) => (value === null ? "NULL" : sqlText(value))).join(", ")})`,
+    );
+    localD1(state, shard, `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) VALUES ${values.join(", ")}`);
+  }
+}, 120_000);
+
+describe("docs/api.md#audit npm run audit: bad arguments, usage and exit 2", () => {
+  it.each([
+    ["nothing", []],
+    ["an unknown subject", ["store", "s-1"]],
+    ["no ID", ["chain"]],
+    ["two IDs", ["chain", "a", "b"]],
+    ["an unknown flag", ["chain", "a", "--all"]],
+    ["an empty ID", ["chain", ""]],
+    ["a --since that is no date", ["chain", "a", "--since", "yesterday"]],
+    ["a --since without an offset", ["chain", "a", "--since", "2026-11-01T10:00:00"]],
+    ["a --since on a day that does not exist", ["chain", "a", "--since", "2026-02-30"]],
+    ["--remote with --persist-to", ["chain", "a", "--remote"]],
+  ])("%s", (_label, args) => {
+    const result = audit(...args);
+    expect(result.status, result.stderr).toBe(2);
+    expect(result.stderr).toContain("Usage: npm run audit");
+    expect(result.stdout).toBe("");
+  });
+});
+
+describe("docs/api.md#audit npm run audit: records of every shard, newest first", () => {
+  it("chain --json: one JSON array of the documented fields, from both shards", () => {
+    const result = audit("chain", "chain-nord", "--json");
+    expect(result.status, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord")));
+  });
+
+  it("chain --since a date-time with an offset keeps the records at or after it", () => {
+    const result = audit("chain", "chain-nord", "--json", "--since", "2026-11-02T10:00:00+01:00");
+    expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord" && record.at >= "2026-11-02T09:00:00.000Z")));
+  });
+
+  it("client --since a date", () => {
+    const result = audit("client", "pos-1", "--json", "--since", "2026-11-01");
+    expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.client_id === "pos-1" && record.at >= "2026-11-01")));
+  });
+
+  it("client operator lists the erasures", () => {
+    const result = audit("client", "operator", "--json");
+    expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.client_id === "operator")));
+  });
+
+  it("receipt: the records of that receipt, from the shard its ID names", () => {
+    const result = audit("receipt", ON_S2, "--json");
+    expect(JSON.parse(result.stdout)).toEqual([printed(RECORDS[1]!)]);
+  });
+
+  it("plain output: one tab-separated line per record, '-' for what an erasure's own record lacks", () => {
+    const result = audit("client", "operator");
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout.trim().split("\n")).toEqual([
+      ["2026-11-20T10:00:01.000Z", "app_user.erased", "-", "-", "operator", ERASED, "019abcde-0000-7000-8000-000000000009"].join("\t"),
+      ["2026-11-20T10:00:00.000Z", "app_user.erased", RECORDS[2]!.receipt_id, "chain-nord", "operator", ERASED, "019abcde-0000-7000-8000-000000000009"].join("\t"),
+    ]);
+  });
+
+  it.each([
+    ["an ID holding SQL", "chain-nord' OR '1'='1"],
+    ["a LIKE wildcard", "chain-%"],
+    ["another case", "CHAIN-NORD"],
+    ["a receipt_id that names no shard", "not-a-receipt"],
+  ])("%s matches nothing: an empty array, exit 0", (_label, id) => {
+    const result = audit(id === "not-a-receipt" ? "receipt" : "chain", id, "--json");
+    expect(result.status, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual([]);
+  });
+});
