@@ -38,7 +38,7 @@ export default defineConfig(async () => {
             // Every request logs a line; show them only for a test that fails.
             silent: "passed-only",
             globalSetup: ["./test/support/notifier-worker.ts"],
-            include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
+            include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/storage/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
             // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
             // FUZZ_SECONDS bounds each route's campaign, so that `npm test` stays fast whatever the machine.
             provide: {

@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseTokenKeys } from "../../src/api/config.ts";
+import { parseAuditHashKey } from "../../src/storage/erasure.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
 describe("docs/api.md#operators npm run keys", () => {
@@ -28,8 +29,17 @@ describe("docs/api.md#operators npm run keys", () => {
     }
   });
 
+  it("docs/api.md#erasure audit prints a fresh AUDIT_HASH_KEY of 32 bytes, which the erasure accepts", () => {
+    const first = runScript("keys", ["audit"]);
+    expect(first.status).toBe(0);
+    const key = first.stdout.trim();
+    expect(parseAuditHashKey(key)).toHaveLength(32);
+    expect(runScript("keys", ["audit"]).stdout.trim()).not.toBe(key);
+  });
+
   it.each([
     ["no command", []],
+    ["an argument to audit", ["audit", "64"]],
     ["an unknown command", ["rotate"]],
     ["an unknown flag", ["new", "--size", "512"]],
     ["a key set that is not one", ["new", "--from", "-"]],
