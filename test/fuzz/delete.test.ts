@@ -63,6 +63,7 @@ describe("issue 5 fuzzing: delete", () => {
             ...baseline,
             receipts: baseline.receipts! - deleted.size,
             notice_outbox: baseline.notice_outbox! + deleted.size,
+            audit_log: baseline.audit_log! + deleted.size,
           });
         },
         () => [...clients.map((client) => client.secret), ...tokens],
