@@ -21,6 +21,7 @@
  * A real app keeps this in its database, with seen webhook-ids and deleted receipt IDs for at
  * least 14 days, the longest a queue holds a copy of an event (docs/api.md#app-side).
  */
+import type { AppUserErasedEvent } from "../src/shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../src/shared/types.ts";
 
 /** A receipt as the app shows it: what its `receipt.created` event carried. */
@@ -37,7 +38,7 @@ export type AppEvent =
   /** The queued event, with the receipt body the push adds to it. */
   | (CreationNotice & { receipt: Record<string, unknown> })
   | DeletionNotice
-  | { event_id: string; type: "app_user.erased"; occurred_at: string; app_user_id: string; receipts: number };
+  | AppUserErasedEvent;
 
 /** What one delivery did to the view. */
 export type Outcome =
