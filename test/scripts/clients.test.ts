@@ -174,6 +174,7 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
         CLIENT_CACHE_SECONDS: "0",
         SHARD_STATES_SECONDS: "0",
         SHARD_FILL_BYTES: "9000000000",
+        AUDIT_RETENTION_DAYS: "400",
       },
       ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
       }),
