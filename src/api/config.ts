@@ -19,6 +19,10 @@ export interface ApiSettings {
   SHARD_FILL_BYTES: string;
   /** How long one isolate may reuse the shard states read from KV, in seconds (at most 60). */
   SHARD_STATES_SECONDS: string;
+  /** How long after its change an event that never reached the queue waits for the cron re-send, in seconds. */
+  NOTICE_RESEND_GRACE_SECONDS: string;
+  /** How long after its queue send an undelivered event counts as lost and is sent again, in seconds. */
+  NOTICE_LOST_AFTER_SECONDS: string;
 }
 
 /** A setting that is missing or malformed; the message names the setting, never its value. */
@@ -38,6 +42,8 @@ export interface ApiConfig {
   clientCacheMs: number;
   shardFillBytes: number;
   shardStatesMs: number;
+  noticeResendGraceMs: number;
+  noticeLostAfterMs: number;
 }
 
 let cached: { env: ApiSettings; config: ApiConfig } | undefined;
@@ -62,6 +68,8 @@ export function parseApiConfig(env: ApiSettings): ApiConfig {
     clientCacheMs: seconds(env, "CLIENT_CACHE_SECONDS") * 1000,
     shardFillBytes: positiveNumber(env, "SHARD_FILL_BYTES"),
     shardStatesMs: seconds(env, "SHARD_STATES_SECONDS") * 1000,
+    noticeResendGraceMs: seconds(env, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
+    noticeLostAfterMs: positiveNumber(env, "NOTICE_LOST_AFTER_SECONDS") * 1000,
   };
 }
 
