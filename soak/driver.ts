@@ -11,7 +11,7 @@ import type { FaultWindow } from "./reconcile.ts";
 import type { PushReceiver } from "./receiver.ts";
 import type { SoakRuntime, SoakShard, WrappedWorker } from "./runtime.ts";
 
-/** How long a restart waits for a push in flight, so that it cuts the notifier off mid-batch. */
+/** How long a restart waits for a push to hold, so that it cuts the notifier off mid-batch. */
 const MID_BATCH_WAIT_MS = 5000;
 
 export class FaultDriver {
@@ -83,9 +83,7 @@ export class FaultDriver {
 
   async #restart(): Promise<void> {
     await this.idle();
-    const waitUntil = Date.now() + MID_BATCH_WAIT_MS;
-    while (this.#receiver.inFlight() === 0 && Date.now() < waitUntil) await sleep(5);
-    if (this.#receiver.inFlight() > 0) this.restartsMidBatch += 1;
+    if (await this.#receiver.holdNextPush(MID_BATCH_WAIT_MS)) this.restartsMidBatch += 1;
     const start = Date.now();
     this.#restarting = (async () => {
       await this.#runtime.restart();

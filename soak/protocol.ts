@@ -27,3 +27,9 @@ export const HEALTHY: BindingFaults = { seed: 0, d1: {}, queue: 0 };
  * reached the store), `d1 after` (it did, and its answer was lost), and the same for `queue`.
  */
 export type InjectedCalls = Record<string, number>;
+
+/** What every failure the wrapper injects says, apart from D1's own transient message. */
+export const INJECTED_MARK = "soak: ";
+
+/** The message D1 documents as transient (src/storage/transient.ts): the service retries it. */
+export const TRANSIENT_D1_MESSAGE = "D1_ERROR: Network connection lost.";

@@ -3,7 +3,8 @@
  * Webhooks signature with the reference library (as examples/app-receiver.ts does), records every
  * delivery, and answers some of them badly on purpose: 500, 429 with Retry-After, slowly (within
  * or beyond the notifier's push timeout), or by dropping the connection; during an outage it
- * answers 500 to everything.
+ * answers 500 to everything. For a restart, it holds one push unanswered, so that the runtime
+ * stops while the notifier is mid-batch.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -17,6 +18,8 @@ export type DeliveryOutcome =
   /** Verified and taken in: the app applied it (unless it had seen its webhook-id). */
   | "applied"
   | "bad signature"
+  /** Held unanswered until the runtime was restarted under it. */
+  | "held for a restart"
   | PushFault;
 
 /** The ways the receiver answers badly on purpose. */
@@ -40,8 +43,11 @@ export interface PushReceiver {
   /** Share of deliveries answered badly (0 heals the receiver). */
   setFaultRate(rate: number): void;
   setOutage(on: boolean): void;
-  /** Deliveries being answered right now: the notifier is mid-batch while this is above 0. */
-  inFlight(): number;
+  /**
+   * Holds the next push unanswered, until the connection closes (the runtime that sent it
+   * stopped); resolves true once it holds one, false if none came within `timeoutMs`.
+   */
+  holdNextPush(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -65,11 +71,18 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
   const deliveries: Delivery[] = [];
   let faultRate = 0;
   let outage = false;
-  let inFlight = 0;
+  let hold: (() => void) | undefined;
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const webhookId = headerValue(request, "webhook-id");
     const at = Date.now();
+    if (hold) {
+      deliveries.push({ at, webhookId, outcome: "held for a restart" });
+      hold();
+      hold = undefined;
+      await new Promise((resolve) => request.socket.once("close", resolve));
+      return;
+    }
     const fault: PushFault | undefined = outage ? "push outage" : prng.chance(faultRate) ? prng.weighted(FAULT_WEIGHTS) : undefined;
     if (fault === "push dropped") {
       deliveries.push({ at, webhookId, outcome: fault });
@@ -106,14 +119,9 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
   };
 
   const server = createServer((request, response) => {
-    inFlight += 1;
-    handle(request, response)
-      .catch(() => {
-        if (!response.headersSent) response.writeHead(500).end();
-      })
-      .finally(() => {
-        inFlight -= 1;
-      });
+    handle(request, response).catch(() => {
+      if (!response.headersSent) response.writeHead(500).end();
+    });
   });
   // A notifier cut off mid-push (a timeout, a restart) resets its connection; nothing to report.
   server.on("clientError", (_error, socket) => socket.destroy());
@@ -128,7 +136,17 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
     setOutage: (on) => {
       outage = on;
     },
-    inFlight: () => inFlight,
+    holdNextPush: (timeoutMs) =>
+      new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          hold = undefined;
+          resolve(false);
+        }, timeoutMs);
+        hold = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+      }),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

@@ -16,7 +16,7 @@ import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueC
 import { readShards } from "../scripts/lib/shards.ts";
 import { shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
-import { DEPLOYED_MODULE, FAULTS_PATH, type BindingFaults, type InjectedCalls } from "./protocol.ts";
+import { DEPLOYED_MODULE, FAULTS_PATH, INJECTED_MARK, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls } from "./protocol.ts";
 
 /** The Workers the soak wraps. */
 export type WrappedWorker = "api" | "notifier";
@@ -33,7 +33,7 @@ export const SOAK_VARS = {
     // A closed or reopened shard is seen within a second.
     SHARD_STATES_SECONDS: "1",
     NOTICE_RESEND_GRACE_SECONDS: "3",
-    // Longer than a live copy's retries (11 attempts, 1 s doubling to 2 s): about 20 s.
+    // Longer than a live copy's retries (SOAK_MAX_RETRIES, 1 s doubling to 2 s) take.
     NOTICE_LOST_AFTER_SECONDS: "30",
   },
   notifier: {
@@ -43,6 +43,13 @@ export const SOAK_VARS = {
     RETRY_MAX_DELAY_SECONDS: "2",
   },
 } as const;
+
+/**
+ * The notices queue's `max_retries` in the soak, against 10 in src/notifier/wrangler.toml: with
+ * the short backoff above, a push outage of the plan's length runs notices out of retries, so
+ * that the dead letters, and their replay by the drain, are exercised too.
+ */
+export const SOAK_MAX_RETRIES = 3;
 
 /** A shard as the soak addresses it. */
 export interface SoakShard {
@@ -71,6 +78,9 @@ export interface SoakRuntime {
 }
 
 const KEPT_PROBLEMS = 20;
+// Log lines of the failures the soak causes: its own D1 and queue failures, and the notifier's
+// retries of the receiver's bad answers.
+const INJECTED_MESSAGES = [INJECTED_MARK, TRANSIENT_D1_MESSAGE, "from the push service", "network: "];
 
 /** Starts both wrapped Workers on fresh storage, pushing to `pushUrl` signed with `pushSecret`. */
 export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pushSecret: string): Promise<SoakRuntime> {
@@ -84,7 +94,8 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     port: 0,
     resourcePersistencePath: storage,
     handleStructuredLogs: ({ level, message }) => {
-      if (level !== "warn" && level !== "error") return;
+      // The failures the soak injects itself would crowd out the ones that explain a problem.
+      if ((level !== "warn" && level !== "error") || INJECTED_MESSAGES.some((text) => message.includes(text))) return;
       problems.push(message);
       if (problems.length > KEPT_PROBLEMS) problems.shift();
     },
@@ -108,6 +119,12 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
           APP_PUSH_URL: pushUrl,
           APP_PUSH_SECRET: pushSecret,
         },
+        queueConsumers: Object.fromEntries(
+          Object.entries(notifier.queueConsumers as Record<string, { deadLetterQueue?: string }>).map(([queue, consumer]) => [
+            queue,
+            consumer.deadLetterQueue ? { ...consumer, maxRetries: SOAK_MAX_RETRIES } : consumer,
+          ]),
+        ),
       },
     ],
   });

@@ -6,7 +6,7 @@
  */
 import { routeStorageCalls, type StorageCallSite } from "../../test/support/binding-proxy.ts";
 import { Prng } from "../prng.ts";
-import { FAULTS_PATH, HEALTHY, type BindingFaults, type InjectedCalls } from "../protocol.ts";
+import { FAULTS_PATH, HEALTHY, INJECTED_MARK, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls } from "../protocol.ts";
 
 /** Share of failed calls that reached the store first. */
 const AFTER_SHARE = 0.3;
@@ -50,9 +50,7 @@ export class FaultInjector {
   }
 
   #message(site: StorageCallSite): string {
-    if (site.kind !== "d1") return `soak: ${site.binding}.${site.method} failed`;
-    return this.#prng.chance(TRANSIENT_SHARE)
-      ? "D1_ERROR: Network connection lost."
-      : `D1_ERROR: soak: ${site.binding} is unavailable`;
+    if (site.kind !== "d1") return `${INJECTED_MARK}${site.binding}.${site.method} failed`;
+    return this.#prng.chance(TRANSIENT_SHARE) ? TRANSIENT_D1_MESSAGE : `D1_ERROR: ${INJECTED_MARK}${site.binding} is unavailable`;
   }
 }
