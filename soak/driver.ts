@@ -65,6 +65,7 @@ export class FaultDriver {
     this.#active.add(fault);
     this.#started.set(fault, Date.now());
     if (fault.kind === "push outage") this.#receiver.setOutage(true);
+    else if (fault.kind === "push refused") this.#receiver.setRefusing(true);
     else if (fault.kind === "shard closed") await this.#runtime.setShardState(fault.shard, "closed");
     else await this.#applyBindingFaults();
   }
@@ -77,6 +78,7 @@ export class FaultDriver {
     if (fault.kind === "shard closed") window.shard = fault.shard;
     this.windows.push(window);
     if (fault.kind === "push outage") this.#receiver.setOutage([...this.#active].some((other) => other.kind === "push outage"));
+    else if (fault.kind === "push refused") this.#receiver.setRefusing([...this.#active].some((other) => other.kind === "push refused"));
     else if (fault.kind === "shard closed") await this.#runtime.setShardState(fault.shard, "open");
     else await this.#applyBindingFaults();
   }

@@ -13,6 +13,8 @@ export type TimedFault =
   | { kind: "queue"; share: number; at: number; seconds: number }
   /** The push service answers 500 to everything: long enough, and notices run out of retries. */
   | { kind: "push outage"; at: number; seconds: number }
+  /** The push service answers 401 to everything: every event pushed meanwhile is dead-lettered. */
+  | { kind: "push refused"; at: number; seconds: number }
   /** An operator closes a shard (`npm run shards -- close`) and opens it again. */
   | { kind: "shard closed"; shard: string; at: number; seconds: number };
 
@@ -45,6 +47,7 @@ export function planFaults(prng: Prng, seconds: number, shards: readonly string[
     plan.push({ kind: "d1", worker: "notifier", shard: prng.pick(shards), share: 1, at: start(), seconds: length(4, 8) });
     plan.push({ kind: "queue", share: prng.between(0.3, 1), at: start(), seconds: length(3, 8) });
     plan.push({ kind: "push outage", at: start(), seconds: length(8, 25) });
+    plan.push({ kind: "push refused", at: start(), seconds: length(2, 5) });
     plan.push({ kind: "shard closed", shard: prng.pick(shards), at: start(), seconds: length(5, 15) });
     plan.push({ kind: "restart", at: start() });
   }

@@ -3,7 +3,7 @@
  * Webhooks signature with the reference library (as examples/app-receiver.ts does), records every
  * delivery, and answers some of them badly on purpose: 500, 429 with Retry-After, slowly (within
  * or beyond the notifier's push timeout), or by dropping the connection; during an outage it
- * answers 500 to everything. For a restart, it holds one push unanswered, so that the runtime
+ * answers 500 to everything, and while it refuses, 401. For a restart, it holds one push unanswered, so that the runtime
  * stops while the notifier is mid-batch.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -23,7 +23,7 @@ export type DeliveryOutcome =
   | PushFault;
 
 /** The ways the receiver answers badly on purpose. */
-export type PushFault = "push 500" | "push 429" | "push slow" | "push timeout" | "push dropped" | "push outage";
+export type PushFault = "push 500" | "push 429" | "push slow" | "push timeout" | "push dropped" | "push outage" | "push refused";
 
 /** One delivery attempt as the receiver saw it. */
 export interface Delivery {
@@ -43,6 +43,8 @@ export interface PushReceiver {
   /** Share of deliveries answered badly (0 heals the receiver). */
   setFaultRate(rate: number): void;
   setOutage(on: boolean): void;
+  /** Answers 401 to every push, as when the two sides' signing secrets differ: no retry helps. */
+  setRefusing(on: boolean): void;
   /**
    * Holds the next push unanswered, until the connection closes (the runtime that sent it
    * stopped); resolves true once it holds one, false if none came within `timeoutMs`.
@@ -52,13 +54,15 @@ export interface PushReceiver {
 }
 
 /** The faults among deliveries answered badly, each as likely as its weight. */
-const FAULT_WEIGHTS: Record<Exclude<PushFault, "push outage">, number> = {
+const FAULT_WEIGHTS: Record<Exclude<PushFault, "push outage" | "push refused">, number> = {
   "push 500": 3,
   "push 429": 2,
   "push slow": 1,
   "push timeout": 1,
   "push dropped": 3,
 };
+
+const REFUSAL_STATUS = { "push 500": 500, "push outage": 500, "push 429": 429, "push refused": 401 } as const;
 
 /**
  * Starts the receiver on loopback. `pushTimeoutMs` is the notifier's: a slow answer stays within
@@ -71,6 +75,7 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
   const deliveries: Delivery[] = [];
   let faultRate = 0;
   let outage = false;
+  let refusing = false;
   let hold: (() => void) | undefined;
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
@@ -83,17 +88,23 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
       await new Promise((resolve) => request.socket.once("close", resolve));
       return;
     }
-    const fault: PushFault | undefined = outage ? "push outage" : prng.chance(faultRate) ? prng.weighted(FAULT_WEIGHTS) : undefined;
+    const fault: PushFault | undefined = refusing
+      ? "push refused"
+      : outage
+        ? "push outage"
+        : prng.chance(faultRate)
+          ? prng.weighted(FAULT_WEIGHTS)
+          : undefined;
     if (fault === "push dropped") {
       deliveries.push({ at, webhookId, outcome: fault });
       request.socket.destroy();
       return;
     }
     const body = await readBody(request);
-    if (fault === "push 500" || fault === "push outage" || fault === "push 429") {
+    if (fault === "push 500" || fault === "push outage" || fault === "push 429" || fault === "push refused") {
       deliveries.push({ at, webhookId, outcome: fault });
       const retryAfter = fault === "push 429" ? { "retry-after": String(prng.int(1, 3)) } : undefined;
-      response.writeHead(fault === "push 429" ? 429 : 500, retryAfter).end();
+      response.writeHead(REFUSAL_STATUS[fault], retryAfter).end();
       return;
     }
     let event: Delivery["event"];
@@ -135,6 +146,9 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
     },
     setOutage: (on) => {
       outage = on;
+    },
+    setRefusing: (on) => {
+      refusing = on;
     },
     holdNextPush: (timeoutMs) =>
       new Promise((resolve) => {

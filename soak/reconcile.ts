@@ -22,7 +22,7 @@ export interface StoreSnapshot {
 
 /** A fault as it happened, in ms since the epoch; a restart's window runs until the runtime was back. */
 export interface FaultWindow {
-  kind: "d1" | "queue" | "push outage" | "shard closed" | "restart";
+  kind: "d1" | "queue" | "push outage" | "push refused" | "shard closed" | "restart";
   start: number;
   end: number;
   worker?: "api" | "notifier";

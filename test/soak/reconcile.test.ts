@@ -161,7 +161,7 @@ describe("docs/reliability.md the fault plan", () => {
     for (let seed = 1; seed <= 50; seed += 1) {
       const plan = planFaults(new Prng(seed), 30, ["s1", "s2"]);
       const kinds = new Set(plan.map((fault) => (fault.kind === "d1" ? `d1 ${fault.worker}` : fault.kind)));
-      expect([...kinds].sort()).toEqual(["d1 api", "d1 notifier", "push outage", "queue", "restart", "shard closed"]);
+      expect([...kinds].sort()).toEqual(["d1 api", "d1 notifier", "push outage", "push refused", "queue", "restart", "shard closed"]);
       const closed = plan.flatMap((fault) => (fault.kind === "shard closed" ? [fault] : []));
       for (const [i, fault] of closed.entries()) {
         for (const other of closed.slice(i + 1)) expect(other.at >= fault.at + fault.seconds || fault.at >= other.at + other.seconds).toBe(true);
