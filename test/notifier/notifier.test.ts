@@ -61,7 +61,9 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-function notifierEnv(settings: Partial<Pick<NotifierEnv, "APP_PUSH_URL" | "APP_PUSH_SECRET">> = {}): NotifierEnv {
+type Settings = "APP_PUSH_URL" | "APP_PUSH_SECRET" | "PUSH_TIMEOUT_SECONDS" | "RETRY_FIRST_DELAY_SECONDS" | "RETRY_MAX_DELAY_SECONDS";
+
+function notifierEnv(settings: Partial<Pick<NotifierEnv, Settings>> = {}): NotifierEnv {
   return {
     ...Object.fromEntries(SHARDS.map((shard) => [shard.binding, shard.db])),
     FAILED_NOTICES: {
@@ -264,6 +266,15 @@ describe("docs/api.md#deletion-notices delivery: retries with growing delay", ()
     const schedule = Array.from({ length: 10 }, (_, i) => retryDelaySeconds(i + 1, retry));
     expect(schedule).toEqual([10, 20, 40, 80, 160, 320, 600, 600, 600, 600]);
     expect(schedule.reduce((sum, delay) => sum + delay, 0)).toBe(3030);
+  });
+
+  it("the timing settings: the claim outlasts three push timeouts; one that is not a positive number fails naming it", () => {
+    expect(deliveryTiming(notifierEnv({ PUSH_TIMEOUT_SECONDS: "2" }))).toMatchObject({ pushTimeoutMs: 2000, claimMs: 6000 });
+    for (const name of ["PUSH_TIMEOUT_SECONDS", "RETRY_FIRST_DELAY_SECONDS", "RETRY_MAX_DELAY_SECONDS"] as const) {
+      for (const value of ["0", "-1", "soon", ""]) {
+        expect(() => deliveryTiming(notifierEnv({ [name]: value }))).toThrow(`${name} must be a positive number of seconds`);
+      }
+    }
   });
 
   it("unusable push settings: retried, nothing pushed, the cause recorded without the secret", async () => {
