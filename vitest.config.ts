@@ -50,14 +50,14 @@ export default defineConfig(async () => {
           },
         },
         {
-          // Operator scripts, documents and the examples, which run on Node.
+          // Operator scripts, documents, the examples and the soak's rules, which run on Node.
           test: {
             name: "node",
             silent: "passed-only",
             environment: "node",
             // Each operator command starts wrangler, which takes a second or two.
             testTimeout: 60_000,
-            include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts", "test/examples/**/*.test.ts"],
+            include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts", "test/examples/**/*.test.ts", "test/soak/**/*.test.ts"],
           },
         },
       ],

@@ -31,20 +31,30 @@ const BENCH_DIST = path.join(DIST, "bench");
 
 /** Runs the builds; throws with the build's output when one fails. */
 export function buildAll(): Bundles {
+  return {
+    ...buildDeployed(),
+    floor: bundleHarnessWorker("bench/workers/floor.ts", BENCH_DIST),
+    counted: bundleHarnessWorker("bench/workers/counted.ts", BENCH_DIST),
+    floorConsumer: bundleHarnessWorker("bench/workers/floor-consumer.ts", BENCH_DIST),
+  };
+}
+
+/** Both Workers as `npm run build` makes them for deployment; throws with its output if it fails. */
+export function buildDeployed(): Pick<Bundles, "api" | "notifier"> {
   const build = spawnSync("npm", ["run", "build"], { cwd: PROJECT_ROOT, encoding: "utf8" });
   if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stderr || build.stdout}`);
-  // The bench Workers are named on the command line, not in a wrangler config, so nothing can
-  // deploy them; wrangler still takes its build settings (minify) from the API Worker's config.
-  for (const entry of ["floor", "counted", "floor-consumer"]) {
-    wrangler(["deploy", "--dry-run", "--outdir", BENCH_DIST, `bench/workers/${entry}.ts`]);
-  }
-  return {
-    api: path.join(DIST, "api/index.js"),
-    notifier: path.join(DIST, "notifier/index.js"),
-    floor: path.join(BENCH_DIST, "floor.js"),
-    counted: path.join(BENCH_DIST, "counted.js"),
-    floorConsumer: path.join(BENCH_DIST, "floor-consumer.js"),
-  };
+  return { api: path.join(DIST, "api/index.js"), notifier: path.join(DIST, "notifier/index.js") };
+}
+
+/**
+ * Bundles a Worker of a harness (`entry`, relative to the project) into `outdir` and returns the
+ * bundle's path. Harness Workers are named on the command line, not in a wrangler config, so
+ * nothing can deploy them; wrangler still takes its build settings (minify) from the API
+ * Worker's config.
+ */
+export function bundleHarnessWorker(entry: string, outdir: string): string {
+  wrangler(["deploy", "--dry-run", "--outdir", outdir, entry]);
+  return path.join(outdir, `${path.basename(entry, ".ts")}.js`);
 }
 
 /** Gzip sizes of the deployed Workers: what a cold start has to load. */

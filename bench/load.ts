@@ -104,7 +104,8 @@ export function summarize(samples: Sample[]): Measurement {
   };
 }
 
-function percentile(sorted: number[], share: number): number {
+/** The value below which `share` of the sorted values lie, to a tenth. */
+export function percentile(sorted: number[], share: number): number {
   if (sorted.length === 0) return 0;
   return Math.round(sorted[Math.ceil(share * sorted.length) - 1]! * 10) / 10;
 }

@@ -6,7 +6,7 @@
  */
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { UsageError, parse, runCli } from "../scripts/lib/cli.ts";
+import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
 import { PATHS } from "../src/shared/paths.ts";
 import { POS_SCOPE } from "../src/shared/types.ts";
 import { receiptBody } from "./bodies.ts";
@@ -16,6 +16,7 @@ import { benchNotifier, type NotifierResult } from "./notifier.ts";
 import { sample, summarize, type Measurement, type Sample, type Target } from "./load.ts";
 import { FLOOR_PATHS } from "./protocol.ts";
 import { startRuntime, type BenchClient, type Runtime } from "./runtime.ts";
+import { formatTable } from "./table.ts";
 
 const ROUTES = ["trivial", "login", "add-2k", "add-40k", "delete"] as const;
 type RouteName = (typeof ROUTES)[number];
@@ -295,9 +296,7 @@ function printTable(rows: ResultRow[]): void {
       `${row.p99_ratio.toFixed(2)} (${goal === undefined ? "-" : `≤ ${TARGET_P99_RATIO}`})`,
     ];
   });
-  const widths = header.map((title, i) => Math.max(title.length, ...lines.map((line) => line[i]!.length)));
-  const format = (cells: string[]) => cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join("  ");
-  console.log(`\n${format(header)}\n${lines.map(format).join("\n")}\n`);
+  console.log(`\n${formatTable(header, lines)}\n`);
 }
 
 // The notifier's target is chosen like a route: by default, or when `--only` names it.
@@ -311,12 +310,6 @@ function selectRoutes(only: string | undefined): RouteName[] {
   const unknown = names.filter((name) => !(ROUTES as readonly string[]).includes(name));
   if (unknown.length > 0) throw new UsageError(`--only: unknown route ${unknown.join(", ")}`);
   return ROUTES.filter((route) => names.includes(route));
-}
-
-function positiveInteger(flag: string, text: string): number {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) throw new UsageError(`${flag} must be a positive whole number, not ${text}`);
-  return value;
 }
 
 function secondsSince(start: number): string {

@@ -39,10 +39,10 @@ export interface Runtime {
   dispose(): Promise<void>;
 }
 
-const API_CONFIG = path.join(PROJECT_ROOT, "wrangler.toml");
-const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.toml");
+export const API_CONFIG = path.join(PROJECT_ROOT, "wrangler.toml");
+export const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.toml");
 const MIGRATIONS = path.join(PROJECT_ROOT, "migrations");
-const LOOPBACK = "127.0.0.1";
+export const LOOPBACK = "127.0.0.1";
 const KEPT_PROBLEMS = 20;
 
 /** Starts every Worker, applies the migrations and returns the runtime. */
@@ -100,13 +100,7 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
   let receiptSerial = 0;
   return {
     urls,
-    async issueClient(name) {
-      const clientId = `bench-${name}`;
-      const chainId = `chain-${name}`;
-      const { record, secret } = await newClientRecord({ client_id: clientId, chains: [chainId] });
-      await kv.put(clientKey(clientId), JSON.stringify(record));
-      return { clientId, secret, chainId };
-    },
+    issueClient: (name) => issueClient(kv, `bench-${name}`, `chain-${name}`),
     async seedReceipts(client, appUserId, count, body) {
       const first = receiptSerial;
       receiptSerial += count;
@@ -127,6 +121,17 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
     recentProblems: () => [...problems],
     dispose: () => mf.dispose(),
   };
+}
+
+/** Issues a client for one chain into the CLIENTS namespace, as `npm run clients -- issue` would. */
+export async function issueClient(
+  kv: Awaited<ReturnType<Miniflare["getKVNamespace"]>>,
+  clientId: string,
+  chainId: string,
+): Promise<BenchClient> {
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains: [chainId] });
+  await kv.put(clientKey(clientId), JSON.stringify(record));
+  return { clientId, secret, chainId };
 }
 
 /**

@@ -14,6 +14,13 @@ export function parse<T extends ParseArgsConfig["options"]>(args: string[], opti
   }
 }
 
+/** Reads a flag's value as a whole number of at least 1; anything else is a UsageError. */
+export function positiveInteger(flag: string, text: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) throw new UsageError(`${flag} must be a positive whole number, not ${text}`);
+  return value;
+}
+
 /**
  * Checks an ID (client_id, chain_id, app_user_id) that POS requests carry as a header value: one
  * that no request could carry as given is a UsageError, so nothing is written for a client that

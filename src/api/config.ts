@@ -21,6 +21,10 @@ export interface ApiSettings {
   SHARD_STATES_SECONDS: string;
   /** How long audit records are kept, in days, before the cron job purges them. */
   AUDIT_RETENTION_DAYS: string;
+  /** How long after its change an event that never reached the queue waits for the cron re-send, in seconds. */
+  NOTICE_RESEND_GRACE_SECONDS: string;
+  /** How long after its queue send an undelivered event counts as lost and is sent again, in seconds. */
+  NOTICE_LOST_AFTER_SECONDS: string;
 }
 
 /** A setting that is missing or malformed; the message names the setting, never its value. */
@@ -41,6 +45,8 @@ export interface ApiConfig {
   shardFillBytes: number;
   shardStatesMs: number;
   auditRetentionMs: number;
+  noticeResendGraceMs: number;
+  noticeLostAfterMs: number;
 }
 
 let cached: { env: ApiSettings; config: ApiConfig } | undefined;
@@ -66,6 +72,8 @@ export function parseApiConfig(env: ApiSettings): ApiConfig {
     shardFillBytes: positiveNumber(env, "SHARD_FILL_BYTES"),
     shardStatesMs: seconds(env, "SHARD_STATES_SECONDS") * 1000,
     auditRetentionMs: positiveNumber(env, "AUDIT_RETENTION_DAYS") * DAY_MS,
+    noticeResendGraceMs: seconds(env, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
+    noticeLostAfterMs: positiveNumber(env, "NOTICE_LOST_AFTER_SECONDS") * 1000,
   };
 }
 

@@ -3,13 +3,13 @@
  * each run on its own: one that fails, or a shard that fails, is logged and stops no other.
  */
 import type { ApiEnv } from "../shared/env.ts";
-import { apiConfig } from "./config.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { QueuedNotice } from "../shared/types.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
 import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/outbox.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
+import { apiConfig, type ApiConfig } from "./config.ts";
 
 /** A maintenance job run on every shard on every cron tick; returns what it did, for the log line. */
 type ScheduledJob = (env: ApiEnv, shard: Shard, now: Date) => Promise<Record<string, number>>;
@@ -18,7 +18,7 @@ const JOBS: Record<string, ScheduledJob> = {
   "idempotency-keys.delete-expired": async (_env, shard, now) => ({
     deleted: await deleteExpiredIdempotencyKeys(shard.db, now),
   }),
-  "notices.resend": resendPendingNotices,
+  "notices.resend": (env, shard, now) => resendPendingNotices(env, shard, now, apiConfig(env)),
   "notices.purge-delivered": purgeDelivered,
   "audit.purge-expired": async (env, shard, now) => ({
     purged: await purgeExpiredAudit(shard.db, new Date(now.getTime() - apiConfig(env).auditRetentionMs)),
@@ -39,30 +39,26 @@ export async function runScheduledJobs(env: ApiEnv, now = new Date()): Promise<v
   );
 }
 
-/** A notice still unsent this long after its deletion was not sent at delete time. */
-export const RESEND_GRACE_MS = 30_000;
-
-/**
- * A notice enqueued this long ago and still undelivered has lost its queue copy (the notifier
- * retries for about an hour before dead-lettering, see src/notifier/retry.ts), so it is sent again.
- */
-export const LOST_AFTER_MS = 3 * 60 * 60 * 1000;
-
 // sendBatch takes at most 100 messages; ten batches a minute is far above the rate of failed sends.
 const RESEND_PAGE = 100;
 const RESEND_PAGES_PER_RUN = 10;
 
-/** Cron job: sends every notice the shard's outbox holds unsent after the grace period, or lost. */
+/**
+ * Cron job: sends every notice the shard's outbox holds unsent after the grace period
+ * (NOTICE_RESEND_GRACE_SECONDS), or lost: enqueued that long ago (NOTICE_LOST_AFTER_SECONDS) and
+ * still undelivered, although the notifier's retries of a live copy end well before.
+ */
 export async function resendPendingNotices(
   env: Pick<ApiEnv, "NOTICES">,
   shard: Shard,
   now: Date,
+  timing: Pick<ApiConfig, "noticeResendGraceMs" | "noticeLostAfterMs">,
 ): Promise<Record<string, number>> {
   let resent = 0;
   for (let page = 0; page < RESEND_PAGES_PER_RUN; page += 1) {
     const notices = await pendingNotices(shard.db, {
-      unsentBefore: new Date(now.getTime() - RESEND_GRACE_MS),
-      lostBefore: new Date(now.getTime() - LOST_AFTER_MS),
+      unsentBefore: new Date(now.getTime() - timing.noticeResendGraceMs),
+      lostBefore: new Date(now.getTime() - timing.noticeLostAfterMs),
       limit: RESEND_PAGE,
     });
     if (notices.length === 0) break;

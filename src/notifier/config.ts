@@ -1,8 +1,10 @@
 /**
- * Where the notifier sends notices, read from its settings once per isolate: to a push URL with
- * the signing keys, or to the log when no URL is set (plain local development, docs/api.md#deletion-notices).
+ * The notifier's settings, read once per isolate: where it sends notices (a push URL with the
+ * signing keys, or the log when no URL is set: plain local development, docs/api.md#deletion-notices),
+ * and the timing of its deliveries.
  */
 import type { NotifierEnv } from "../shared/env.ts";
+import type { RetrySchedule } from "./retry.ts";
 
 /** How notices leave the notifier. */
 export type PushTarget =
@@ -52,4 +54,45 @@ function decodeBase64(text: string): Uint8Array | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** How long a push may take, how long a delivery holds its notice, and when a failed one is tried again. */
+export interface DeliveryTiming {
+  pushTimeoutMs: number;
+  /**
+   * Longer than a push may take, so two copies of a message never push at once; short, so a copy
+   * whose Worker died frees the notice soon.
+   */
+  claimMs: number;
+  retry: RetrySchedule;
+}
+
+/** A timing setting that is missing or not a positive number; the message names it. */
+export class NotifierConfigError extends Error {
+  override name = "NotifierConfigError";
+}
+
+let timing: { env: NotifierEnv; value: DeliveryTiming } | undefined;
+
+/** The delivery timing of these settings (src/notifier/wrangler.toml [vars]), checked once per isolate. */
+export function deliveryTiming(env: NotifierEnv): DeliveryTiming {
+  if (timing?.env !== env) {
+    const pushTimeoutMs = positiveSeconds(env, "PUSH_TIMEOUT_SECONDS") * 1000;
+    const value = {
+      pushTimeoutMs,
+      claimMs: pushTimeoutMs * 3,
+      retry: {
+        firstDelaySeconds: positiveSeconds(env, "RETRY_FIRST_DELAY_SECONDS"),
+        maxDelaySeconds: positiveSeconds(env, "RETRY_MAX_DELAY_SECONDS"),
+      },
+    };
+    timing = { env, value };
+  }
+  return timing.value;
+}
+
+function positiveSeconds(env: NotifierEnv, name: "PUSH_TIMEOUT_SECONDS" | "RETRY_FIRST_DELAY_SECONDS" | "RETRY_MAX_DELAY_SECONDS"): number {
+  const value = Number(env[name]);
+  if (!env[name] || !Number.isFinite(value) || value <= 0) throw new NotifierConfigError(`${name} must be a positive number of seconds`);
+  return value;
 }

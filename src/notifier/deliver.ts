@@ -8,15 +8,9 @@ import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
 import { claimNotices, settleNotices, type Claim } from "../storage/outbox.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
-import type { PushTarget } from "./config.ts";
-import { PUSH_TIMEOUT_MS, pushNotice } from "./push.ts";
+import type { DeliveryTiming, PushTarget } from "./config.ts";
+import { pushNotice } from "./push.ts";
 import { retryDelaySeconds } from "./retry.ts";
-
-/**
- * How long one delivery holds a notice. Longer than a push may take, so two copies of a message
- * never push at once; short, so a copy whose Worker died frees the notice soon.
- */
-export const CLAIM_MS = PUSH_TIMEOUT_MS * 3;
 
 /** How many pushes of one batch are in flight at once: a Worker may hold six connections open. */
 const PUSH_CONCURRENCY = 6;
@@ -40,20 +34,21 @@ export async function deliverBatch(
   messages: readonly Message<QueuedNotice>[],
   env: NotifierEnv,
   target: PushTarget,
+  timing: DeliveryTiming,
   now = new Date(),
 ): Promise<void> {
   const byShard = new Map<Shard, Message<QueuedNotice>[]>();
   for (const message of messages) {
     const shard = shardOfId(shardsOf(env), message.body.event_id);
     if (!shard) {
-      retryAfterError(message, new Error("event_id names no shard of this Worker"));
+      retryAfterError(message, timing, new Error("event_id names no shard of this Worker"));
       continue;
     }
     const group = byShard.get(shard);
     if (group) group.push(message);
     else byShard.set(shard, [message]);
   }
-  await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, now)));
+  await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, timing, now)));
 }
 
 /** What one claimed notice came to, before it is recorded and its message acked or retried. */
@@ -66,13 +61,14 @@ async function deliverOnShard(
   messages: readonly Message<QueuedNotice>[],
   env: NotifierEnv,
   target: PushTarget,
+  timing: DeliveryTiming,
   now: Date,
 ): Promise<void> {
   let claims: Claim[];
   try {
-    claims = await claimNotices(shard.db, messages.map((message) => message.body.event_id), now, CLAIM_MS);
+    claims = await claimNotices(shard.db, messages.map((message) => message.body.event_id), now, timing.claimMs);
   } catch (error) {
-    for (const message of messages) retryAfterError(message, error);
+    for (const message of messages) retryAfterError(message, timing, error);
     return;
   }
 
@@ -100,7 +96,7 @@ async function deliverOnShard(
       } else {
         const body = pushBody(claim.payload, notice.type === "receipt.created" ? claim.body : null);
         pushes.push(async () => {
-          const result = await pushNotice(target, notice.event_id, body, now);
+          const result = await pushNotice(target, notice.event_id, body, now, timing.pushTimeoutMs);
           return result.ok ? { message, done: true, outcome: "delivered", status: result.status } : { message, done: false, ...result };
         });
       }
@@ -120,27 +116,27 @@ async function deliverOnShard(
     );
   } catch (error) {
     // Not recorded: every claim runs out by itself, and the retried copies try again.
-    for (const { message } of settled) retryAfterError(message, error);
+    for (const { message } of settled) retryAfterError(message, timing, error);
     return;
   }
-  await Promise.all(settled.map((item) => finish(item, env)));
+  await Promise.all(settled.map((item) => finish(item, env, timing)));
 }
 
-async function finish(item: Settled, env: NotifierEnv): Promise<void> {
+async function finish(item: Settled, env: NotifierEnv, timing: DeliveryTiming): Promise<void> {
   const { message } = item;
   const fields = fieldsOf(message);
   if (item.done) {
     logLine("info", "notice-delivery", { ...fields, outcome: item.outcome, status: item.status });
     message.ack();
   } else if (item.retryable) {
-    const delaySeconds = retryDelaySeconds(message.attempts, item.retryAfterSeconds);
+    const delaySeconds = retryDelaySeconds(message.attempts, timing.retry, item.retryAfterSeconds);
     logLine("warn", "notice-delivery", { ...fields, outcome: "failed; retried", cause: item.error, delay_s: delaySeconds });
     message.retry({ delaySeconds });
   } else {
     try {
       await env.FAILED_NOTICES.send(message.body, { contentType: "json" });
     } catch (error) {
-      retryAfterError(message, error);
+      retryAfterError(message, timing, error);
       return;
     }
     logLine("error", "notice-delivery", { ...fields, outcome: "refused; dead-lettered", cause: item.error });
@@ -149,8 +145,8 @@ async function finish(item: Settled, env: NotifierEnv): Promise<void> {
 }
 
 // D1 or the dead-letter queue failed: the notice is still in the outbox, so try again.
-function retryAfterError(message: Message<QueuedNotice>, error: unknown): void {
-  const delaySeconds = retryDelaySeconds(message.attempts);
+function retryAfterError(message: Message<QueuedNotice>, timing: DeliveryTiming, error: unknown): void {
+  const delaySeconds = retryDelaySeconds(message.attempts, timing.retry);
   logLine("error", "notice-delivery", { ...fieldsOf(message), outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
   message.retry({ delaySeconds });
 }

@@ -5,7 +5,7 @@
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import type { QueuedNotice } from "../shared/types.ts";
-import { pushTarget } from "./config.ts";
+import { deliveryTiming, pushTarget } from "./config.ts";
 import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
 import { deliverBatch } from "./deliver.ts";
 
@@ -17,6 +17,6 @@ export default {
     }
     const target = await pushTarget(env);
     // Each message acks or retries on its own: one slow or failing push holds up no other.
-    await deliverBatch(batch.messages, env, target);
+    await deliverBatch(batch.messages, env, target, deliveryTiming(env));
   },
 } satisfies ExportedHandler<NotifierEnv, QueuedNotice>;

@@ -5,9 +5,6 @@
  */
 import { describeError } from "../shared/log.ts";
 
-/** How long one push may take; the claim on the notice (deliver.ts) outlasts it. */
-export const PUSH_TIMEOUT_MS = 10_000;
-
 /** What one push did: acknowledged, or why not and whether trying again can help. */
 export type PushResult =
   | { ok: true; status: number }
@@ -15,15 +12,16 @@ export type PushResult =
 
 /**
  * POSTs `body` (the notice's JSON, byte for byte as stored) to `url` with the headers
- * `webhook-id`, `webhook-timestamp` and `webhook-signature`. Each attempt is signed anew, since
- * receivers refuse old timestamps. Redirects are not followed: a signed notice goes only to the
- * configured URL.
+ * `webhook-id`, `webhook-timestamp` and `webhook-signature`, giving up after `timeoutMs`
+ * (PUSH_TIMEOUT_SECONDS). Each attempt is signed anew, since receivers refuse old timestamps.
+ * Redirects are not followed: a signed notice goes only to the configured URL.
  */
 export async function pushNotice(
   target: { url: string; keys: readonly CryptoKey[] },
   eventId: string,
   body: string,
   now: Date,
+  timeoutMs: number,
 ): Promise<PushResult> {
   const timestamp = String(Math.floor(now.getTime() / 1000));
   const signature = await webhookSignature(target.keys, eventId, timestamp, body);
@@ -39,7 +37,7 @@ export async function pushNotice(
       },
       body,
       redirect: "manual",
-      signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
+      signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (error) {
     return { ok: false, retryable: true, error: `network: ${describeError(error)}` };

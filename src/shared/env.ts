@@ -32,4 +32,10 @@ export interface NotifierEnv extends ShardBindings {
   APP_PUSH_URL?: string;
   /** Standard Webhooks signing secret, `whsec_<base64 key>`. */
   APP_PUSH_SECRET?: string;
+  /** How long one push may take, in seconds; a delivery claims its notice for three times that. */
+  PUSH_TIMEOUT_SECONDS: string;
+  /** The delay before the second attempt of a notice, in seconds; it doubles for each one after. */
+  RETRY_FIRST_DELAY_SECONDS: string;
+  /** The longest delay between two attempts of a notice, in seconds. */
+  RETRY_MAX_DELAY_SECONDS: string;
 }

@@ -20,6 +20,8 @@ import { ROOT } from "../support/run-script.ts";
 
 type CreatedEvent = Extract<AppEvent, { type: "receipt.created" }>;
 
+// The notifier's deployed push timeout (src/notifier/wrangler.toml).
+const PUSH_TIMEOUT_MS = 10_000;
 const OTHER_SECRET = `whsec_${Buffer.from("another-secret-of-32-bytes-long!").toString("base64")}`;
 
 describe("issue 13 docs/api.md#deletion-notices: standardwebhooks verifies each event type as the notifier signs it", () => {
@@ -142,7 +144,7 @@ describe("issue 13 the example receiver over a real socket, fed by the notifier'
   afterAll(() => receiver.close());
 
   const push = (event: AppEvent, withKeys = keys, at = new Date()) =>
-    pushNotice({ url: `${receiver.url}/push`, keys: withKeys }, event.event_id, JSON.stringify(event), at);
+    pushNotice({ url: `${receiver.url}/push`, keys: withKeys }, event.event_id, JSON.stringify(event), at, PUSH_TIMEOUT_MS);
   const receiptsOf = async (appUserId: string) => {
     const response = await fetch(`${receiver.url}/app-users/${encodeURIComponent(appUserId)}/receipts`);
     expect(response.status).toBe(200);
@@ -196,7 +198,7 @@ describe("issue 13 the example receiver over a real socket, fed by the notifier'
 
   it("a signed body that is not an event: 400, for a person rather than retries", async () => {
     const body = "not json";
-    const result = await pushNotice({ url: `${receiver.url}/push`, keys }, "ev-not-json", body, new Date());
+    const result = await pushNotice({ url: `${receiver.url}/push`, keys }, "ev-not-json", body, new Date(), PUSH_TIMEOUT_MS);
     expect(result).toMatchObject({ ok: false, retryable: false, error: "HTTP 400 from the push service" });
   });
 

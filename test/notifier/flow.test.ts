@@ -6,7 +6,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { DELIVERED_RETENTION_MS, LOST_AFTER_MS, purgeDelivered, resendPendingNotices } from "../../src/api/scheduled.ts";
+import { apiConfig } from "../../src/api/config.ts";
+import { DELIVERED_RETENTION_MS, purgeDelivered, resendPendingNotices } from "../../src/api/scheduled.ts";
 import { createApp } from "../../src/api/app.ts";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
 import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
@@ -103,10 +104,10 @@ describe("docs/api.md#deletion-notices nothing is lost: the cron re-send", () =>
   it("a notice enqueued long ago and never delivered lost its queue copy: the cron job sends it again", async () => {
     const { token, receipt } = await owner();
     await deleteWhileQueueFails(token, receipt);
-    const longAgo = new Date(Date.now() - LOST_AFTER_MS - 60_000).toISOString();
+    const longAgo = new Date(Date.now() - apiConfig(env).noticeLostAfterMs - 60_000).toISOString();
     const shard = shardOfId(SHARDS, receipt.receipt_id)!;
     await shard.db.prepare("UPDATE notice_outbox SET enqueued_at = ? WHERE receipt_id = ?").bind(longAgo, receipt.receipt_id).run();
-    const { resent } = await resendPendingNotices(env, shard, new Date());
+    const { resent } = await resendPendingNotices(env, shard, new Date(), apiConfig(env));
     expect(resent).toBeGreaterThanOrEqual(1);
     await waitForPushes(receipt.receipt_id);
     await waitForDelivery(receipt.receipt_id);

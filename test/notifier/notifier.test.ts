@@ -7,12 +7,15 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { newDeletionNotice } from "../../src/api/events.ts";
+import { env } from "cloudflare:workers";
+import { apiConfig } from "../../src/api/config.ts";
 import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import type { DeletionNotice } from "../../src/shared/types.ts";
 import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import notifier from "../../src/notifier/index.ts";
 import { retryDelaySeconds } from "../../src/notifier/retry.ts";
+import { deliveryTiming } from "../../src/notifier/config.ts";
 import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
 import { deleteReceiptWithNotice } from "../../src/storage/receipts.ts";
 import { uniqueId } from "../support/api.ts";
@@ -58,7 +61,9 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-function notifierEnv(settings: Partial<Pick<NotifierEnv, "APP_PUSH_URL" | "APP_PUSH_SECRET">> = {}): NotifierEnv {
+type Settings = "APP_PUSH_URL" | "APP_PUSH_SECRET" | "PUSH_TIMEOUT_SECONDS" | "RETRY_FIRST_DELAY_SECONDS" | "RETRY_MAX_DELAY_SECONDS";
+
+function notifierEnv(settings: Partial<Pick<NotifierEnv, Settings>> = {}): NotifierEnv {
   return {
     ...Object.fromEntries(SHARDS.map((shard) => [shard.binding, shard.db])),
     FAILED_NOTICES: {
@@ -69,6 +74,10 @@ function notifierEnv(settings: Partial<Pick<NotifierEnv, "APP_PUSH_URL" | "APP_P
     } as unknown as Queue<DeletionNotice>,
     APP_PUSH_URL: PUSH_URL,
     APP_PUSH_SECRET: TEST_PUSH_SECRET,
+    // As src/notifier/wrangler.toml deploys them.
+    PUSH_TIMEOUT_SECONDS: "10",
+    RETRY_FIRST_DELAY_SECONDS: "10",
+    RETRY_MAX_DELAY_SECONDS: "600",
     ...settings,
   };
 }
@@ -253,9 +262,19 @@ describe("docs/api.md#deletion-notices delivery: retries with growing delay", ()
   });
 
   it("the schedule: 10 s doubling to at most 10 minutes, about 50 minutes over max_retries = 10", () => {
-    const schedule = Array.from({ length: 10 }, (_, i) => retryDelaySeconds(i + 1));
+    const { retry } = deliveryTiming(notifierEnv());
+    const schedule = Array.from({ length: 10 }, (_, i) => retryDelaySeconds(i + 1, retry));
     expect(schedule).toEqual([10, 20, 40, 80, 160, 320, 600, 600, 600, 600]);
     expect(schedule.reduce((sum, delay) => sum + delay, 0)).toBe(3030);
+  });
+
+  it("the timing settings: the claim outlasts three push timeouts; one that is not a positive number fails naming it", () => {
+    expect(deliveryTiming(notifierEnv({ PUSH_TIMEOUT_SECONDS: "2" }))).toMatchObject({ pushTimeoutMs: 2000, claimMs: 6000 });
+    for (const name of ["PUSH_TIMEOUT_SECONDS", "RETRY_FIRST_DELAY_SECONDS", "RETRY_MAX_DELAY_SECONDS"] as const) {
+      for (const value of ["0", "-1", "soon", ""]) {
+        expect(() => deliveryTiming(notifierEnv({ [name]: value }))).toThrow(`${name} must be a positive number of seconds`);
+      }
+    }
   });
 
   it("unusable push settings: retried, nothing pushed, the cause recorded without the secret", async () => {
@@ -314,6 +333,7 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
       { NOTICES: queue as unknown as Queue<DeletionNotice> },
       shardOfId(SHARDS, notice.event_id)!,
       new Date(Date.now() + 31_000),
+      apiConfig(env),
     );
     expect(sent.filter((body) => body.event_id === notice.event_id)).toEqual([notice]);
     answers = [200];

@@ -175,6 +175,8 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
         SHARD_STATES_SECONDS: "0",
         SHARD_FILL_BYTES: "9000000000",
         AUDIT_RETENTION_DAYS: "400",
+        NOTICE_RESEND_GRACE_SECONDS: "30",
+        NOTICE_LOST_AFTER_SECONDS: "10800",
       },
       ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
       }),

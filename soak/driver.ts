@@ -1,0 +1,139 @@
+/**
+ * Plays the fault plan against the running soak: tells the wrapper Workers which storage calls to
+ * fail, the receiver when to be down, KV when a shard is closed, and restarts the runtime while
+ * the notifier is mid-batch; records each fault as it really happened, for the reconciliation.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { faultEnd, type PlannedFault, type TimedFault } from "./plan.ts";
+import type { Prng } from "./prng.ts";
+import { HEALTHY, type BindingFaults } from "./protocol.ts";
+import type { FaultWindow } from "./reconcile.ts";
+import type { PushReceiver } from "./receiver.ts";
+import type { SoakRuntime, SoakShard, WrappedWorker } from "./runtime.ts";
+
+/** How long a restart waits for a push to hold, so that it cuts the notifier off mid-batch. */
+const MID_BATCH_WAIT_MS = 5000;
+
+export class FaultDriver {
+  readonly windows: FaultWindow[] = [];
+  /** Restarts that caught the notifier with a push in flight. */
+  restartsMidBatch = 0;
+  readonly #runtime: SoakRuntime;
+  readonly #receiver: PushReceiver;
+  readonly #prng: Prng;
+  readonly #shards: readonly SoakShard[];
+  readonly #active = new Set<TimedFault>();
+  readonly #started = new Map<TimedFault, number>();
+  #restarting: Promise<void> = Promise.resolve();
+  /** Operator work on the storage under way (see `outsideRestarts`). */
+  readonly #operatorWork = new Set<Promise<unknown>>();
+
+  constructor(runtime: SoakRuntime, receiver: PushReceiver, prng: Prng) {
+    this.#runtime = runtime;
+    this.#receiver = receiver;
+    this.#prng = prng;
+    this.#shards = runtime.shards;
+  }
+
+  /** Plays `plan` from `startedAt` (ms since the epoch); returns once its last fault is over. */
+  async play(plan: readonly PlannedFault[], startedAt: number): Promise<void> {
+    const steps = plan.flatMap((fault) =>
+      fault.kind === "restart"
+        ? [{ at: fault.at, run: () => this.#restart() }]
+        : [
+            { at: fault.at, run: () => this.#begin(fault) },
+            { at: faultEnd(fault), run: () => this.#end(fault) },
+          ],
+    );
+    steps.sort((a, b) => a.at - b.at);
+    for (const step of steps) {
+      await sleep(Math.max(0, startedAt + step.at * 1000 - Date.now()));
+      await step.run();
+    }
+  }
+
+  /** Resolves when no restart is under way: the runtime can be called. */
+  idle(): Promise<void> {
+    return this.#restarting;
+  }
+
+  /**
+   * Runs an operator's work on the storage (an erasure) with no restart under way, and holds the
+   * next restart off until it ends. In production such work goes through D1's API, which a
+   * Workers restart never touches; here it shares the one runtime, and a restart under its calls
+   * would leave them hanging.
+   */
+  async outsideRestarts<T>(work: () => Promise<T>): Promise<T> {
+    await this.idle();
+    const running = work();
+    this.#operatorWork.add(running);
+    try {
+      return await running;
+    } finally {
+      this.#operatorWork.delete(running);
+    }
+  }
+
+  /** Ends every fault still on. */
+  async heal(): Promise<void> {
+    for (const fault of [...this.#active]) await this.#end(fault);
+  }
+
+  async #begin(fault: TimedFault): Promise<void> {
+    await this.idle();
+    this.#active.add(fault);
+    this.#started.set(fault, Date.now());
+    if (fault.kind === "push outage") this.#receiver.setOutage(true);
+    else if (fault.kind === "push refused") this.#receiver.setRefusing(true);
+    else if (fault.kind === "shard closed") await this.#runtime.setShardState(fault.shard, "closed");
+    else await this.#applyBindingFaults();
+  }
+
+  async #end(fault: TimedFault): Promise<void> {
+    if (!this.#active.delete(fault)) return;
+    await this.idle();
+    const window: FaultWindow = { kind: fault.kind, start: this.#started.get(fault)!, end: Date.now() };
+    if (fault.kind === "d1") Object.assign(window, { worker: fault.worker, shard: fault.shard });
+    if (fault.kind === "shard closed") window.shard = fault.shard;
+    this.windows.push(window);
+    if (fault.kind === "push outage") this.#receiver.setOutage([...this.#active].some((other) => other.kind === "push outage"));
+    else if (fault.kind === "push refused") this.#receiver.setRefusing([...this.#active].some((other) => other.kind === "push refused"));
+    else if (fault.kind === "shard closed") await this.#runtime.setShardState(fault.shard, "open");
+    else await this.#applyBindingFaults();
+  }
+
+  async #restart(): Promise<void> {
+    await this.idle();
+    // Everything that waits for idle() waits from here on, while operator work finishes.
+    let go!: () => void;
+    const ready = new Promise<void>((resolve) => (go = resolve));
+    this.#restarting = (async () => {
+      await ready;
+      await this.#runtime.restart();
+      // A restarted wrapper has forgotten its faults.
+      await this.#applyBindingFaults(false);
+    })();
+    await Promise.allSettled([...this.#operatorWork]);
+    if (await this.#receiver.holdNextPush(MID_BATCH_WAIT_MS)) this.restartsMidBatch += 1;
+    const start = Date.now();
+    go();
+    await this.#restarting;
+    this.windows.push({ kind: "restart", start, end: Date.now() });
+  }
+
+  async #applyBindingFaults(waitForRestart = true): Promise<void> {
+    if (waitForRestart) await this.idle();
+    for (const worker of ["api", "notifier"] as const) await this.#runtime.setFaults(worker, this.#faultsOf(worker));
+  }
+
+  #faultsOf(worker: WrappedWorker): BindingFaults {
+    const faults: BindingFaults = { ...HEALTHY, d1: {}, seed: this.#prng.int(1, 2 ** 31) };
+    for (const fault of this.#active) {
+      if (fault.kind === "d1" && fault.worker === worker) {
+        const binding = this.#shards.find((shard) => shard.name === fault.shard)!.binding;
+        faults.d1[binding] = Math.max(faults.d1[binding] ?? 0, fault.share);
+      } else if (fault.kind === "queue" && worker === "api") faults.queue = Math.max(faults.queue, fault.share);
+    }
+    return faults;
+  }
+}

@@ -1,0 +1,337 @@
+/**
+ * The soak's load: POS tills, each with a client of its own, doing what tills do with a realistic
+ * mix — log in, add receipts with and without an Idempotency-Key (replaying some, racing some
+ * replays), delete them (some right after the add, some racing each other, some with the wrong
+ * app user), and send bad requests — and recording every request with the statuses it may
+ * rightly get.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { receiptBody } from "../bench/bodies.ts";
+import type { BenchClient } from "../bench/runtime.ts";
+import { PATHS } from "../src/shared/paths.ts";
+import { stampShardTag } from "../src/shared/shard-ids.ts";
+import { POS_SCOPE } from "../src/shared/types.ts";
+import type { Prng } from "./prng.ts";
+
+export type Route = "login" | "add" | "delete";
+
+/** One request and what came of it. */
+export interface RequestRecord {
+  route: Route;
+  /** What the till meant by it, e.g. `add racing replay`, `delete wrong app user`. */
+  action: string;
+  clientId: string;
+  /** ms since the epoch */
+  start: number;
+  end: number;
+  /** The answer's status; null when none came (the connection failed or timed out). */
+  status: number | null;
+  /** Statuses the request may rightly get when nothing fails. */
+  expected: readonly number[];
+  /** add: the receipt the answer names; delete: the receipt it targets. */
+  receiptId?: string;
+  /** add and delete: the app user the request names. */
+  appUserId?: string;
+  /** add: the body's pos_receipt_number, unique per receipt the till means to store. */
+  marker?: string;
+  /** add: its Idempotency-Key. */
+  key?: string;
+  /** Requests sent together on purpose share a race id. */
+  race?: number;
+}
+
+/** One erasure of an app user (`npm run app-users -- erase`), as an operator ran it. */
+export interface ErasureRecord {
+  appUserId: string;
+  /** ms since the epoch: the first attempt's start, the successful attempt's end. */
+  start: number;
+  end: number;
+  /** The app_user.erased event of the run that finished; absent when every attempt failed. */
+  eventId?: string;
+  receiptsErased?: number;
+  attempts: number;
+}
+
+/** What the load did, for the reconciliation. */
+export interface LoadRecord {
+  requests: RequestRecord[];
+  /** The body text of every add, by marker. */
+  bodies: Map<string, string>;
+  erasures: ErasureRecord[];
+}
+
+/**
+ * Erasing an app user, as an operator does when a shopper asks to be forgotten. Given to
+ * `runLoad`, a till has one of its app users erased as often as `weight` says (against
+ * ACTION_WEIGHTS), after which it forgets that user's receipts and keys; the reconciliation then
+ * expects the erasure's event instead of theirs.
+ */
+export interface AppUserErasure {
+  weight: number;
+  erase(appUserId: string): Promise<ErasureRecord>;
+}
+
+/** How often a till does each thing, relative to the others. */
+const ACTION_WEIGHTS = {
+  login: 2,
+  add: 22,
+  "add with key": 16,
+  "add replay": 6,
+  "add racing replays": 4,
+  delete: 16,
+  "delete right after add": 8,
+  "delete racing": 4,
+  "delete wrong app user": 3,
+  "add bad body": 3,
+  "add bad token": 2,
+  "delete unknown receipt": 2,
+  "login bad secret": 1,
+} as const;
+
+type Action = keyof typeof ACTION_WEIGHTS | "erase app user";
+
+const APP_USERS_PER_TILL = 3;
+const RACERS = 3;
+const REQUEST_TIMEOUT_MS = 15_000;
+/** A till pauses between actions, as a till waits for its next customer (far less, here). */
+const THINK_MS = [5, 40] as const;
+const BASE_BODY = JSON.parse(receiptBody(1500)) as Record<string, unknown>;
+
+/**
+ * Runs one till per client until `until` (ms since the epoch), all at once, and returns every
+ * request. `shardTags` lets a till make receipt IDs that name a real shard but no receipt.
+ */
+export async function runLoad(options: {
+  apiUrl: string;
+  clients: readonly BenchClient[];
+  prng: Prng;
+  until: number;
+  shardTags: readonly number[];
+  erasure?: AppUserErasure;
+}): Promise<LoadRecord> {
+  const load: LoadRecord = { requests: [], bodies: new Map(), erasures: [] };
+  const tills = options.clients.map((client, i) => new Till(client, options.prng.fork(`till ${i}`), options, load));
+  await Promise.all(tills.map((till) => till.run()));
+  return load;
+}
+
+let races = 0;
+
+class Till {
+  readonly #client: BenchClient;
+  readonly #prng: Prng;
+  readonly #options: Parameters<typeof runLoad>[0];
+  readonly #load: LoadRecord;
+  readonly #appUsers: string[];
+  /** Receipts this till stored and has not tried to delete: receipt_id → app_user_id. */
+  readonly #held = new Map<string, string>();
+  /** Adds with a key that got an answer, to replay. */
+  readonly #keyed: { key: string; marker: string; appUserId: string }[] = [];
+  #token = "";
+  #serial = 0;
+
+  constructor(client: BenchClient, prng: Prng, options: Parameters<typeof runLoad>[0], load: LoadRecord) {
+    this.#client = client;
+    this.#prng = prng;
+    this.#options = options;
+    this.#load = load;
+    this.#appUsers = Array.from({ length: APP_USERS_PER_TILL }, (_, i) => `${client.clientId}-user-${i}`);
+  }
+
+  async run(): Promise<void> {
+    while (Date.now() < this.#options.until) {
+      if (!this.#token) await this.#login();
+      else await this.#act(this.#prng.weighted(this.#weights()));
+      await sleep(this.#prng.between(...THINK_MS));
+    }
+  }
+
+  #weights(): Record<Action, number> {
+    return { ...ACTION_WEIGHTS, "erase app user": this.#options.erasure?.weight ?? 0 };
+  }
+
+  async #act(action: Action): Promise<void> {
+    const appUserId = this.#prng.pick(this.#appUsers);
+    switch (action) {
+      case "login":
+        return this.#login();
+      case "add":
+        return this.#hold(await this.#add(action, appUserId, this.#newMarker()), appUserId);
+      case "add with key":
+        return this.#addWithKey(appUserId);
+      case "add replay": {
+        if (this.#keyed.length === 0) return this.#addWithKey(appUserId);
+        const { key, marker, appUserId: owner } = this.#prng.pick(this.#keyed);
+        return void (await this.#add(action, owner, marker, key));
+      }
+      case "add racing replays": {
+        const key = this.#newKey();
+        const marker = this.#newMarker();
+        const race = ++races;
+        const answers = await Promise.all(Array.from({ length: RACERS }, () => this.#add(action, appUserId, marker, key, race)));
+        this.#hold(answers.find(Boolean), appUserId);
+        this.#keyed.push({ key, marker, appUserId });
+        return;
+      }
+      case "delete":
+        return this.#deleteHeld(action);
+      case "delete right after add": {
+        const receiptId = await this.#add("add then delete", appUserId, this.#newMarker());
+        if (receiptId) await this.#delete(action, receiptId, appUserId);
+        return;
+      }
+      case "delete racing": {
+        const target = this.#takeHeld();
+        if (!target) return;
+        const race = ++races;
+        await Promise.all(Array.from({ length: 2 }, () => this.#delete(action, target[0], target[1], [200, 406], race)));
+        return;
+      }
+      case "delete wrong app user": {
+        const receiptId = this.#prng.pick([...this.#held.keys(), undefined]);
+        if (!receiptId) return;
+        const wrongUser = `${this.#held.get(receiptId)!}-not`;
+        await this.#send({ route: "delete", action, receiptId, expected: [406] }, this.#deleteInit(receiptId, wrongUser));
+        return;
+      }
+      case "add bad body": {
+        const body = JSON.stringify({ ...BASE_BODY, total: -1, pos_receipt_number: this.#newMarker() });
+        await this.#send({ route: "add", action, expected: [406] }, this.#addInit(appUserId, body));
+        return;
+      }
+      case "add bad token": {
+        const init = this.#addInit(appUserId, this.#body(this.#newMarker()));
+        await this.#send({ route: "add", action, expected: [403] }, { ...init, headers: { ...init.headers, authorization: "Bearer not-a-token" } });
+        return;
+      }
+      case "delete unknown receipt": {
+        // A random UUID made version 7, on a real shard: the shape of a receipt_id, naming none.
+        const uuid = crypto.randomUUID();
+        const receiptId = stampShardTag(`${uuid.slice(0, 14)}7${uuid.slice(15)}`, this.#prng.pick(this.#options.shardTags));
+        await this.#send({ route: "delete", action, receiptId, expected: [406] }, this.#deleteInit(receiptId, appUserId));
+        return;
+      }
+      case "login bad secret":
+        await this.#send({ route: "login", action, expected: [403, 429] }, this.#loginInit(`${this.#client.secret}x`));
+        return;
+      case "erase app user": {
+        // The erased user's receipts are the erasure's to account for, no longer this till's; and
+        // a replay of their keys would be a new request, whose records the erasure removed.
+        for (const [receiptId, owner] of this.#held) if (owner === appUserId) this.#held.delete(receiptId);
+        for (let i = this.#keyed.length - 1; i >= 0; i -= 1) if (this.#keyed[i]!.appUserId === appUserId) this.#keyed.splice(i, 1);
+        this.#load.erasures.push(await this.#options.erasure!.erase(appUserId));
+        return;
+      }
+    }
+  }
+
+  async #login(): Promise<void> {
+    const { status, json } = await this.#send({ route: "login", action: "login", expected: [200] }, this.#loginInit(this.#client.secret));
+    const token = (json as { data?: { access_token?: string } } | undefined)?.data?.access_token;
+    if (status === 200 && token) this.#token = token;
+  }
+
+  // A till whose keyed add got no answer, or a 5xx, sends it again with the same key: the key is
+  // what makes that safe, and the soak checks it stores the receipt once.
+  async #addWithKey(appUserId: string): Promise<void> {
+    const key = this.#newKey();
+    const marker = this.#newMarker();
+    const first = await this.#add("add with key", appUserId, marker, key);
+    this.#hold(first ?? (await this.#add("add with key, again after a failure", appUserId, marker, key)), appUserId);
+    this.#keyed.push({ key, marker, appUserId });
+  }
+
+  // Replays are not held: the receipt they name may have been deleted since the first answer.
+  #hold(receiptId: string | undefined, appUserId: string): void {
+    if (receiptId) this.#held.set(receiptId, appUserId);
+  }
+
+  /** Sends an add; returns the receipt it stored or replayed, undefined when the answer was not 200. */
+  async #add(action: string, appUserId: string, marker: string, key?: string, race?: number): Promise<string | undefined> {
+    const body = this.#body(marker);
+    this.#load.bodies.set(marker, body);
+    const init = this.#addInit(appUserId, body);
+    if (key) init.headers["idempotency-key"] = key;
+    const record: Omit<RequestRecord, "start" | "end" | "status" | "clientId"> = { route: "add", action, expected: [200], marker, appUserId, ...(key && { key }), ...(race && { race }) };
+    const { status, json, request } = await this.#send(record, init);
+    const receiptId = (json as { data?: { receipt_id?: string } } | undefined)?.data?.receipt_id;
+    if (status !== 200 || !receiptId) return undefined;
+    request.receiptId = receiptId;
+    return receiptId;
+  }
+
+  async #deleteHeld(action: string): Promise<void> {
+    const target = this.#takeHeld();
+    if (target) await this.#delete(action, target[0], target[1]);
+  }
+
+  // Taken out before the delete is sent: whatever its answer, the till never deletes it again,
+  // so no later delete of it can be refused for a reason the soak would have to guess.
+  #takeHeld(): [string, string] | undefined {
+    if (this.#held.size === 0) return undefined;
+    const receiptId = this.#prng.pick([...this.#held.keys()]);
+    const appUserId = this.#held.get(receiptId)!;
+    this.#held.delete(receiptId);
+    return [receiptId, appUserId];
+  }
+
+  async #delete(action: string, receiptId: string, appUserId: string, expected: readonly number[] = [200], race?: number): Promise<void> {
+    await this.#send({ route: "delete", action, receiptId, appUserId, expected, ...(race && { race }) }, this.#deleteInit(receiptId, appUserId));
+  }
+
+  async #send(
+    record: Omit<RequestRecord, "start" | "end" | "status" | "clientId">,
+    init: { path: string; headers: Record<string, string>; body?: string },
+  ): Promise<{ status: number | null; json: unknown; request: RequestRecord }> {
+    const request: RequestRecord = { ...record, clientId: this.#client.clientId, start: Date.now(), end: 0, status: null };
+    this.#load.requests.push(request);
+    let json: unknown;
+    try {
+      const response = await fetch(this.#options.apiUrl + init.path, {
+        method: "POST",
+        headers: init.headers,
+        ...(init.body !== undefined && { body: init.body }),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      });
+      request.status = response.status;
+      json = await response.json().catch(() => undefined);
+    } catch {
+      // No answer: the status stays null.
+    }
+    request.end = Date.now();
+    return { status: request.status, json, request };
+  }
+
+  #loginInit(secret: string) {
+    return {
+      path: PATHS.login,
+      headers: { client_id: this.#client.clientId, client_secret: secret, token_type: "Bearer", scope: POS_SCOPE },
+    };
+  }
+
+  #addInit(appUserId: string, body: string): { path: string; headers: Record<string, string>; body: string } {
+    return { path: PATHS.add, headers: { ...this.#tokenHeaders(appUserId), "content-type": "application/json" }, body };
+  }
+
+  #deleteInit(receiptId: string, appUserId: string) {
+    return { path: PATHS.delete, headers: { ...this.#tokenHeaders(appUserId), receipt_id: receiptId } };
+  }
+
+  #tokenHeaders(appUserId: string): Record<string, string> {
+    return { authorization: `Bearer ${this.#token}`, client_id: this.#client.clientId, chain_id: this.#client.chainId, app_user_id: appUserId };
+  }
+
+  #body(marker: string): string {
+    return JSON.stringify({ ...BASE_BODY, pos_receipt_number: marker });
+  }
+
+  #newMarker(): string {
+    this.#serial += 1;
+    return `${this.#client.clientId}-${this.#serial}`;
+  }
+
+  #newKey(): string {
+    this.#serial += 1;
+    return `${this.#client.clientId}-key-${this.#serial}`;
+  }
+}

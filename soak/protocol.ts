@@ -1,0 +1,35 @@
+/**
+ * What the soak's Node driver and its wrapper Workers agree on. Free of runtime-specific types,
+ * so both the Workers build and the Node typecheck can import it.
+ */
+
+/** The name under which a wrapper Worker finds the deployed bundle it runs, beside itself. */
+export const DEPLOYED_MODULE = "deployed.js";
+
+/** The path on each wrapper Worker that sets its faults (POST) and reports what it injected (GET). */
+export const FAULTS_PATH = "/__soak/faults";
+
+/** What a wrapper Worker fails, from the moment it is told until it is told otherwise. */
+export interface BindingFaults {
+  /** Seeds the wrapper's draws of which calls fail. */
+  seed: number;
+  /** Share of the calls to each D1 binding (`DB_S1`...) that fail; absent means none. */
+  d1: Record<string, number>;
+  /** Share of queue sends that fail. */
+  queue: number;
+}
+
+/** No faults at all. */
+export const HEALTHY: BindingFaults = { seed: 0, d1: {}, queue: 0 };
+
+/**
+ * Calls a wrapper failed since it started, by `<kind> <when>`: `d1 before` (the call never
+ * reached the store), `d1 after` (it did, and its answer was lost), and the same for `queue`.
+ */
+export type InjectedCalls = Record<string, number>;
+
+/** What every failure the wrapper injects says, apart from D1's own transient message. */
+export const INJECTED_MARK = "soak: ";
+
+/** The message D1 documents as transient (src/storage/transient.ts): the service retries it. */
+export const TRANSIENT_D1_MESSAGE = "D1_ERROR: Network connection lost.";

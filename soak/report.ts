@@ -1,0 +1,86 @@
+/** The soak's table: requests by route and answer, faults by kind, events, and what went wrong. */
+import { formatTable } from "../bench/table.ts";
+import type { Route } from "./load.ts";
+import { PROBLEMS, type AnswerClass, type Problem, type Reconciliation } from "./reconcile.ts";
+import type { InjectedCalls } from "./protocol.ts";
+import type { Delivery } from "./receiver.ts";
+import type { FaultWindow } from "./reconcile.ts";
+import type { Drain } from "./store.ts";
+
+/** Every kind of fault the soak injects, and how many times it struck. */
+export type FaultCounts = Record<string, number>;
+
+/** Examples printed of each problem found; the count says how many there are. */
+const SHOWN_PER_PROBLEM = 5;
+
+/** The counts of each fault kind, from the receiver's log, the wrappers' counts and the windows. */
+export function countFaults(
+  deliveries: readonly Delivery[],
+  injected: Record<"api" | "notifier", InjectedCalls>,
+  windows: readonly FaultWindow[],
+  restartsMidBatch: number,
+): FaultCounts {
+  const outcomes = (outcome: Delivery["outcome"]) => deliveries.filter((delivery) => delivery.outcome === outcome).length;
+  const calls = (counts: InjectedCalls, kind: string) => (counts[`${kind} before`] ?? 0) + (counts[`${kind} after`] ?? 0);
+  return {
+    "push answered 500": outcomes("push 500"),
+    "push answered 429 with Retry-After": outcomes("push 429"),
+    "push answered slowly, within the timeout": outcomes("push slow"),
+    "push answered beyond the timeout": outcomes("push timeout"),
+    "push connection dropped": outcomes("push dropped"),
+    "push service down (pushes answered 500)": outcomes("push outage"),
+    "push refused for good (401): dead-lettered": outcomes("push refused"),
+    "queue send failed (API)": calls(injected.api, "queue"),
+    "D1 call failed (API)": calls(injected.api, "d1"),
+    "D1 call failed (notifier)": calls(injected.notifier, "d1"),
+    "shard closed and reopened": windows.filter((window) => window.kind === "shard closed").length,
+    "runtime restarted": windows.filter((window) => window.kind === "restart").length,
+    "runtime restarted, notifier mid-batch": restartsMidBatch,
+  };
+}
+
+export function printReport(summary: {
+  heading: string;
+  result: Reconciliation;
+  faults: FaultCounts;
+  drain: Drain;
+  failures: readonly string[];
+}): void {
+  const { result, faults, drain } = summary;
+  const classes: AnswerClass[] = ["2xx", "4xx expected", "4xx unexpected", "5xx", "no answer"];
+  const routes: Route[] = ["login", "add", "delete"];
+  const lines = [
+    summary.heading,
+    "",
+    formatTable(["requests", ...classes], routes.map((route) => [route, ...classes.map((kind) => String(result.answers[route][kind]))])),
+    "",
+    formatTable(["faults injected", "count"], Object.entries(faults).map(([kind, count]) => [kind, String(count)])),
+    "",
+    formatTable(
+      ["events", "count"],
+      [
+        ["receipt.created delivered", String(result.events.created)],
+        ["receipt.deleted delivered", String(result.events.deleted)],
+        ["created not sent: receipt deleted first", String(result.events.createdSkipped)],
+        ["app_user.erased delivered (receipts erased)", `${result.events.erased} (${result.events.receiptsErased})`],
+        ["duplicates (a webhook-id again)", String(result.events.duplicates)],
+        ["delivery delay p50 / p99 / max (ms)", `${result.events.delayMs.p50} / ${result.events.delayMs.p99} / ${result.events.delayMs.max}`],
+        ["5xx or no answer, explained by a fault", `${result.failedRequests.explained} of ${result.failedRequests.total}`],
+        ["dead letters replayed (replays)", `${drain.replayed} (${drain.replays})`],
+        [`drain (${drain.complete ? "complete" : "INCOMPLETE"})`, `${drain.seconds.toFixed(1)} s`],
+      ],
+    ),
+    "",
+    formatTable(["problems", "count"], PROBLEMS.map((problem) => [problem, String(result.problems[problem].length)])),
+  ];
+  console.log(lines.join("\n"));
+  for (const problem of PROBLEMS) printExamples(problem, result.problems[problem]);
+  if (summary.failures.length > 0) console.log(`\nFAILED:\n  ${summary.failures.join("\n  ")}`);
+}
+
+function printExamples(problem: Problem, found: readonly string[]): void {
+  if (found.length === 0) return;
+  console.log(`\n${problem}:`);
+  for (const line of found.slice(0, SHOWN_PER_PROBLEM)) console.log(`  ${line}`);
+  if (found.length > SHOWN_PER_PROBLEM) console.log(`  ... and ${found.length - SHOWN_PER_PROBLEM} more`);
+}

@@ -1,0 +1,152 @@
+/**
+ * `npm run soak` (issue 15): proof under faults. Runs both Workers as `npm run build` made them
+ * under Miniflare, with two shards, the notifier and the cron, against a local push receiver that
+ * verifies every signature; drives POS tills at them while a seeded plan of faults strikes; lets
+ * the pipeline drain; reconciles every answer, delivery and row; prints the table. Exits 1 when
+ * anything was lost, reordered, answered 5xx with no fault behind it, or otherwise wrong, or when
+ * a kind of fault was never injected. docs/reliability.md says how to read it.
+ */
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { buildDeployed, bundleHarnessWorker } from "../bench/build.ts";
+import { readShards } from "../scripts/lib/shards.ts";
+import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
+import { API_CONFIG } from "../bench/runtime.ts";
+import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
+import { FaultDriver } from "./driver.ts";
+import { soakErasure } from "./erasure.ts";
+import { runLoad } from "./load.ts";
+import { PUSH_FAULT_RATE, planFaults } from "./plan.ts";
+import { Prng } from "./prng.ts";
+import { startPushReceiver } from "./receiver.ts";
+import { PROBLEMS, reconcile } from "./reconcile.ts";
+import { countFaults, printReport } from "./report.ts";
+import { SOAK_VARS, startSoakRuntime, type SoakBundles } from "./runtime.ts";
+import { drain, snapshotStore } from "./store.ts";
+import { tagOfId } from "../src/shared/shard-ids.ts";
+
+const USAGE = `Usage: npm run soak -- [--seconds <n>] [--concurrency <n>] [--seed <n>]
+
+  --seconds <n>       seconds of load, faults among them (default ${defaults().seconds})
+  --concurrency <n>   POS tills sending at once, one client each (default ${defaults().concurrency})
+  --seed <n>          replays a run: the same fault plan and load mix (default: a new one, printed)`;
+
+/** The cron's period: a minute in production, short here so that re-sends play out within the run. */
+const CRON_PERIOD_MS = 2000;
+/**
+ * How often a till has an app user erased, against its other actions (about 90 in all): a few
+ * erasures a minute across the tills, each taking an app user's receipts mid-flight.
+ */
+const ERASURE_WEIGHT = 0.1;
+/** The drain gives up after this long; the events still undelivered then count as lost. */
+const DRAIN_LIMIT_MS = 180_000;
+
+function defaults() {
+  return { seconds: 150, concurrency: 8 };
+}
+
+await runCli(USAGE, async (argv) => {
+  const started = Date.now();
+  const { values, positionals } = parse(argv, {
+    seconds: { type: "string", default: String(defaults().seconds) },
+    concurrency: { type: "string", default: String(defaults().concurrency) },
+    seed: { type: "string" },
+  });
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
+  const seconds = positiveInteger("--seconds", values.seconds);
+  const concurrency = positiveInteger("--concurrency", values.concurrency);
+  const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : positiveInteger("--seed", values.seed);
+  const prng = new Prng(seed);
+  console.log(`Soak: seed ${seed} (replay: npm run soak -- --seconds ${seconds} --concurrency ${concurrency} --seed ${seed})`);
+
+  const bundles = build();
+  const shards = readShards(API_CONFIG);
+  const plan = planFaults(prng.fork("plan"), seconds, shards.map((shard) => shard.name));
+  const secret = `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}`;
+  const receiver = await startPushReceiver({
+    secret,
+    prng: prng.fork("receiver"),
+    pushTimeoutMs: Number(SOAK_VARS.notifier.PUSH_TIMEOUT_SECONDS) * 1000,
+  });
+  const runtime = await startSoakRuntime(bundles, receiver.url, secret);
+  console.log(`Built and started in ${secondsSince(started)} s; ${seconds} s of load from ${concurrency} tills, ${plan.length} planned faults.`);
+  try {
+    const clients = await Promise.all(
+      Array.from({ length: concurrency }, (_, i) => runtime.issueClient(`soak-till-${i}`, `soak-chain-${i}`)),
+    );
+    const driver = new FaultDriver(runtime, receiver, prng.fork("driver"));
+    const loadStarted = Date.now();
+    const until = loadStarted + seconds * 1000;
+    receiver.setFaultRate(PUSH_FAULT_RATE);
+    let loading = true;
+    const cron = (async () => {
+      while (loading) {
+        await sleep(CRON_PERIOD_MS);
+        await driver.idle();
+        // A cron run cut off by a restart is one the next tick makes up for.
+        await runtime.runCron().catch(() => undefined);
+      }
+    })();
+    const [load] = await Promise.all([
+      runLoad({
+        apiUrl: runtime.apiUrl,
+        clients,
+        prng: prng.fork("load"),
+        until,
+        shardTags: shards.map((shard) => shard.tag),
+        erasure: soakErasure(runtime, ERASURE_WEIGHT, (work) => driver.outsideRestarts(work)),
+      }),
+      driver.play(plan, loadStarted),
+    ]);
+    loading = false;
+    await cron;
+    await driver.heal();
+    receiver.setFaultRate(0);
+    console.log(`Load done at ${secondsSince(started)} s (${load.requests.length} requests); draining.`);
+
+    const drained = await drain(runtime, CRON_PERIOD_MS, DRAIN_LIMIT_MS);
+    const store = await snapshotStore(runtime);
+    const result = reconcile({
+      load,
+      deliveries: receiver.deliveries,
+      faults: driver.windows,
+      store,
+      shardOf: (id) => shards.find((shard) => shard.tag === tagOfId(id))?.name,
+      now: Date.now(),
+    });
+    const faults = countFaults(receiver.deliveries, await runtime.injected(), driver.windows, driver.restartsMidBatch);
+    const failures = [
+      ...PROBLEMS.filter((problem) => result.problems[problem].length > 0).map((problem) => `${result.problems[problem].length} × ${problem}`),
+      ...Object.entries(faults).filter(([, count]) => count === 0).map(([kind]) => `never injected: ${kind}`),
+      ...(drained.complete ? [] : [`the drain did not finish within ${DRAIN_LIMIT_MS / 1000} s`]),
+    ];
+    printReport({
+      heading: `\nSeed ${seed}: ${seconds} s of load, ${concurrency} tills, ${shards.length} shards; wall time ${secondsSince(started)} s.`,
+      result,
+      faults,
+      drain: drained,
+      failures,
+    });
+    if (failures.length > 0) {
+      const problems = runtime.recentProblems();
+      if (problems.length > 0) console.log(`\nLast warnings and errors the Workers logged:\n  ${problems.join("\n  ")}`);
+      process.exitCode = 1;
+    }
+  } finally {
+    await runtime.dispose();
+    await receiver.close();
+  }
+});
+
+function build(): SoakBundles {
+  const deployed = buildDeployed();
+  const outdir = path.join(PROJECT_ROOT, "dist/soak");
+  return {
+    api: { deployed: deployed.api, wrapper: bundleHarnessWorker("soak/workers/faulty-api.ts", outdir) },
+    notifier: { deployed: deployed.notifier, wrapper: bundleHarnessWorker("soak/workers/faulty-notifier.ts", outdir) },
+  };
+}
+
+function secondsSince(start: number): string {
+  return ((Date.now() - start) / 1000).toFixed(1);
+}

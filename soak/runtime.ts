@@ -1,0 +1,211 @@
+/**
+ * The soak's runtime: one Miniflare driven from Node, running the API Worker and the notifier as
+ * `npm run build` made them, each inside a wrapper Worker that can fail its storage calls
+ * (soak/workers), with the bindings of their own wrangler configs, every shard migrated, and the
+ * notifier pushing to the soak's receiver. Only settings differ from a deployment: the timers are
+ * shortened through the Workers' own vars (SOAK_VARS). Storage lives in a directory of its own, so
+ * that a restart of the runtime keeps it, and is removed on dispose.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "miniflare";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueClient, type BenchClient } from "../bench/runtime.ts";
+import { readShards } from "../scripts/lib/shards.ts";
+import { shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
+import { newTokenKey } from "../src/shared/token-keys.ts";
+import { DEPLOYED_MODULE, FAULTS_PATH, INJECTED_MARK, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls } from "./protocol.ts";
+
+/** The Workers the soak wraps. */
+export type WrappedWorker = "api" | "notifier";
+
+/** Built scripts: the deployed Workers and their wrappers. */
+export type SoakBundles = Record<WrappedWorker, { deployed: string; wrapper: string }>;
+
+/**
+ * The vars the soak sets over the wrangler configs' values: every timer the pipeline waits on,
+ * made short enough that faults play out and drain within minutes.
+ */
+export const SOAK_VARS = {
+  api: {
+    // A closed or reopened shard is seen within a second.
+    SHARD_STATES_SECONDS: "1",
+    NOTICE_RESEND_GRACE_SECONDS: "3",
+    // Longer than a live copy's retries (SOAK_MAX_RETRIES, 1 s doubling to 2 s) take.
+    NOTICE_LOST_AFTER_SECONDS: "30",
+  },
+  notifier: {
+    // The claim on a notice is three times this.
+    PUSH_TIMEOUT_SECONDS: "2",
+    RETRY_FIRST_DELAY_SECONDS: "1",
+    RETRY_MAX_DELAY_SECONDS: "2",
+  },
+} as const;
+
+/**
+ * The notices queue's `max_retries` in the soak, against 10 in src/notifier/wrangler.toml: with
+ * the short backoff above, a push outage of the plan's length runs notices out of retries, so
+ * that the dead letters, and their replay by the drain, are exercised too.
+ */
+export const SOAK_MAX_RETRIES = 3;
+
+/** A shard as the soak addresses it. */
+export interface SoakShard {
+  name: string;
+  binding: string;
+}
+
+type D1 = Awaited<ReturnType<Miniflare["getD1Database"]>>;
+
+export interface SoakRuntime {
+  /** The API Worker's address; the same across restarts. */
+  apiUrl: string;
+  shards: SoakShard[];
+  issueClient(clientId: string, chainId: string): Promise<BenchClient>;
+  /** Runs the API Worker's scheduled handler once, as the cron trigger would. */
+  runCron(): Promise<void>;
+  setFaults(worker: WrappedWorker, faults: BindingFaults): Promise<void>;
+  /** The calls each wrapper failed since the runtime started, across restarts. */
+  injected(): Promise<Record<WrappedWorker, InjectedCalls>>;
+  setShardState(name: string, state: ShardState["state"]): Promise<void>;
+  /** Stops workerd with everything in flight and starts it again on the same storage. */
+  restart(): Promise<void>;
+  database(binding: string): Promise<D1>;
+  recentProblems(): string[];
+  dispose(): Promise<void>;
+}
+
+const KEPT_PROBLEMS = 20;
+// Log lines of the failures the soak causes: its own D1 and queue failures, and the notifier's
+// retries of the receiver's bad answers.
+const INJECTED_MESSAGES = [INJECTED_MARK, TRANSIENT_D1_MESSAGE, "from the push service", "network: "];
+
+/** Starts both wrapped Workers on fresh storage, pushing to `pushUrl` signed with `pushSecret`. */
+export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pushSecret: string): Promise<SoakRuntime> {
+  const storage = mkdtempSync(path.join(tmpdir(), "receipts-soak-"));
+  const apiPort = await freePort();
+  const api = unstable_getMiniflareWorkerOptions(API_CONFIG).workerOptions;
+  const notifier = unstable_getMiniflareWorkerOptions(NOTIFIER_CONFIG).workerOptions;
+  const problems: string[] = [];
+  const options: MiniflareOptions = convertV4MiniflareOptions({
+    host: LOOPBACK,
+    port: 0,
+    resourcePersistencePath: storage,
+    handleStructuredLogs: ({ level, message }) => {
+      // The failures the soak injects itself would crowd out the ones that explain a problem.
+      if ((level !== "warn" && level !== "error") || INJECTED_MESSAGES.some((text) => message.includes(text))) return;
+      problems.push(message);
+      if (problems.length > KEPT_PROBLEMS) problems.shift();
+    },
+    workers: [
+      {
+        ...wrapped(api, "api", bundles.api),
+        bindings: {
+          ...(api.bindings as Record<string, string>),
+          ...SOAK_VARS.api,
+          TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
+        },
+        // The harness drives the scheduled handler itself, on a short period.
+        cronTriggers: [],
+        unsafeDirectSockets: [{ host: LOOPBACK, port: apiPort }],
+      },
+      {
+        ...wrapped(notifier, "notifier", bundles.notifier),
+        bindings: {
+          ...(notifier.bindings as Record<string, string>),
+          ...SOAK_VARS.notifier,
+          APP_PUSH_URL: pushUrl,
+          APP_PUSH_SECRET: pushSecret,
+        },
+        queueConsumers: Object.fromEntries(
+          Object.entries(notifier.queueConsumers as Record<string, { deadLetterQueue?: string }>).map(([queue, consumer]) => [
+            queue,
+            consumer.deadLetterQueue ? { ...consumer, maxRetries: SOAK_MAX_RETRIES } : consumer,
+          ]),
+        ),
+      },
+    ],
+  });
+  let mf = new Miniflare(options);
+  await mf.ready;
+  const shards = readShards(API_CONFIG).map(({ name, binding }) => ({ name, binding }));
+  for (const { binding } of shards) await applyMigrations(await mf.getD1Database(binding, "api"));
+
+  const totals: Record<WrappedWorker, InjectedCalls> = { api: {}, notifier: {} };
+  const injectedNow = async () => {
+    const now = { api: {}, notifier: {} } as Record<WrappedWorker, InjectedCalls>;
+    for (const worker of ["api", "notifier"] as const) {
+      const response = await (await mf.getWorker(worker)).fetch(`http://soak${FAULTS_PATH}`);
+      now[worker] = (await response.json()) as InjectedCalls;
+    }
+    return now;
+  };
+  return {
+    apiUrl: `http://${LOOPBACK}:${apiPort}`,
+    shards,
+    issueClient: async (clientId, chainId) => issueClient(await mf.getKVNamespace("CLIENTS", "api"), clientId, chainId),
+    async runCron() {
+      await (await mf.getWorker("api")).scheduled({ scheduledTime: new Date(), cron: "* * * * *" });
+    },
+    async setFaults(worker, faults) {
+      const response = await (await mf.getWorker(worker)).fetch(`http://soak${FAULTS_PATH}`, {
+        method: "POST",
+        body: JSON.stringify(faults),
+      });
+      await response.arrayBuffer();
+    },
+    async injected() {
+      const now = await injectedNow();
+      return { api: sum(totals.api, now.api), notifier: sum(totals.notifier, now.notifier) };
+    },
+    async setShardState(name, state) {
+      const record: ShardState = { state, changed_at: new Date().toISOString(), by: "operator" };
+      await (await mf.getKVNamespace("SHARD_STATES", "api")).put(shardStateKey(name), JSON.stringify(record));
+    },
+    async restart() {
+      // A restart forgets what the wrappers counted: keep it first.
+      const now = await injectedNow();
+      for (const worker of ["api", "notifier"] as const) totals[worker] = sum(totals[worker], now[worker]);
+      await mf.dispose();
+      mf = new Miniflare(options);
+      await mf.ready;
+    },
+    database: (binding) => mf.getD1Database(binding, "api"),
+    recentProblems: () => [...problems],
+    async dispose() {
+      await mf.dispose();
+      rmSync(storage, { recursive: true, force: true });
+    },
+  };
+}
+
+// A wrapper Worker with the deployed bundle beside it under the name the wrapper imports.
+function wrapped(options: Parameters<typeof bundled>[0], name: WrappedWorker, scripts: { deployed: string; wrapper: string }) {
+  const { scriptPath: _script, modulesRoot: _root, ...rest } = bundled(options, name, scripts.wrapper);
+  const root = path.dirname(scripts.wrapper);
+  return {
+    ...rest,
+    modulesRoot: root,
+    modules: [
+      { type: "ESModule" as const, path: scripts.wrapper, contents: readFileSync(scripts.wrapper, "utf8") },
+      { type: "ESModule" as const, path: path.join(root, DEPLOYED_MODULE), contents: readFileSync(scripts.deployed, "utf8") },
+    ],
+  };
+}
+
+function sum(a: InjectedCalls, b: InjectedCalls): InjectedCalls {
+  const total = { ...a };
+  for (const [label, count] of Object.entries(b)) total[label] = (total[label] ?? 0) + count;
+  return total;
+}
+
+// The API keeps its port across restarts, so that the POS clients need not be told of a new one.
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, LOOPBACK, resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}

@@ -1,0 +1,77 @@
+/**
+ * The soak's view of the shards: the drain that runs the cron until every shard's outbox has
+ * nothing undelivered (replaying dead letters as an operator would, with the SQL of
+ * `npm run notices -- replay`), and the snapshot the reconciliation reads.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { unstable_splitSqlQuery } from "wrangler";
+import { replayFailedSql } from "../src/storage/outbox-sql.ts";
+import type { StoreSnapshot } from "./reconcile.ts";
+import type { SoakRuntime } from "./runtime.ts";
+
+/** What the drain did. */
+export interface Drain {
+  seconds: number;
+  /** Whether every shard's outbox had nothing undelivered and no dead letter was left. */
+  complete: boolean;
+  /** Dead letters replayed, and how many replays it took. */
+  replayed: number;
+  replays: number;
+}
+
+/**
+ * Runs the cron every `periodMs` until no shard holds an undelivered event or a dead letter, for
+ * at most `limitMs`. Dead letters are replayed once the push service is healthy again, which is
+ * when an operator would (docs/operations.md, "Replay failed notices").
+ */
+export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: number): Promise<Drain> {
+  const started = Date.now();
+  let replayed = 0;
+  let replays = 0;
+  for (;;) {
+    await runtime.runCron();
+    let undelivered = 0;
+    for (const { binding } of runtime.shards) {
+      const db = await runtime.database(binding);
+      const pending = await db.prepare("SELECT COUNT(*) AS n FROM notice_outbox WHERE delivered_at IS NULL").first<{ n: number }>();
+      undelivered += pending!.n;
+      const failed = await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first<{ n: number }>();
+      if (failed!.n > 0) {
+        const statements = unstable_splitSqlQuery(replayFailedSql([])).map((sql) => db.prepare(sql));
+        const results = await db.batch<{ event_id: string }>(statements);
+        replayed += results.at(-1)!.results.length;
+        replays += 1;
+        undelivered += failed!.n;
+      }
+    }
+    const seconds = (Date.now() - started) / 1000;
+    if (undelivered === 0) return { seconds, complete: true, replayed, replays };
+    if (Date.now() - started > limitMs) return { seconds, complete: false, replayed, replays };
+    await sleep(periodMs);
+  }
+}
+
+/** Every shard's rows, as the reconciliation reads them. */
+export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot> {
+  const snapshot: StoreSnapshot = { receipts: [], outbox: [], failed: [], keys: [] };
+  for (const { binding } of runtime.shards) {
+    const db = await runtime.database(binding);
+    const rows = async <T>(sql: string) => (await db.prepare(sql).all<T>()).results;
+    snapshot.receipts.push(
+      ...(await rows<StoreSnapshot["receipts"][number]>(
+        "SELECT receipt_id, json_extract(body, '$.pos_receipt_number') AS marker, app_user_id FROM receipts",
+      )),
+    );
+    snapshot.outbox.push(
+      ...(await rows<StoreSnapshot["outbox"][number]>(
+        `SELECT event_id, receipt_id, json_extract(payload, '$.type') AS type, delivered_at,
+          json_extract(payload, '$.app_user_id') AS app_user_id FROM notice_outbox`,
+      )),
+    );
+    snapshot.failed.push(...(await rows<StoreSnapshot["failed"][number]>("SELECT event_id, receipt_id FROM failed_notices")));
+    snapshot.keys.push(
+      ...(await rows<StoreSnapshot["keys"][number]>("SELECT client_id, idempotency_key, receipt_id, created_at FROM idempotency_keys")),
+    );
+  }
+  return snapshot;
+}

@@ -1,0 +1,212 @@
+/**
+ * The soak's rules (soak/reconcile.ts, docs/reliability.md): what counts as lost, out of order,
+ * a duplicate or an unexplained 5xx, on histories small enough to read. And the fault plan: the
+ * same seed plans the same faults, every kind at least once.
+ */
+import { describe, expect, it } from "vitest";
+import type { ErasureRecord, LoadRecord, RequestRecord } from "../../soak/load.ts";
+import { planFaults } from "../../soak/plan.ts";
+import { Prng } from "../../soak/prng.ts";
+import { reconcile, type FaultWindow, type ReconcileInput, type StoreSnapshot } from "../../soak/reconcile.ts";
+import type { Delivery } from "../../soak/receiver.ts";
+
+const T = Date.parse("2026-11-23T10:00:00.000Z");
+const BODY = (marker: string) => JSON.stringify({ total: 1, pos_receipt_number: marker });
+
+/** A history in which receipt r1 (body m1) was added at T and, unless told, nothing else happened. */
+function history(changes: {
+  requests?: RequestRecord[];
+  deliveries?: Delivery[];
+  store?: Partial<StoreSnapshot>;
+  faults?: FaultWindow[];
+  erasures?: ErasureRecord[];
+}): ReconcileInput {
+  const load: LoadRecord = {
+    requests: changes.requests ?? [added("r1", "m1")],
+    bodies: new Map([["m1", BODY("m1")], ["m2", BODY("m2")]]),
+    erasures: changes.erasures ?? [],
+  };
+  return {
+    load,
+    deliveries: changes.deliveries ?? [],
+    faults: changes.faults ?? [],
+    store: { receipts: [], outbox: [], failed: [], keys: [], ...changes.store },
+    shardOf: (id) => (id.startsWith("s2-") ? "s2" : "s1"),
+    now: T + 60_000,
+  };
+}
+
+function added(receiptId: string, marker: string, extra: Partial<RequestRecord> = {}): RequestRecord {
+  return { route: "add", action: "add", clientId: "c", start: T, end: T + 10, status: 200, expected: [200], receiptId, marker, appUserId: "u1", ...extra };
+}
+
+function created(receiptId: string, marker: string, at: number, eventId = `ce-${receiptId}`): Delivery {
+  return {
+    at,
+    webhookId: eventId,
+    outcome: "applied",
+    event: { type: "receipt.created", receipt_id: receiptId, occurred_at: new Date(T).toISOString(), event_id: eventId, app_user_id: "u1" },
+    receiptText: BODY(marker),
+  };
+}
+
+function deleted(receiptId: string, at: number): Delivery {
+  const eventId = `de-${receiptId}`;
+  return { at, webhookId: eventId, outcome: "applied", event: { type: "receipt.deleted", receipt_id: receiptId, occurred_at: new Date(T).toISOString(), event_id: eventId, app_user_id: "u1" } };
+}
+
+const outboxRow = (receiptId: string, type: "created" | "deleted", delivered = true) => ({
+  event_id: `${type === "created" ? "ce" : "de"}-${receiptId}`,
+  receipt_id: receiptId,
+  type: `receipt.${type}`,
+  delivered_at: delivered ? new Date(T + 1000).toISOString() : null,
+  app_user_id: "u1",
+});
+
+const storedR1 = { receipts: [{ receipt_id: "r1", marker: "m1", app_user_id: "u1" }], outbox: [outboxRow("r1", "created")] };
+
+function found(input: ReconcileInput) {
+  const { problems } = reconcile(input);
+  return Object.fromEntries(Object.entries(problems).filter(([, list]) => list.length > 0).map(([problem, list]) => [problem, list.length]));
+}
+
+/** An erasure of u1 that began after r1's add and whose event `E-u1` arrived at `heardAt`. */
+const erasureOfU1 = (): ErasureRecord => ({ appUserId: "u1", start: T + 1000, end: T + 2000, eventId: "E-u1", receiptsErased: 1, attempts: 1 });
+function erasedEvent(at: number): Delivery {
+  return { at, webhookId: "E-u1", outcome: "applied", event: { type: "app_user.erased", receipt_id: undefined!, occurred_at: new Date(T + 2000).toISOString(), event_id: "E-u1", app_user_id: "u1" } };
+}
+
+describe("docs/reliability.md the soak's reconciliation of erasures (docs/api.md#erasure)", () => {
+  const erasedOutbox = { outbox: [{ event_id: "E-u1", receipt_id: "E-u1", type: "app_user.erased", delivered_at: new Date(T + 5000).toISOString(), app_user_id: "u1" }] };
+
+  it("an erased receipt may lack its rows and its deleted event; the erasure's event is what the app hears", () => {
+    const input = history({ erasures: [erasureOfU1()], store: erasedOutbox, deliveries: [created("r1", "m1", T + 100), erasedEvent(T + 5000)] });
+    expect(found(input)).toEqual({});
+    expect(reconcile(input).events).toMatchObject({ erased: 1, receiptsErased: 1 });
+  });
+
+  it("an erasure whose event never arrived is lost; one that never finished needs an operator", () => {
+    expect(found(history({ erasures: [erasureOfU1()], store: erasedOutbox }))).toEqual({ lost: 1 });
+    const failed = { ...erasureOfU1(), eventId: undefined, attempts: 10 };
+    expect(found(history({ erasures: [failed], store: erasedOutbox }))).toEqual({ "needs operator": 1 });
+  });
+
+  it("an event of an erased receipt that arrives after the erasure's is out of order; an erased receipt still stored survived it", () => {
+    const late = history({ erasures: [erasureOfU1()], store: erasedOutbox, deliveries: [erasedEvent(T + 5000), created("r1", "m1", T + 6000)] });
+    expect(found(late)).toEqual({ "out of order": 1 });
+    const survived = history({ erasures: [erasureOfU1()], store: { ...storedR1, outbox: [...storedR1.outbox, ...erasedOutbox.outbox] }, deliveries: [created("r1", "m1", T + 100), erasedEvent(T + 5000)] });
+    expect(found(survived)).toEqual({ "survived erasure": 1 });
+  });
+});
+
+describe("docs/reliability.md the soak's reconciliation", () => {
+  it("a stored receipt whose created event arrived, twice: no problem, one duplicate", () => {
+    const input = history({ store: storedR1, deliveries: [created("r1", "m1", T + 100), created("r1", "m1", T + 900)] });
+    expect(found(input)).toEqual({});
+    expect(reconcile(input).events).toMatchObject({ created: 1, duplicates: 1, delayMs: { p50: 100, max: 100 } });
+  });
+
+  it("a stored receipt whose created event never arrived is lost", () => {
+    expect(found(history({ store: storedR1 }))).toEqual({ lost: 1 });
+  });
+
+  it("an add answered 200 whose receipt is neither stored nor deleted is lost", () => {
+    expect(found(history({}))).toMatchObject({ lost: 1 });
+  });
+
+  it("a deleted receipt: its deleted event is required, its created event optional but never after", () => {
+    const requests = [added("r1", "m1"), { ...added("r1", "m1"), route: "delete" as const, action: "delete", marker: undefined }];
+    const store = { outbox: [outboxRow("r1", "created"), outboxRow("r1", "deleted")] };
+    expect(found(history({ requests, store, deliveries: [created("r1", "m1", T + 100), deleted("r1", T + 200)] }))).toEqual({});
+    const alone = history({ requests, store, deliveries: [deleted("r1", T + 200)] });
+    expect(found(alone)).toEqual({});
+    expect(reconcile(alone).events.createdSkipped).toBe(1);
+    expect(found(history({ requests, store, deliveries: [deleted("r1", T + 200), created("r1", "m1", T + 300)] }))).toEqual({ "out of order": 1 });
+    expect(found(history({ requests, store, deliveries: [created("r1", "m1", T + 100)] }))).toEqual({ lost: 1 });
+  });
+
+  it("a receipt pushed with a body other than the one added is altered", () => {
+    const input = history({ store: storedR1, deliveries: [{ ...created("r1", "m1", T + 100), receiptText: BODY("m2") }] });
+    expect(found(input)).toEqual({ "altered body": 1 });
+  });
+
+  it("one body stored as two receipts is stored twice; one key answered with two receipts too", () => {
+    const requests = [added("r1", "m1", { key: "k" }), added("r2", "m1", { key: "k" })];
+    const store = {
+      receipts: [{ receipt_id: "r1", marker: "m1", app_user_id: "u1" }, { receipt_id: "r2", marker: "m1", app_user_id: "u1" }],
+      outbox: [outboxRow("r1", "created"), outboxRow("r2", "created")],
+    };
+    const deliveries = [created("r1", "m1", T + 100), created("r2", "m1", T + 100)];
+    expect(found(history({ requests, store, deliveries }))).toEqual({ "stored twice": 1, "key answered with two receipts": 1 });
+  });
+
+  it("a 5xx is explained by a D1 fault in the API on the receipt's shard, or a restart; nothing else", () => {
+    const failedDelete = (receiptId: string): RequestRecord => ({
+      route: "delete", action: "delete", clientId: "c", start: T, end: T + 50, status: 500, expected: [200], receiptId,
+    });
+    const d1OnS1: FaultWindow = { kind: "d1", worker: "api", shard: "s1", start: T - 100, end: T + 20 };
+    const store = storedR1;
+    const deliveries = [created("r1", "m1", T + 100)];
+    const base = { store, deliveries };
+    expect(found(history({ ...base, requests: [added("r1", "m1"), failedDelete("r1")], faults: [d1OnS1] }))).toEqual({});
+    expect(found(history({ ...base, requests: [added("r1", "m1"), failedDelete("s2-x")], faults: [d1OnS1] }))).toEqual({ "unexplained 5xx": 1 });
+    const notifierOnly: FaultWindow = { ...d1OnS1, worker: "notifier" };
+    expect(found(history({ ...base, requests: [added("r1", "m1"), failedDelete("r1")], faults: [notifierOnly] }))).toEqual({ "unexplained 5xx": 1 });
+    const restart: FaultWindow = { kind: "restart", start: T + 40, end: T + 400 };
+    const noAnswer = { ...failedDelete("s2-x"), status: null };
+    expect(found(history({ ...base, requests: [added("r1", "m1"), noAnswer], faults: [restart] }))).toEqual({});
+    expect(found(history({ ...base, requests: [added("r1", "m1"), noAnswer] }))).toEqual({ "unexplained 5xx": 1 });
+  });
+
+  it("an answer outside what the request may get is unexpected; two racing deletes both answered 200 deleted twice", () => {
+    const refused: RequestRecord = { ...added("r1", "m1"), status: 406 };
+    expect(found(history({ requests: [refused] }))).toEqual({ "unexpected answer": 1 });
+    const racer = (): RequestRecord => ({ route: "delete", action: "delete racing", clientId: "c", start: T, end: T, status: 200, expected: [200, 406], receiptId: "r1", race: 7 });
+    const store = { outbox: [outboxRow("r1", "created"), outboxRow("r1", "deleted")] };
+    expect(found(history({ requests: [added("r1", "m1"), racer(), racer()], store, deliveries: [deleted("r1", T + 5)] }))).toEqual({ "deleted twice": 1 });
+  });
+
+  it("the drain's leftovers: undelivered events, dead letters (needs operator), keys of no receipt", () => {
+    const store = {
+      receipts: storedR1.receipts,
+      outbox: [outboxRow("r1", "created", false)],
+      failed: [{ event_id: "x", receipt_id: "r9" }],
+      keys: [{ client_id: "c", idempotency_key: "k", receipt_id: "r8", created_at: new Date(T).toISOString() }],
+    };
+    expect(found(history({ store, deliveries: [created("r1", "m1", T + 100)] }))).toEqual({ undelivered: 1, "needs operator": 1, "orphan row": 1 });
+  });
+
+  it("a push refused for a bad signature is counted", () => {
+    const input = history({ store: storedR1, deliveries: [created("r1", "m1", T + 100), { at: T, webhookId: "w", outcome: "bad signature" }] });
+    expect(found(input)).toEqual({ "bad signature": 1 });
+  });
+});
+
+describe("docs/reliability.md the fault plan", () => {
+  it("one seed, one plan; another seed, another", () => {
+    const plan = (seed: number) => planFaults(new Prng(seed).fork("plan"), 150, ["s1", "s2"]);
+    expect(plan(7)).toEqual(plan(7));
+    expect(plan(7)).not.toEqual(plan(8));
+  });
+
+  it("every kind at least once, even in a short run; never two shards closed at once", () => {
+    for (let seed = 1; seed <= 50; seed += 1) {
+      const plan = planFaults(new Prng(seed), 30, ["s1", "s2"]);
+      const kinds = new Set(plan.map((fault) => (fault.kind === "d1" ? `d1 ${fault.worker}` : fault.kind)));
+      expect([...kinds].sort()).toEqual(["d1 api", "d1 notifier", "push outage", "push refused", "queue", "restart", "shard closed"]);
+      const closed = plan.flatMap((fault) => (fault.kind === "shard closed" ? [fault] : []));
+      for (const [i, fault] of closed.entries()) {
+        for (const other of closed.slice(i + 1)) expect(other.at >= fault.at + fault.seconds || fault.at >= other.at + other.seconds).toBe(true);
+      }
+    }
+  });
+
+  it("forks draw apart: one concern's draws never shift another's", () => {
+    const root = new Prng(42);
+    const a = root.fork("a");
+    const first = [a.next(), a.next()];
+    const again = new Prng(42).fork("a");
+    new Prng(42).fork("b").next();
+    expect([again.next(), again.next()]).toEqual(first);
+  });
+});
