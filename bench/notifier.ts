@@ -51,7 +51,8 @@ export async function benchNotifier(bundles: Bundles, events: number, body: stri
       workers: [
         {
           ...bundled(notifier, "notifier", bundles.notifier),
-          bindings: { APP_PUSH_URL: receiver.url, APP_PUSH_SECRET: secret },
+          // Its own vars (the push timeout, the retry backoff) as deployed, with the bench's push target.
+          bindings: { ...(notifier.bindings as Record<string, string>), APP_PUSH_URL: receiver.url, APP_PUSH_SECRET: secret },
         },
         ({
           name: "floor-consumer",
