@@ -4,12 +4,13 @@
  * `wrangler d1 execute` on each shard of wrangler.toml.
  */
 import path from "node:path";
-import { eraseAppUser, parseAuditHashKey } from "../src/storage/erasure.ts";
+import { parseAuditHashKey } from "../src/shared/audit-hash-key.ts";
+import { eraseAppUser } from "../src/storage/erasure.ts";
 import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 import { readDevVars } from "./lib/dev-vars.ts";
 import { configPaths, readShards } from "./lib/shards.ts";
-import { targetOf, type Target } from "./lib/wrangler.ts";
+import { TARGET_OPTIONS, targetOf, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--remote]
 
@@ -34,8 +35,7 @@ await runCommands(USAGE, { erase });
 async function erase(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, {
     json: { type: "boolean" },
-    remote: { type: "boolean" },
-    "persist-to": { type: "string" },
+    ...TARGET_OPTIONS,
   });
   if (positionals.length === 0) throw new UsageError("No app_user_id given.");
   if (positionals.length > 1) throw new UsageError(`Unexpected argument: ${positionals[1]}`);

@@ -8,7 +8,7 @@ import { AUDIT_SUBJECTS, auditPageSql, type AuditCursor, type AuditRecord, type 
 import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
-import { targetOf, type Target } from "./lib/wrangler.ts";
+import { TARGET_OPTIONS, targetOf, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run audit -- receipt <receipt_id> | client <client_id> | chain <chain_id>
                       [--since <RFC 3339 date>] [--json] [--remote]
@@ -36,8 +36,7 @@ await runCli(USAGE, (argv) => {
   const { values, positionals } = parse(rest, {
     since: { type: "string" },
     json: { type: "boolean" },
-    remote: { type: "boolean" },
-    "persist-to": { type: "string" },
+    ...TARGET_OPTIONS,
   });
   if (positionals.length === 0) throw new UsageError(`No ${subject} ID given.`);
   if (positionals.length > 1) throw new UsageError(`Unexpected argument: ${positionals[1]}`);

@@ -12,7 +12,7 @@ import { newClientRecord, revokingIssuedTokens } from "../src/shared/client-reco
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
-import { targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
+import { TARGET_OPTIONS, targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run clients -- <command> [options]
 
@@ -29,8 +29,7 @@ Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory).`;
 
 const COMMON = {
-  remote: { type: "boolean" },
-  "persist-to": { type: "string" },
+  ...TARGET_OPTIONS,
   json: { type: "boolean" },
 } as const;
 

@@ -5,9 +5,9 @@
  * `audit` prints a fresh AUDIT_HASH_KEY (docs/api.md#erasure).
  */
 import { readFileSync } from "node:fs";
+import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { parseTokenKeys } from "../src/api/config.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
-import { newAuditHashKey } from "../src/storage/erasure.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 
 const USAGE = `Usage: npm run keys -- new [--from <file>|-] | audit

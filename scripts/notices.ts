@@ -9,7 +9,7 @@ import { EVENT_ID_PATTERN, FAILED_SQL, replayFailedSql } from "../src/storage/ou
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 import { execute, onEachShard } from "./lib/d1.ts";
 import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
-import { targetOf } from "./lib/wrangler.ts";
+import { TARGET_OPTIONS, targetOf } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run notices -- <command> [options]
 
@@ -24,11 +24,6 @@ const USAGE = `Usage: npm run notices -- <command> [options]
 Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory).`;
 
-const COMMON = {
-  remote: { type: "boolean" },
-  "persist-to": { type: "string" },
-} as const;
-
 /** A row of `FAILED_SQL.list`, with the shard it was found on. */
 interface FailedNotice {
   event_id: string;
@@ -42,7 +37,7 @@ interface FailedNotice {
 await runCommands(USAGE, { failed, replay });
 
 function failed(argv: string[]): void {
-  const { values, positionals } = parse(argv, { ...COMMON, json: { type: "boolean" } });
+  const { values, positionals } = parse(argv, { ...TARGET_OPTIONS, json: { type: "boolean" } });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
   const notices: FailedNotice[] = [];
@@ -64,7 +59,7 @@ function failed(argv: string[]): void {
 }
 
 function replay(argv: string[]): void {
-  const { values, positionals } = parse(argv, COMMON);
+  const { values, positionals } = parse(argv, TARGET_OPTIONS);
   const bad = positionals.find((id) => !EVENT_ID_PATTERN.test(id));
   if (bad !== undefined) throw new UsageError(`Not an event_id: ${JSON.stringify(bad)} (a UUIDv7 as 'failed' lists them).`);
   const target = targetOf(values);

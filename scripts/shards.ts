@@ -22,7 +22,7 @@ import {
   type ConfigPaths,
   type ConfigShard,
 } from "./lib/shards.ts";
-import { PROJECT_ROOT, targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
+import { PROJECT_ROOT, TARGET_OPTIONS, targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run shards -- <command> [options]
 
@@ -42,8 +42,7 @@ Every command acts on the local state of 'npm start' unless --remote is given
 edits <dir>/wrangler.toml and <dir>/src/notifier/wrangler.toml instead of the project's.`;
 
 const COMMON = {
-  remote: { type: "boolean" },
-  "persist-to": { type: "string" },
+  ...TARGET_OPTIONS,
   "config-dir": { type: "string" },
 } as const;
 

@@ -5,11 +5,11 @@
  */
 import { spawn } from "node:child_process";
 import path from "node:path";
+import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { ensureDevVars } from "./lib/dev-vars.ts";
 import { configPaths, readShards } from "./lib/shards.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
-import { newAuditHashKey } from "../src/storage/erasure.ts";
 
 const API_CONFIG = "wrangler.toml";
 const NOTIFIER_CONFIG = "src/notifier/wrangler.toml";

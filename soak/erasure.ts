@@ -6,7 +6,8 @@
  * operator to.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { eraseAppUser, newAuditHashKey, parseAuditHashKey, type ErasureShard } from "../src/storage/erasure.ts";
+import { newAuditHashKey, parseAuditHashKey } from "../src/shared/audit-hash-key.ts";
+import { eraseAppUser, type ErasureShard } from "../src/storage/erasure.ts";
 import { shardTag } from "../src/shared/shard-ids.ts";
 import type { AppUserErasure, ErasureRecord } from "./load.ts";
 import type { SoakRuntime } from "./runtime.ts";

@@ -22,6 +22,12 @@ export function targetFlags(target: Target): string[] {
   return target.persistTo ? ["--local", "--persist-to", target.persistTo] : ["--local"];
 }
 
+/** The options every command that acts on storage takes; `targetOf` reads them. */
+export const TARGET_OPTIONS = {
+  remote: { type: "boolean" },
+  "persist-to": { type: "string" },
+} as const;
+
 /** The target that the common flags `--remote` and `--persist-to <dir>` name. */
 export function targetOf(values: { remote?: boolean; "persist-to"?: string }): Target {
   if (values.remote && values["persist-to"]) throw new UsageError("--remote and --persist-to exclude each other.");

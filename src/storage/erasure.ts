@@ -85,36 +85,6 @@ export async function pseudonym(appUserId: string, hashKey: Uint8Array): Promise
   return `hmac-sha256:${Array.from(mac, (byte) => byte.toString(16).padStart(2, "0")).join("")}`;
 }
 
-const HASH_KEY_BYTES = 32;
-
-/**
- * AUDIT_HASH_KEY's bytes: the key is the base64url text of at least 32 random bytes, as
- * {@link newAuditHashKey} makes it.
- *
- * @throws RangeError for anything else; the message never quotes the key.
- */
-export function parseAuditHashKey(text: string): Uint8Array {
-  const trimmed = text.trim();
-  let bytes: Uint8Array | undefined;
-  try {
-    if (/^[A-Za-z0-9_-]+$/.test(trimmed)) {
-      bytes = Uint8Array.from(atob(trimmed.replaceAll("-", "+").replaceAll("_", "/")), (char) => char.charCodeAt(0));
-    }
-  } catch {
-    // Not base64 (a length no encoding gives): refused below.
-  }
-  if (!bytes || bytes.length < HASH_KEY_BYTES) {
-    throw new RangeError(`AUDIT_HASH_KEY is not the base64url text of ${HASH_KEY_BYTES} or more bytes`);
-  }
-  return bytes;
-}
-
-/** A fresh AUDIT_HASH_KEY. */
-export function newAuditHashKey(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(HASH_KEY_BYTES));
-  return btoa(String.fromCharCode(...bytes)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
-}
-
 /** The literals of one erasure: the app_user_id, its pseudonym and the erasure's event_id. */
 interface UserLiterals {
   id: string;

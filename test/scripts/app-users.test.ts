@@ -4,7 +4,8 @@
  * own rules on three shards are in test/storage/erasure.test.ts.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { newAuditHashKey, pseudonym, parseAuditHashKey } from "../../src/storage/erasure.ts";
+import { newAuditHashKey, parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
+import { pseudonym } from "../../src/storage/erasure.ts";
 import { sqlText } from "../../src/storage/sql-text.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
