@@ -1,6 +1,7 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { writeDocsAssets } from "./scripts/docs-assets.ts";
 import { TEST_TOKEN_KEYS } from "./test/support/keys.ts";
 import { PUSH_LOG_NAMESPACE, TEST_SHARD, notifierWorkers } from "./test/support/notifier-worker.ts";
 
@@ -8,6 +9,8 @@ const root = import.meta.dirname;
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(root, "migrations"));
+  // wrangler.toml's [assets] folder must hold the API reference's files before the Workers start.
+  writeDocsAssets();
   return {
     test: {
       projects: [

@@ -36,6 +36,7 @@ export function generateOpenApiDocument(): JsonObject {
     paths[path] = { post: postOperation(path, operation) };
   }
   paths[PATHS.openapi] = { get: openApiOperation() };
+  paths[PATHS.docs] = { get: referenceOperation() };
   const webhooks: JsonObject = {};
   for (const [name, webhook] of Object.entries(WEBHOOKS)) {
     schemas[webhook.component] = jsonSchema(webhook.schema, "output");
@@ -49,10 +50,8 @@ export function generateOpenApiDocument(): JsonObject {
       version: "2",
       description: DOCUMENT_DESCRIPTION,
     },
-    servers: [
-      { url: "/", description: "The origin that serves this document" },
-      { url: "http://127.0.0.1:8787", description: "Local development (npm start)" },
-    ],
+    // The service serves this document with its own origin here instead (GET /receipts/v2/openapi.json).
+    servers: [{ url: "http://127.0.0.1:8787", description: "Local development (npm start)" }],
     paths,
     webhooks,
     components: {
@@ -181,6 +180,21 @@ function openApiOperation(): JsonObject {
         content: { [JSON_MEDIA_TYPE]: { schema: { type: "object" } } },
       },
       ...errorResponses(commonErrors(PATHS.openapi, "GET, HEAD", "GET")),
+    },
+  };
+}
+
+function referenceOperation(): JsonObject {
+  return {
+    operationId: "reference",
+    summary: "This reference, for a person",
+    description:
+      "An interactive page built from this document: every operation, header, error, example and event, with " +
+      "\"Try it out\" against the same origin. Everything it loads comes from the service itself. HEAD answers as GET does.",
+    security: [],
+    responses: {
+      200: { description: "OK: the page", content: { "text/html": { schema: { type: "string" } } } },
+      ...errorResponses(commonErrors(PATHS.docs, "GET, HEAD", "GET")),
     },
   };
 }
