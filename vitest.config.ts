@@ -42,7 +42,7 @@ export default defineConfig(async () => {
             silent: "passed-only",
             globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/storage/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
-            // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
+            // Requests per fuzzed route: `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
             // FUZZ_SECONDS bounds each route's campaign, so that `npm test` stays fast whatever the machine.
             provide: {
               fuzzRuns: Number(process.env.FUZZ_RUNS) || 2000,
