@@ -1,12 +1,15 @@
 /** GET /receipts/v2/docs: the interactive API reference (docs/api.md#api-reference). */
 import type { ApiContext } from "../context.ts";
 
-/**
- * Where the page's script and style sheet live, relative to the page. Workers static assets serve
- * them (wrangler.toml `[assets]`), so the reference weighs nothing in the Worker's own bundle and a
- * request for them never wakes the Worker.
- */
-export const DOCS_ASSETS = ["docs/swagger-ui.css", "docs/swagger-ui-bundle.js", "docs/init.js", "docs/favicon-32x32.png"] as const;
+// Relative to the page, so they follow it. Workers static assets serve them (wrangler.toml
+// `[assets]`): the reference weighs nothing in the Worker's own bundle, and a request for one of
+// them never wakes the Worker.
+const ASSETS = {
+  style: "docs/swagger-ui.css",
+  icon: "docs/favicon-32x32.png",
+  renderer: "docs/swagger-ui-bundle.js",
+  start: "docs/init.js",
+};
 
 // Only this origin: the page must keep working on a closed network, and a third host that served
 // a script here could read the tokens a reader types into "Try it out". Swagger UI sets its
@@ -29,14 +32,14 @@ const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>receipts.v2 API reference</title>
-<link rel="stylesheet" href="${DOCS_ASSETS[0]}">
-<link rel="icon" type="image/png" href="${DOCS_ASSETS[3]}">
+<link rel="stylesheet" href="${ASSETS.style}">
+<link rel="icon" type="image/png" href="${ASSETS.icon}">
 </head>
 <body>
 <noscript>This reference needs JavaScript; the document it shows is <a href="openapi.json">openapi.json</a>.</noscript>
 <div id="reference"></div>
-<script src="${DOCS_ASSETS[1]}"></script>
-<script src="${DOCS_ASSETS[2]}"></script>
+<script src="${ASSETS.renderer}"></script>
+<script src="${ASSETS.start}"></script>
 </body>
 </html>
 `;
