@@ -2,7 +2,9 @@
  * Copies Swagger UI's standalone bundle from node_modules into the static assets that serve the
  * API reference (docs/api.md#api-reference). The copies are generated, not committed: 1.9 MB of
  * someone else's minified code would dwarf every diff, and the pinned devDependency already says
- * exactly which release it is. `npm start`, `npm run build` and the test configuration run this.
+ * exactly which release it is. Wrangler runs this before every dev, deploy and build (the `[build]`
+ * command of wrangler.toml), so `npm start`, `npm run build` and a deploy all have the files; the
+ * test configuration runs it too.
  */
 import { copyFileSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
