@@ -1,6 +1,7 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { writeDocsAssets } from "./scripts/docs-assets.ts";
 import { TEST_TOKEN_KEYS } from "./test/support/keys.ts";
 import { PUSH_LOG_NAMESPACE, TEST_SHARD, notifierWorkers } from "./test/support/notifier-worker.ts";
 
@@ -8,6 +9,8 @@ const root = import.meta.dirname;
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(root, "migrations"));
+  // wrangler.toml's [assets] folder must hold the API reference's files before the Workers start.
+  writeDocsAssets();
   return {
     test: {
       projects: [
@@ -39,7 +42,7 @@ export default defineConfig(async () => {
             silent: "passed-only",
             globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/storage/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
-            // Requests per fuzzed route (issue 5): `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
+            // Requests per fuzzed route: `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
             // FUZZ_SECONDS bounds each route's campaign, so that `npm test` stays fast whatever the machine.
             provide: {
               fuzzRuns: Number(process.env.FUZZ_RUNS) || 2000,

@@ -18,7 +18,7 @@ export interface Bundles {
   floorConsumer: string;
 }
 
-/** A deployed Worker's size and the most it may weigh (issue 6). */
+/** A deployed Worker's size and the most it may weigh (a smaller script starts sooner). */
 export interface BundleSize {
   worker: "api" | "notifier";
   gzipBytes: number;

@@ -12,6 +12,7 @@ import { jsonResponse } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
 import { login } from "./routes/login.ts";
+import { apiReference } from "./routes/docs.ts";
 import { openApiDocument } from "./routes/openapi.ts";
 
 /** The operations of receipts.v2 (docs/api.md#operations); all answer POST only. */
@@ -30,8 +31,10 @@ export function createApp(): Hono<ApiBindings> {
     app.all(path, methodNotAllowed("POST"));
   }
   // Hono answers HEAD with the GET handler, so Allow names both (docs/api.md "OpenAPI document").
-  app.get(PATHS.openapi, openApiDocument);
-  app.all(PATHS.openapi, methodNotAllowed("GET", "GET, HEAD"));
+  for (const [path, handler] of [[PATHS.openapi, openApiDocument], [PATHS.docs, apiReference]] as const) {
+    app.get(path, handler);
+    app.all(path, methodNotAllowed("GET", "GET, HEAD"));
+  }
   app.notFound((c) => {
     throw new ApiError(404, `Path ${truncate(c.req.path)} is not an operation of receipts.v2.`);
   });

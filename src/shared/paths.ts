@@ -7,4 +7,5 @@ export const PATHS = {
   add: "/receipts/v2/add",
   delete: "/receipts/v2/delete",
   openapi: "/receipts/v2/openapi.json",
+  docs: "/receipts/v2/docs",
 } as const;

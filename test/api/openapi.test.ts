@@ -2,19 +2,19 @@ import { describe, expect, it } from "vitest";
 import committed from "../../docs/openapi.json";
 import { OPERATIONS } from "../../src/api/app.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-import { call, expectErrorShape } from "../support/api.ts";
+import { BASE, call, expectErrorShape } from "../support/api.ts";
 
 type PathItem = Record<string, unknown>;
 const documentPaths = committed.paths as Record<string, PathItem>;
 
 describe("issue 7 GET /receipts/v2/openapi.json", () => {
-  it("serves the committed docs/openapi.json, public and cacheable", async () => {
+  it("serves the committed docs/openapi.json with the answering origin as its one server, public and cacheable", async () => {
     const answer = await call(PATHS.openapi, { method: "GET" });
     expect(answer.status).toBe(200);
     expect(answer.headers.get("content-type")).toBe("application/json; charset=utf-8");
     expect(answer.headers.get("cache-control")).toBe("public, max-age=300");
     expect(answer.headers.get("access-control-allow-origin")).toBe("*");
-    expect(answer.body).toEqual(committed);
+    expect(answer.body).toEqual({ ...committed, servers: [{ url: new URL(BASE).origin, description: "This deployment" }] });
   });
 
   it("answers HEAD as GET, without a body", async () => {
@@ -36,10 +36,38 @@ describe("issue 7 GET /receipts/v2/openapi.json", () => {
   });
 });
 
+describe("GET /receipts/v2/docs: the API reference page", () => {
+  it("is HTML that loads only its own origin's files, public and cacheable", async () => {
+    const answer = await call(PATHS.docs, { method: "GET" });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("content-type")).toBe("text/html; charset=UTF-8");
+    expect(answer.headers.get("cache-control")).toBe("public, max-age=300");
+    const policy = answer.headers.get("content-security-policy") ?? "";
+    expect(policy).toContain("default-src 'none'");
+    expect(policy).toContain("script-src 'self';");
+    expect(policy).toContain("connect-src 'self';");
+    const page = String(answer.body);
+    for (const source of page.matchAll(/(?:src|href)="([^"]+)"/g)) expect(source[1], "a relative address").not.toMatch(/^[a-z]+:|^\/\//);
+    expect(page).toContain('src="docs/swagger-ui-bundle.js"');
+  });
+
+  it("answers HEAD as GET, without a body", async () => {
+    const answer = await call(PATHS.docs, { method: "HEAD" });
+    expect(answer.status).toBe(200);
+    expect(answer.body).toBe("");
+  });
+
+  it.each(["POST", "PUT", "DELETE"])("%s: 405 with Allow: GET, HEAD", async (method) => {
+    const answer = await call(PATHS.docs, { method });
+    expectErrorShape(answer, 405, "Method Not Allowed");
+    expect(answer.headers.get("allow")).toBe("GET, HEAD");
+  });
+});
+
 describe("issue 7 the document lists exactly the routes the Worker answers", () => {
   it("every operation as POST, the document itself as GET, and nothing else", () => {
     const listed = Object.entries(documentPaths).map(([path, item]) => `${Object.keys(item).join(",")} ${path}`);
-    const answered = [...Object.keys(OPERATIONS).map((path) => `post ${path}`), `get ${PATHS.openapi}`];
+    const answered = [...Object.keys(OPERATIONS).map((path) => `post ${path}`), `get ${PATHS.openapi}`, `get ${PATHS.docs}`];
     expect(listed.sort()).toEqual(answered.sort());
   });
 

@@ -4,13 +4,16 @@
  * and its examples and header schemas say what the Worker's schemas say.
  */
 import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STATUS_WORDS } from "../../src/api/errors.ts";
 import { commonErrors, errorExampleBody, serializeOpenApiDocument } from "../../src/api/openapi/document.ts";
 import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
+import { pushNotice } from "../../src/notifier/push.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { errorResponse } from "../../src/shared/schemas.ts";
 
@@ -106,3 +109,27 @@ function headerParameters(path: string): HeaderParameter[] {
   const document: { paths: Record<string, { post: { parameters: HeaderParameter[] } }> } = JSON.parse(COMMITTED);
   return document.paths[path]!.post.parameters;
 }
+
+describe("OpenAPI document: each webhook's responses say what the notifier does with that answer", () => {
+  const document = JSON.parse(COMMITTED) as { webhooks: Record<string, { post: { responses: Record<string, { description: string }> } }> };
+  let server: Server;
+  let url = "";
+  beforeAll(async () => {
+    // Answers with the status the request's path names.
+    server = createServer((request, response) => void request.resume().on("end", () => response.writeHead(Number(request.url!.slice(1))).end()));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it.each([200, 204, 301, 400, 401, 404, 408, 410, 422, 429, 500, 503])("an answer %i", async (status) => {
+    const key = await crypto.subtle.importKey("raw", new Uint8Array(32), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    const result = await pushNotice({ url: `${url}/${status}`, keys: [key] }, "event-1", "{}", new Date(), 5_000);
+    const fate = result.ok ? /delivered/ : result.retryable ? /retried/ : /failed notice for an operator at once/;
+    for (const [name, webhook] of Object.entries(document.webhooks)) {
+      const { responses } = webhook.post;
+      const response = responses[String(status)] ?? responses[`${String(status)[0]}XX`] ?? responses.default;
+      expect(response?.description, name).toMatch(fate);
+    }
+  });
+});

@@ -36,6 +36,7 @@ export function generateOpenApiDocument(): JsonObject {
     paths[path] = { post: postOperation(path, operation) };
   }
   paths[PATHS.openapi] = { get: openApiOperation() };
+  paths[PATHS.docs] = { get: referenceOperation() };
   const webhooks: JsonObject = {};
   for (const [name, webhook] of Object.entries(WEBHOOKS)) {
     schemas[webhook.component] = jsonSchema(webhook.schema, "output");
@@ -48,11 +49,11 @@ export function generateOpenApiDocument(): JsonObject {
       title: "receipts.v2",
       version: "2",
       description: DOCUMENT_DESCRIPTION,
+      // The project grants no licence: a reader learns that here rather than guessing from a gap.
+      license: { name: "Proprietary: no licence is granted", identifier: "LicenseRef-Proprietary" },
     },
-    servers: [
-      { url: "/", description: "The origin that serves this document" },
-      { url: "http://127.0.0.1:8787", description: "Local development (npm start)" },
-    ],
+    // The service serves this document with its own origin here instead (GET /receipts/v2/openapi.json).
+    servers: [{ url: "http://127.0.0.1:8787", description: "Local development (npm start)" }],
     paths,
     webhooks,
     components: {
@@ -185,6 +186,21 @@ function openApiOperation(): JsonObject {
   };
 }
 
+function referenceOperation(): JsonObject {
+  return {
+    operationId: "reference",
+    summary: "This reference, for a person",
+    description:
+      "An interactive page built from this document: every operation, header, error, example and event, with " +
+      "\"Try it out\" against the same origin. Everything it loads comes from the service itself. HEAD answers as GET does.",
+    security: [],
+    responses: {
+      200: { description: "OK: the page", content: { "text/html": { schema: { type: "string" } } } },
+      ...errorResponses(commonErrors(PATHS.docs, "GET, HEAD", "GET")),
+    },
+  };
+}
+
 function headerParameter(name: string, schema: JsonObject, required: boolean): JsonObject {
   const { description, example, ...rest } = schema;
   const parameter: JsonObject = { name, in: "header", required };
@@ -245,8 +261,9 @@ function responseHeaders(examples: Record<string, ErrorExample>): JsonObject | u
 }
 
 /** The events the notifier pushes to the app push service (docs/api.md#receipt-events). */
-const WEBHOOKS: Record<string, { component: string; schema: z.ZodMiniType; summary: string; example: Json }> = {
+const WEBHOOKS: Record<string, { operationId: string; component: string; schema: z.ZodMiniType; summary: string; example: Json }> = {
   "receipt.created": {
+    operationId: "receiptCreated",
     component: "ReceiptCreatedEvent",
     schema: receiptCreatedEvent,
     summary: "A receipt was stored: the app shows it. Carries the receipt body as add stored it",
@@ -268,6 +285,7 @@ const WEBHOOKS: Record<string, { component: string; schema: z.ZodMiniType; summa
     },
   },
   "receipt.deleted": {
+    operationId: "receiptDeleted",
     component: "ReceiptDeletedEvent",
     schema: receiptDeletedEvent,
     summary: "A receipt was deleted (an item returned): the app removes it",
@@ -282,6 +300,7 @@ const WEBHOOKS: Record<string, { component: string; schema: z.ZodMiniType; summa
     },
   },
   "app_user.erased": {
+    operationId: "appUserErased",
     component: "AppUserErasedEvent",
     schema: appUserErasedEvent,
     summary: "An app user's data was erased everywhere (a shopper asked to be forgotten): the app drops all of it",
@@ -299,21 +318,33 @@ const WEBHOOKS: Record<string, { component: string; schema: z.ZodMiniType; summa
 const WEBHOOK_HEADERS: Json[] = [
   ["webhook-id", "The event_id; the same for every retry of one event: deduplicate by it"],
   ["webhook-timestamp", "The attempt's time, Unix seconds"],
-  ["webhook-signature", "v1, then base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with APP_PUSH_SECRET"],
+  [
+    "webhook-signature",
+    "`v1,` then the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>`, one such signature per secret in " +
+      "APP_PUSH_SECRET, separated by a space: while a secret is rotated there are two (old and new). Accept the push " +
+      "when any one of them verifies with a secret you hold",
+  ],
 ].map(([name, description]) => ({ name: name!, in: "header", required: true, description: description!, schema: { type: "string" } }));
 
 function webhookOperation(webhook: (typeof WEBHOOKS)[string]): JsonObject {
   return {
+    operationId: webhook.operationId,
     summary: webhook.summary,
     description:
       "POSTed by the notifier to the app push service, signed the Standard Webhooks way. Delivery is at least " +
       "once; a receipt's receipt.created never arrives after its receipt.deleted. See docs/api.md, Receipt events.",
+    // The push carries no credential of a security scheme: the app side checks webhook-signature.
+    security: [],
     parameters: WEBHOOK_HEADERS,
     requestBody: { required: true, content: { [JSON_MEDIA_TYPE]: { schema: componentRef(webhook.component), example: webhook.example } } },
     responses: {
       "2XX": { description: "Acknowledged: delivered" },
-      "429": { description: "Later, please: retried with growing delay (Retry-After honoured)" },
+      "408": { description: "Timed out: retried with growing delay, as a timeout or network failure is (a longer Retry-After is honoured)" },
+      "429": { description: "Later, please: retried with growing delay (a longer Retry-After is honoured)" },
       "5XX": { description: "Failed: retried with growing delay, then kept as a failed notice for an operator" },
+      default: {
+        description: "Any other status (3xx, 400, 401, 403, 404, 410, ...): retrying cannot help, so it is kept as a failed notice for an operator at once",
+      },
     },
   };
 }

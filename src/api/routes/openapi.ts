@@ -7,10 +7,13 @@ import { jsonResponse } from "../responses.ts";
  * Serves the document `npm run openapi` generated into docs/openapi.json. The committed file
  * rather than the generator: running z.toJSONSchema here would grow every cold start for an
  * answer that only changes with a deploy, and a test proves the file is what the generator makes.
+ * Its one server is the origin that answered, so that a tool's "Try it out" calls this very
+ * deployment rather than the committed file's local address.
  */
-export function openApiDocument(_c: ApiContext): Response {
-  // Public and the same for everyone: browser tools (Swagger UI, editors) may fetch and cache it.
-  return jsonResponse(document, 200, {
+export function openApiDocument(c: ApiContext): Response {
+  const served = { ...document, servers: [{ url: new URL(c.req.url).origin, description: "This deployment" }] };
+  // Public and the same for everyone of one origin: browser tools may fetch and cache it.
+  return jsonResponse(served, 200, {
     "cache-control": "public, max-age=300",
     "access-control-allow-origin": "*",
   });
