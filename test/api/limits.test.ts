@@ -1,5 +1,5 @@
 /**
- * Issue 5: what bounds a request's time, headers and body, and the headers every response carries
+ * What bounds a request's time, headers and body, and the headers every response carries
  * (docs/api.md "Limits and hardening").
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -38,7 +38,7 @@ function endlessBody(prefix: string, everyMs?: number): ReadableStream<Uint8Arra
   });
 }
 
-describe("issue 5 request limits: a body must arrive within the deadline", () => {
+describe("request limits: a body must arrive within the deadline", () => {
   // Only the timers are faked, so tokens and created_at still read the real clock.
   afterEach(() => void vi.useRealTimers());
 
@@ -113,7 +113,7 @@ describe("issue 5 request limits: a body must arrive within the deadline", () =>
   });
 });
 
-describe("issue 5 request limits: headers beyond the ones a route reads cost nothing", () => {
+describe("request limits: headers beyond the ones a route reads cost nothing", () => {
   // The runtime in front of the Worker bounds the head (docs/api.md); the Worker itself reads only
   // its own headers by name, so however many others arrive, the answer is the same.
   it("1,000 other headers: the add is answered as without them", async () => {
@@ -133,7 +133,7 @@ describe("issue 5 request limits: headers beyond the ones a route reads cost not
   });
 });
 
-describe("issue 5 request limits: a body of 64 KiB cannot be made costly", () => {
+describe("request limits: a body of 64 KiB cannot be made costly", () => {
   const deep = (depth: number, open: string, close: string, inner = "1") => open.repeat(depth) + inner + close.repeat(depth);
   it.each<[string, string, number, string]>([
     ["32,767 nested arrays as the body", deep(32_767, "[", "]"), 406, "Not Acceptable"],
@@ -158,7 +158,7 @@ describe("issue 5 request limits: a body of 64 KiB cannot be made costly", () =>
   });
 });
 
-describe("issue 5 security headers: every answer is JSON, never cached, never sniffed", () => {
+describe("security headers: every answer is JSON, never cached, never sniffed", () => {
   const cases: [string, () => Promise<Answer>, number][] = [
     ["login 200", async () => call(PATHS.login, { headers: loginHeadersFor(await issueClient()) }), 200],
     ["login 400", async () => call(PATHS.login), 400],

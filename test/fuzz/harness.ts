@@ -1,5 +1,5 @@
 /**
- * The property-based fuzzing of issue 5: runs a campaign of generated requests against one route
+ * The property-based fuzzing of the three POST routes: runs a campaign of generated requests against one route
  * inside workerd and checks every answer and every log line against docs/api.md. A campaign
  * does not stop at the first broken invariant: it counts them all and reports the first few with
  * the seed that replays them (`FUZZ_SEED=<seed> npm run fuzz`).

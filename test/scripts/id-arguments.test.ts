@@ -1,5 +1,5 @@
 /**
- * Issue 11.8: an ID or chain that no request could carry as given (HTTP strips white space at
+ * An ID or chain that no request could carry as given (HTTP strips white space at
  * either end), or that a later command would read as an option, is a bad argument.
  */
 import { describe, expect, it } from "vitest";
@@ -29,7 +29,7 @@ const UNUSABLE_IDS: readonly (readonly [label: string, value: string])[] = [
   ["a leading hyphen", "-pos"],
 ];
 
-describe("issue 11.8 operator arguments: docs/operations.md#clients", () => {
+describe("operator arguments: docs/operations.md#clients", () => {
   describe.each(UNUSABLE_IDS)("%s", (_label, value) => {
     it("issue --client-id: usage, exit 2, nothing written", () => {
       expectBadArgument(clients("issue", "--chain", "c1", `--client-id=${value}`));
@@ -55,7 +55,7 @@ describe("issue 11.8 operator arguments: docs/operations.md#clients", () => {
   });
 });
 
-describe("issue 11.8 notices: event ids that read as options or carry white space", () => {
+describe("notices: event ids that read as options or carry white space", () => {
   const notices = (...args: string[]) => runScript("notices", ["replay", "--persist-to", state, "--", ...args]);
   const id = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
 
