@@ -9,7 +9,10 @@ import { expect, inject, vi } from "vitest";
 import { addResponse, deleteResponse, loginResponse } from "../../src/shared/schemas.ts";
 import { expectErrorShape, type Answer } from "../support/api.ts";
 
-/** Requests per route: 2,000 in `npm test`, `FUZZ_RUNS` (20,000 by default) in `npm run fuzz`. */
+/**
+ * Requests per route: 100 in `npm test`, a smoke of the campaign that keeps the suite fast;
+ * `FUZZ_RUNS` (20,000 by default) in `npm run fuzz`, the campaign that finds breaks.
+ */
 export const FUZZ_RUNS = inject("fuzzRuns");
 
 /**
