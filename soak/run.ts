@@ -8,10 +8,10 @@
  */
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { buildDeployed, bundleHarnessWorker } from "../bench/build.ts";
+import { buildDeployed, bundleHarnessWorker } from "../harness/build.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
-import { API_CONFIG } from "../bench/runtime.ts";
+import { API_CONFIG } from "../harness/miniflare.ts";
 import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
 import { FaultDriver } from "./driver.ts";
 import { soakErasure } from "./erasure.ts";
