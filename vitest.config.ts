@@ -24,6 +24,8 @@ export default defineConfig(async () => {
                   // Tests change client records and shard states and expect the next request to see it.
                   CLIENT_CACHE_SECONDS: "0",
                   SHARD_STATES_SECONDS: "0",
+                  // The deadline tests wait it out in real time; 10 s deployed.
+                  BODY_DEADLINE_SECONDS: "2",
                 },
                 // A third shard beside the two of wrangler.toml: the suite runs on three.
                 d1Databases: TEST_SHARD,

@@ -174,6 +174,7 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
         CLIENT_CACHE_SECONDS: "0",
         SHARD_STATES_SECONDS: "0",
         SHARD_FILL_BYTES: "9000000000",
+        BODY_DEADLINE_SECONDS: "10",
         AUDIT_RETENTION_DAYS: "400",
         NOTICE_RESEND_GRACE_SECONDS: "30",
         NOTICE_LOST_AFTER_SECONDS: "10800",
