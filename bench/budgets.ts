@@ -1,5 +1,5 @@
 /**
- * Storage-call budgets (issue 6): each operation may make at most these calls on its response
+ * Storage-call budgets: each operation may make at most these calls on its response
  * path. Calls after the answer (waitUntil) are counted and shown, not limited: they cost the
  * platform, not the till's wait.
  */

@@ -15,7 +15,7 @@ export interface Bundles extends DeployedBundles {
   floorConsumer: string;
 }
 
-/** A deployed Worker's size and the most it may weigh (issue 6). */
+/** A deployed Worker's size and the most it may weigh. */
 export interface BundleSize {
   worker: "api" | "notifier";
   gzipBytes: number;

@@ -1,5 +1,5 @@
 /**
- * The notifier's target of `npm run bench` (issue 13): receipt.created events delivered per
+ * The notifier's target of `npm run bench`: receipt.created events delivered per
  * second end to end — the notices queue, the notifier (claims, the receipt's body, a signed push,
  * records) and a local receiver that answers 204 at once — against a floor consumer that only
  * pushes and acks. Both run in a Miniflare of their own, with the notifier's own wrangler config,

@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (issue 6): builds both Workers, runs them under Miniflare beside the floor
+ * `npm run bench`: builds both Workers, runs them under Miniflare beside the floor
  * Worker, counts each operation's storage calls against its budget, then times every route and
  * its floor with autocannon over loopback. Prints the table, writes bench/results.json, and
  * exits 1 when a bundle is too large, a budget is exceeded or a route answers wrongly.
@@ -34,7 +34,7 @@ const OPERATION: Record<RouteName, Operation> = {
   delete: "delete",
 };
 
-/** Issue 6's goals: req/s at least this share of the floor's, p99 at most 1.5 times its. */
+/** The optimisation goals: req/s at least this share of the floor's, p99 at most 1.5 times its. */
 const TARGET_RATIO: Partial<Record<RouteName, number>> = { login: 0.85, "add-2k": 0.85, "add-40k": 0.6, delete: 1 };
 const TARGET_P99_RATIO = 1.5;
 
@@ -150,7 +150,7 @@ await runCli(USAGE, async (argv) => {
   if (failures.length > 0) throw new Error(`\nBENCH FAILED:\n  ${failures.join("\n  ")}`);
 });
 
-/** The notifier's row: events delivered per second end to end, against its floor (issue 13). */
+/** The notifier's row: events delivered per second end to end, against its floor. */
 async function notifierTarget(bundles: Bundles): Promise<NotifierResult & { ratio: number }> {
   console.log(`\nNotifier (${NOTIFIER_EVENTS} receipt.created events: queue → notifier → a local receiver answering 204):`);
   const result = await benchNotifier(bundles, NOTIFIER_EVENTS, receiptBody(2 * KIB));

@@ -1,5 +1,5 @@
 /**
- * `npm run soak` (issue 15): proof under faults. Runs both Workers as `npm run build` made them
+ * `npm run soak`: proof under faults. Runs both Workers as `npm run build` made them
  * under Miniflare, with two shards, the notifier and the cron, against a local push receiver that
  * verifies every signature; drives POS tills at them while a seeded plan of faults strikes; lets
  * the pipeline drain; reconciles every answer, delivery and row; prints the table. Exits 1 when

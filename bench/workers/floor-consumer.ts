@@ -1,7 +1,7 @@
 /**
  * The notifier's floor: a queue consumer that only pushes each message to PUSH_URL and acks it,
  * with no outbox, no claim, no signature and no log. Events per second delivered by the notifier
- * divided by this one's say what its exactly-once bookkeeping costs (issue 13).
+ * divided by this one's say what its exactly-once bookkeeping costs.
  *
  * Never deployed: bench/notifier.ts bundles it and runs it beside the notifier in one Miniflare.
  */

@@ -1,7 +1,7 @@
 /**
  * The floor Worker: for each operation, only the storage calls and crypto that the operation
  * cannot avoid, in sequence, with no validation, no error model and no logging. A route's req/s
- * divided by its floor's says how much the route spends beyond its unavoidable work (issue 6).
+ * divided by its floor's says how much the route spends beyond its unavoidable work.
  *
  * Never deployed: bench/run.ts bundles it with `wrangler deploy --dry-run` and runs it beside the
  * API Worker in the same Miniflare, with the API Worker's bindings. It trusts every request.
@@ -53,7 +53,7 @@ async function login(request: Request, env: ApiEnv): Promise<Response> {
 /**
  * JWT verify + 1 KV get + 1 D1 batch() that inserts the receipt and its created event + 1 queue
  * send. The event is in the service's own outbox, so the notifier does for a floor event what it
- * does for a real one: an add's event is part of its unavoidable work (issue 13).
+ * does for a real one: an add's event is part of its unavoidable work.
  */
 async function add(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
