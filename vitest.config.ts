@@ -1,6 +1,6 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 import { writeDocsAssets } from "./scripts/docs-assets.ts";
 import { TEST_TOKEN_KEYS } from "./test/support/keys.ts";
 import { PUSH_LOG_NAMESPACE, TEST_SHARD, notifierWorkers } from "./test/support/notifier-worker.ts";
@@ -27,6 +27,8 @@ export default defineConfig(async () => {
                   // Tests change client records and shard states and expect the next request to see it.
                   CLIENT_CACHE_SECONDS: "0",
                   SHARD_STATES_SECONDS: "0",
+                  // The deadline tests wait it out in real time; 10 s deployed.
+                  BODY_DEADLINE_SECONDS: "2",
                 },
                 // A third shard beside the two of wrangler.toml: the suite runs on three.
                 d1Databases: TEST_SHARD,
@@ -42,10 +44,13 @@ export default defineConfig(async () => {
             silent: "passed-only",
             globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/storage/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
-            // Requests per fuzzed route: `npm run fuzz` raises it; FUZZ_SEED replays a campaign;
-            // FUZZ_SECONDS bounds each route's campaign, so that `npm test` stays fast whatever the machine.
+            // A `.node.test.ts` file drives the code it tests from outside (wrangler dev): it runs on Node.
+            exclude: [...configDefaults.exclude, "**/*.node.test.ts"],
+            // Requests per fuzzed route: `npm test` runs a smoke of each route's campaign (100), `npm run
+            // fuzz` the full one (FUZZ_RUNS); FUZZ_SEED replays a campaign; FUZZ_SECONDS bounds each
+            // route's campaign, so that `npm test` stays fast whatever the machine.
             provide: {
-              fuzzRuns: Number(process.env.FUZZ_RUNS) || 2000,
+              fuzzRuns: Number(process.env.FUZZ_RUNS) || 100,
               fuzzSeconds: Number(process.env.FUZZ_SECONDS) || 60,
               fuzzSeed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : null,
             },
@@ -60,7 +65,7 @@ export default defineConfig(async () => {
             environment: "node",
             // Each operator command starts wrangler, which takes a second or two.
             testTimeout: 60_000,
-            include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts", "test/examples/**/*.test.ts", "test/soak/**/*.test.ts"],
+            include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts", "test/examples/**/*.test.ts", "test/soak/**/*.test.ts", "test/**/*.node.test.ts"],
           },
         },
       ],

@@ -1,6 +1,7 @@
 /** Drives targets with autocannon and sums up what they saw. */
 import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
+import { percentile } from "../harness/percentile.ts";
 
 /** One kind of request, sent over and over. */
 export interface Target {
@@ -102,10 +103,4 @@ export function summarize(samples: Sample[]): Measurement {
     p99Ms: percentile(latencies, 0.99),
     failures,
   };
-}
-
-/** The value below which `share` of the sorted values lie, to a tenth. */
-export function percentile(sorted: number[], share: number): number {
-  if (sorted.length === 0) return 0;
-  return Math.round(sorted[Math.ceil(share * sorted.length) - 1]! * 10) / 10;
 }

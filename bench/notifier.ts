@@ -7,16 +7,14 @@
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions, type V4WorkerOptions } from "miniflare";
 import { v7 as uuidv7 } from "uuid";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled } from "../harness/miniflare.ts";
 import { readShards } from "../scripts/lib/shards.ts";
-import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { stampShardTag } from "../src/shared/shard-ids.ts";
 import type { CreationNotice } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
-import { applyMigrations, bundled } from "./runtime.ts";
 
 /** What the notifier's run and its floor's gave. */
 export interface NotifierResult {
@@ -25,10 +23,8 @@ export interface NotifierResult {
   floorEventsPerSecond: number;
 }
 
-const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.toml");
 const NOTICES_QUEUE = "receipts-v2-notices";
 const FLOOR_QUEUE = "bench-floor-notices";
-const LOOPBACK = "127.0.0.1";
 const SEND_BATCH = 100;
 const DELIVERY_TIMEOUT_MS = 120_000;
 

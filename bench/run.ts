@@ -9,14 +9,15 @@ import path from "node:path";
 import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
 import { PATHS } from "../src/shared/paths.ts";
 import { POS_SCOPE } from "../src/shared/types.ts";
-import { receiptBody } from "./bodies.ts";
+import { receiptBody } from "../harness/bodies.ts";
+import type { HarnessClient } from "../harness/miniflare.ts";
+import { formatTable } from "../harness/table.ts";
 import { countCalls, describeCalls, type CountedRequest, type Operation } from "./budgets.ts";
 import { buildAll, bundleSizes, type Bundles } from "./build.ts";
 import { benchNotifier, type NotifierResult } from "./notifier.ts";
 import { sample, summarize, type Measurement, type Sample, type Target } from "./load.ts";
 import { FLOOR_PATHS } from "./protocol.ts";
-import { startRuntime, type BenchClient, type Runtime } from "./runtime.ts";
-import { formatTable } from "./table.ts";
+import { startRuntime, type Runtime } from "./runtime.ts";
 
 const ROUTES = ["trivial", "login", "add-2k", "add-40k", "delete"] as const;
 type RouteName = (typeof ROUTES)[number];
@@ -79,7 +80,7 @@ interface LoadSettings {
 /** What every route's targets are made from. */
 interface Bench {
   runtime: Runtime;
-  client: BenchClient;
+  client: HarnessClient;
   token: string;
   settings: LoadSettings;
 }
@@ -244,23 +245,23 @@ async function compare(api: Target, floor: Target, settings: LoadSettings): Prom
   return [summarize(turns[0]), summarize(turns[1])];
 }
 
-async function logIn(runtime: Runtime, client: BenchClient): Promise<string> {
+async function logIn(runtime: Runtime, client: HarnessClient): Promise<string> {
   const response = await fetch(runtime.urls.api + PATHS.login, { method: "POST", headers: loginHeaders(client) });
   const body = (await response.json()) as { data?: { access_token?: string } };
   if (!body.data?.access_token) throw new Error(`Bench login failed (${response.status}): ${JSON.stringify(body)}`);
   return body.data.access_token;
 }
 
-function loginHeaders(client: BenchClient): Record<string, string> {
+function loginHeaders(client: HarnessClient): Record<string, string> {
   return { client_id: client.clientId, client_secret: client.secret, token_type: "Bearer", scope: POS_SCOPE };
 }
 
 /** The headers add and delete share (docs/api.md#add, docs/api.md#delete), less receipt_id. */
-function tokenHeaders(client: BenchClient, token: string): Record<string, string> {
+function tokenHeaders(client: HarnessClient, token: string): Record<string, string> {
   return { authorization: `Bearer ${token}`, client_id: client.clientId, chain_id: client.chainId, app_user_id: APP_USER };
 }
 
-function addHeaders(client: BenchClient, token: string): Record<string, string> {
+function addHeaders(client: HarnessClient, token: string): Record<string, string> {
   return { ...tokenHeaders(client, token), "content-type": "application/json" };
 }
 

@@ -4,45 +4,30 @@
  * floor and counting Workers with the API Worker's bindings. Storage lives in Miniflare's
  * throwaway directory and is gone when the runtime is disposed.
  */
-import { readFileSync, readdirSync } from "node:fs";
-import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { unstable_getMiniflareWorkerOptions, unstable_splitSqlQuery, type SourcelessWorkerOptions } from "wrangler";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueClient, type HarnessClient } from "../harness/miniflare.ts";
 import { readShards } from "../scripts/lib/shards.ts";
-import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
-import { newClientRecord } from "../src/shared/client-records.ts";
 import { stampShardTag } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
-import { clientKey } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
 
 /** The Workers a bench run talks to, each on its own loopback socket. */
 export type WorkerName = "api" | "floor" | "counted";
-
-/** A client issued into the bench's KV, with the secret only the bench knows. */
-export interface BenchClient {
-  clientId: string;
-  secret: string;
-  chainId: string;
-}
 
 /** A started runtime and what the bench does with it. */
 export interface Runtime {
   /** Base URL of a Worker's own socket, e.g. `http://127.0.0.1:41234`. */
   urls: Record<WorkerName, string>;
   /** Issues a client for one chain, as `npm run clients -- issue` would. */
-  issueClient(name: string): Promise<BenchClient>;
+  issueClient(name: string): Promise<HarnessClient>;
   /** Stores `count` receipts of `client` for `appUserId` and returns their IDs. */
-  seedReceipts(client: BenchClient, appUserId: string, count: number, body: string): Promise<string[]>;
+  seedReceipts(client: HarnessClient, appUserId: string, count: number, body: string): Promise<string[]>;
   /** The last warnings and errors the Workers logged, for a failure report. */
   recentProblems(): string[];
   dispose(): Promise<void>;
 }
 
-export const API_CONFIG = path.join(PROJECT_ROOT, "wrangler.toml");
-export const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.toml");
-const MIGRATIONS = path.join(PROJECT_ROOT, "migrations");
-export const LOOPBACK = "127.0.0.1";
 const KEPT_PROBLEMS = 20;
 
 /** Starts every Worker, applies the migrations and returns the runtime. */
@@ -123,39 +108,10 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
   };
 }
 
-/** Issues a client for one chain into the CLIENTS namespace, as `npm run clients -- issue` would. */
-export async function issueClient(
-  kv: Awaited<ReturnType<Miniflare["getKVNamespace"]>>,
-  clientId: string,
-  chainId: string,
-): Promise<BenchClient> {
-  const { record, secret } = await newClientRecord({ client_id: clientId, chains: [chainId] });
-  await kv.put(clientKey(clientId), JSON.stringify(record));
-  return { clientId, secret, chainId };
-}
-
-/**
- * A Worker's options from its wrangler config, running a script that is already one bundled
- * file: no module rules apply, and module names are relative to the bundle's own folder.
- */
-export function bundled(options: SourcelessWorkerOptions, name: string, scriptPath: string) {
-  const { modulesRules: _rules, ...rest } = options;
-  return { ...rest, name, modules: true, scriptPath, modulesRoot: path.dirname(scriptPath) };
-}
-
 /**
  * Seeded receipt IDs have the shape of the service's own (UUIDv7 with the shard's tag), so the
  * API Worker finds them on the shard they were seeded on.
  */
 function receiptIdPrefix(tag: number): string {
   return stampShardTag("019a0000-0000-7000-8000-", tag);
-}
-
-/** Applies migrations/*.sql in order, split into statements the way wrangler splits them. */
-export async function applyMigrations(db: Awaited<ReturnType<Miniflare["getD1Database"]>>): Promise<void> {
-  const files = readdirSync(MIGRATIONS).filter((file) => file.endsWith(".sql")).sort();
-  for (const file of files) {
-    const statements = unstable_splitSqlQuery(readFileSync(path.join(MIGRATIONS, file), "utf8"));
-    await db.batch(statements.map((sql) => db.prepare(sql)));
-  }
 }

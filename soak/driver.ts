@@ -14,6 +14,17 @@ import type { SoakRuntime, SoakShard, WrappedWorker } from "./runtime.ts";
 /** How long a restart waits for a push to hold, so that it cuts the notifier off mid-batch. */
 const MID_BATCH_WAIT_MS = 5000;
 
+type FaultKind = TimedFault["kind"];
+type FaultOf<K extends FaultKind> = Extract<TimedFault, { kind: K }>;
+
+/** What turning one kind of timed fault on and off does, and what its window records beyond the times. */
+interface FaultEffect<F extends TimedFault> {
+  on(fault: F): Promise<void> | void;
+  /** Runs once `fault` is no longer active; another fault of its kind may still be. */
+  off(fault: F): Promise<void> | void;
+  where?(fault: F): Pick<FaultWindow, "worker" | "shard">;
+}
+
 export class FaultDriver {
   readonly windows: FaultWindow[] = [];
   /** Restarts that caught the notifier with a push in flight. */
@@ -27,6 +38,19 @@ export class FaultDriver {
   #restarting: Promise<void> = Promise.resolve();
   /** Operator work on the storage under way (see `outsideRestarts`). */
   readonly #operatorWork = new Set<Promise<unknown>>();
+  // One row per kind of timed fault. Binding faults are recomputed from every fault still active,
+  // so ending one is the same call as starting it; an outage lasts while any outage is on.
+  readonly #effects: { [K in FaultKind]: FaultEffect<FaultOf<K>> } = {
+    d1: { on: () => this.#applyBindingFaults(), off: () => this.#applyBindingFaults(), where: ({ worker, shard }) => ({ worker, shard }) },
+    queue: { on: () => this.#applyBindingFaults(), off: () => this.#applyBindingFaults() },
+    "push outage": { on: () => this.#receiver.setOutage(true), off: () => this.#receiver.setOutage(this.#anyActive("push outage")) },
+    "push refused": { on: () => this.#receiver.setRefusing(true), off: () => this.#receiver.setRefusing(this.#anyActive("push refused")) },
+    "shard closed": {
+      on: ({ shard }) => this.#runtime.setShardState(shard, "closed"),
+      off: ({ shard }) => this.#runtime.setShardState(shard, "open"),
+      where: ({ shard }) => ({ shard }),
+    },
+  };
 
   constructor(runtime: SoakRuntime, receiver: PushReceiver, prng: Prng) {
     this.#runtime = runtime;
@@ -83,23 +107,23 @@ export class FaultDriver {
     await this.idle();
     this.#active.add(fault);
     this.#started.set(fault, Date.now());
-    if (fault.kind === "push outage") this.#receiver.setOutage(true);
-    else if (fault.kind === "push refused") this.#receiver.setRefusing(true);
-    else if (fault.kind === "shard closed") await this.#runtime.setShardState(fault.shard, "closed");
-    else await this.#applyBindingFaults();
+    await this.#effectOf(fault.kind).on(fault);
   }
 
   async #end(fault: TimedFault): Promise<void> {
     if (!this.#active.delete(fault)) return;
     await this.idle();
-    const window: FaultWindow = { kind: fault.kind, start: this.#started.get(fault)!, end: Date.now() };
-    if (fault.kind === "d1") Object.assign(window, { worker: fault.worker, shard: fault.shard });
-    if (fault.kind === "shard closed") window.shard = fault.shard;
-    this.windows.push(window);
-    if (fault.kind === "push outage") this.#receiver.setOutage([...this.#active].some((other) => other.kind === "push outage"));
-    else if (fault.kind === "push refused") this.#receiver.setRefusing([...this.#active].some((other) => other.kind === "push refused"));
-    else if (fault.kind === "shard closed") await this.#runtime.setShardState(fault.shard, "open");
-    else await this.#applyBindingFaults();
+    const effect = this.#effectOf(fault.kind);
+    this.windows.push({ kind: fault.kind, start: this.#started.get(fault)!, end: Date.now(), ...effect.where?.(fault) });
+    await effect.off(fault);
+  }
+
+  #effectOf<K extends FaultKind>(kind: K): FaultEffect<FaultOf<K>> {
+    return this.#effects[kind];
+  }
+
+  #anyActive(kind: FaultKind): boolean {
+    return [...this.#active].some((fault) => fault.kind === kind);
   }
 
   async #restart(): Promise<void> {

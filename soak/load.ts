@@ -6,8 +6,8 @@
  * rightly get.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { receiptBody } from "../bench/bodies.ts";
-import type { BenchClient } from "../bench/runtime.ts";
+import { receiptBody } from "../harness/bodies.ts";
+import type { HarnessClient } from "../harness/miniflare.ts";
 import { PATHS } from "../src/shared/paths.ts";
 import { stampShardTag } from "../src/shared/shard-ids.ts";
 import { POS_SCOPE } from "../src/shared/types.ts";
@@ -103,7 +103,7 @@ const BASE_BODY = JSON.parse(receiptBody(1500)) as Record<string, unknown>;
  */
 export async function runLoad(options: {
   apiUrl: string;
-  clients: readonly BenchClient[];
+  clients: readonly HarnessClient[];
   prng: Prng;
   until: number;
   shardTags: readonly number[];
@@ -118,7 +118,7 @@ export async function runLoad(options: {
 let races = 0;
 
 class Till {
-  readonly #client: BenchClient;
+  readonly #client: HarnessClient;
   readonly #prng: Prng;
   readonly #options: Parameters<typeof runLoad>[0];
   readonly #load: LoadRecord;
@@ -130,7 +130,7 @@ class Till {
   #token = "";
   #serial = 0;
 
-  constructor(client: BenchClient, prng: Prng, options: Parameters<typeof runLoad>[0], load: LoadRecord) {
+  constructor(client: HarnessClient, prng: Prng, options: Parameters<typeof runLoad>[0], load: LoadRecord) {
     this.#client = client;
     this.#prng = prng;
     this.#options = options;

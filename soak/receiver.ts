@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
-import { LOOPBACK } from "../bench/runtime.ts";
+import { LOOPBACK } from "../harness/miniflare.ts";
 import type { Prng } from "./prng.ts";
 
 /** What the receiver did with one delivery attempt. */

@@ -10,7 +10,7 @@
  * app user's receipts (docs/api.md#erasure) go with every event not yet sent, and the app hears
  * of the erasure instead, after anything it heard of those receipts.
  */
-import { percentile } from "../bench/load.ts";
+import { percentile } from "../harness/percentile.ts";
 import type { ErasureRecord, LoadRecord, RequestRecord, Route } from "./load.ts";
 import type { Delivery } from "./receiver.ts";
 

@@ -1,5 +1,5 @@
 /** The soak's table: requests by route and answer, faults by kind, events, and what went wrong. */
-import { formatTable } from "../bench/table.ts";
+import { formatTable } from "../harness/table.ts";
 import type { Route } from "./load.ts";
 import { PROBLEMS, type AnswerClass, type Problem, type Reconciliation } from "./reconcile.ts";
 import type { InjectedCalls } from "./protocol.ts";

@@ -1,5 +1,5 @@
 /**
- * `npm run soak` (issue 15): proof under faults. Runs both Workers as `npm run build` made them
+ * `npm run soak`: proof under faults. Runs both Workers as `npm run build` made them
  * under Miniflare, with two shards, the notifier and the cron, against a local push receiver that
  * verifies every signature; drives POS tills at them while a seeded plan of faults strikes; lets
  * the pipeline drain; reconciles every answer, delivery and row; prints the table. Exits 1 when
@@ -8,10 +8,10 @@
  */
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { buildDeployed, bundleHarnessWorker } from "../bench/build.ts";
+import { buildDeployed, bundleHarnessWorker } from "../harness/build.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
-import { API_CONFIG } from "../bench/runtime.ts";
+import { API_CONFIG } from "../harness/miniflare.ts";
 import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
 import { FaultDriver } from "./driver.ts";
 import { soakErasure } from "./erasure.ts";

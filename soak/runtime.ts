@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
-import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueClient, type BenchClient } from "../bench/runtime.ts";
+import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueClient, type HarnessClient } from "../harness/miniflare.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
@@ -63,7 +63,7 @@ export interface SoakRuntime {
   /** The API Worker's address; the same across restarts. */
   apiUrl: string;
   shards: SoakShard[];
-  issueClient(clientId: string, chainId: string): Promise<BenchClient>;
+  issueClient(clientId: string, chainId: string): Promise<HarnessClient>;
   /** Runs the API Worker's scheduled handler once, as the cron trigger would. */
   runCron(): Promise<void>;
   setFaults(worker: WrappedWorker, faults: BindingFaults): Promise<void>;

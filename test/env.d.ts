@@ -15,7 +15,7 @@ declare global {
 }
 
 declare module "vitest" {
-  /** What vitest.config.ts provides to the tests (issue 5's fuzzing). */
+  /** What vitest.config.ts provides to the tests (the fuzzing's campaign size and seed). */
   interface ProvidedContext {
     fuzzRuns: number;
     fuzzSeconds: number;

@@ -12,18 +12,16 @@ import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /**
- * How long a body may take to arrive in full. A Worker has no wall-clock limit while its client
- * stays connected, so without this a body that trickles in, or never ends, would hold the request
- * open for as long as the sender likes. A till on a poor mobile link sends 64 KiB in a few seconds.
- */
-export const BODY_DEADLINE_MS = 10_000;
-
-/**
  * Reads the body of a request whose Content-Type header is `contentType`, which must be one JSON
  * object in I-JSON, and checks it against `schema`. Returns the text exactly as sent, for storing
  * as given.
+ *
+ * `deadlineMs` (BODY_DEADLINE_SECONDS, 10 s deployed) is how long the body may take to arrive in
+ * full. A Worker has no wall-clock limit while its client stays connected, so without it a body
+ * that trickles in, or never ends, would hold the request open for as long as the sender likes. A
+ * till on a poor mobile link sends 64 KiB in a few seconds.
  */
-export async function readJsonBody(request: Request, contentType: string, schema: z.ZodMiniType): Promise<string> {
+export async function readJsonBody(request: Request, contentType: string, schema: z.ZodMiniType, deadlineMs: number): Promise<string> {
   if (!isJsonMediaType(contentType)) {
     throw refuse(REFUSALS.mediaType, "content type");
   }
@@ -32,7 +30,7 @@ export async function readJsonBody(request: Request, contentType: string, schema
   if (!isIdentityCoding(request.headers.get("content-encoding"))) {
     throw refuse(REFUSALS.contentEncoding, "content encoding");
   }
-  const text = decodeUtf8(await readAtMost(request, MAX_BODY_BYTES));
+  const text = decodeUtf8(await readAtMost(request, MAX_BODY_BYTES, deadlineMs));
   if (text.trim() === "") {
     throw refuse(REFUSALS.emptyBody, "empty body");
   }
@@ -75,13 +73,13 @@ function isIdentityCoding(value: string | null): boolean {
 // Counts the bytes as they arrive, so that a Content-Length that lies, or none at all (chunked),
 // cannot make the Worker hold more than the limit; and gives up at the deadline, so that a body
 // that never ends cannot hold the Worker either.
-async function readAtMost(request: Request, maxBytes: number): Promise<Uint8Array> {
+async function readAtMost(request: Request, maxBytes: number, deadlineMs: number): Promise<Uint8Array> {
   if (Number(request.headers.get("content-length")) > maxBytes) throw tooLarge("declared length");
   if (!request.body) return new Uint8Array();
   const reader = request.body.getReader();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(tooSlow()), BODY_DEADLINE_MS);
+    timer = setTimeout(() => reject(tooSlow(deadlineMs)), deadlineMs);
   });
   const chunks: Uint8Array[] = [];
   let size = 0;
@@ -114,10 +112,10 @@ function tooLarge(cause: string): ApiError {
 
 // 400, not 408: docs/api.md#common-rules fixes the statuses, and among them an incomplete request is a
 // malformed one (docs/api.md "Limits and hardening").
-function tooSlow(): ApiError {
+function tooSlow(deadlineMs: number): ApiError {
   return new ApiError(
     400,
-    `Body did not arrive in full within ${BODY_DEADLINE_MS / 1000} s; send the whole body at once.`,
+    `Body did not arrive in full within ${deadlineMs / 1000} s; send the whole body at once.`,
     { cause: "body deadline" },
   );
 }

@@ -19,6 +19,8 @@ export interface ApiSettings {
   SHARD_FILL_BYTES: string;
   /** How long one isolate may reuse the shard states read from KV, in seconds (at most 60). */
   SHARD_STATES_SECONDS: string;
+  /** How long add waits for a body to arrive in full, in seconds. */
+  BODY_DEADLINE_SECONDS: string;
   /** How long audit records are kept, in days, before the cron job purges them. */
   AUDIT_RETENTION_DAYS: string;
   /** How long after its change an event that never reached the queue waits for the cron re-send, in seconds. */
@@ -44,6 +46,7 @@ export interface ApiConfig {
   clientCacheMs: number;
   shardFillBytes: number;
   shardStatesMs: number;
+  bodyDeadlineMs: number;
   auditRetentionMs: number;
   noticeResendGraceMs: number;
   noticeLostAfterMs: number;
@@ -71,6 +74,7 @@ export function parseApiConfig(env: ApiSettings): ApiConfig {
     clientCacheMs: seconds(env, "CLIENT_CACHE_SECONDS") * 1000,
     shardFillBytes: positiveNumber(env, "SHARD_FILL_BYTES"),
     shardStatesMs: seconds(env, "SHARD_STATES_SECONDS") * 1000,
+    bodyDeadlineMs: positiveNumber(env, "BODY_DEADLINE_SECONDS") * 1000,
     auditRetentionMs: positiveNumber(env, "AUDIT_RETENTION_DAYS") * DAY_MS,
     noticeResendGraceMs: seconds(env, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(env, "NOTICE_LOST_AFTER_SECONDS") * 1000,

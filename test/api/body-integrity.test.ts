@@ -1,5 +1,5 @@
 /**
- * Issue 11, items 4–6: a receipt body means one thing to every reader. Every metadata rule holds
+ * A receipt body means one thing to every reader. Every metadata rule holds
  * for a key named `__proto__`, the body is I-JSON (RFC 7493), and a compressed body is refused
  * before it is read (docs/api.md#add-body, docs/api.md#add-errors).
  */
@@ -48,7 +48,7 @@ async function expectNotAcceptable(text: string | Uint8Array): Promise<string> {
   return message;
 }
 
-describe("issue 11.4 every metadata rule holds for every key, __proto__ included: docs/api.md#add-body", () => {
+describe("every metadata rule holds for every key, __proto__ included: docs/api.md#add-body", () => {
   it.each([
     ["an array", '["4711"]', "must be a string"],
     ["a number", "4711", "must be a string"],
@@ -105,7 +105,7 @@ describe("issue 11.4 every metadata rule holds for every key, __proto__ included
   });
 });
 
-describe("issue 11.5 the body must be I-JSON (RFC 7493): docs/api.md#add-body", () => {
+describe("the body must be I-JSON (RFC 7493): docs/api.md#add-body", () => {
   it.each([
     ["a top-level field", VALID.replace('"total":248', '"total":999,"total":248'), "total"],
     ["the same name spelled with an escape", VALID.replace('"total":248', '"total":999,"\\u0074otal":248'), "total"],
@@ -185,7 +185,7 @@ describe("issue 11.5 the body must be I-JSON (RFC 7493): docs/api.md#add-body", 
   });
 });
 
-describe("issue 11.6 Content-Encoding other than identity: 415 before the body is read: docs/api.md#add-errors", () => {
+describe("Content-Encoding other than identity: 415 before the body is read: docs/api.md#add-errors", () => {
   async function gzip(text: string): Promise<Uint8Array> {
     const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
     return new Uint8Array(await new Response(stream).arrayBuffer());

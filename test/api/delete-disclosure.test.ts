@@ -1,5 +1,5 @@
 /**
- * Issue 11.7: a client holding another client's receipt_id must not be able to confirm guesses of
+ * A client holding another client's receipt_id must not be able to confirm guesses of
  * that receipt's chain and app user from which fields the 406 names.
  */
 import { describe, expect, it } from "vitest";
@@ -7,7 +7,7 @@ import { call, expectErrorShape, expectRemark, issueClient, loginToken, uniqueId
 import { outboxRows, receiptExists, seedReceipt } from "../support/notices.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 
-describe("issue 11.7 delete disclosure: docs/api.md#delete-errors", () => {
+describe("delete confirms no guess about another client's receipt: docs/api.md#delete-errors", () => {
   it("another client's receipt: the 406 names client_id alone, whatever the chain and app user guessed", async () => {
     const victim = await issueClient({ chains: [uniqueId("chain-v")] });
     const receipt = await seedReceipt(victim);

@@ -232,7 +232,7 @@ describe("docs/api.md#delete-errors delete errors: 406 the receipt", () => {
     await expectUntouched(receipt);
   });
 
-  // Issue 11.7: once client_id differs it is named alone (test/api/delete-disclosure.test.ts).
+  // Once client_id differs it is named alone (test/api/delete-disclosure.test.ts).
   it.each(nonEmptySubsets(OWNER_FIELDS).map((fields) => [fields.join("+"), fields] as const))(
     "%s differing from the receipt: 406 naming each differing field (client_id alone if it differs) and no other",
     async (_label, differingFields) => {
@@ -387,7 +387,7 @@ describe("docs/api.md#atomicity delete atomicity", () => {
   });
 });
 
-describe("issue 4 cost budget of a successful delete", () => {
+describe("cost budget of a successful delete", () => {
   it("response path: one KV read and one D1 round trip; the queue send and its mark come after", async () => {
     const { token, receipt } = await owner();
     const { answer, ledger } = await countedCall(PATHS.delete, { headers: deleteHeadersFor(token, receipt) });

@@ -175,7 +175,7 @@ describe("docs/api.md#login failed logins are slowed down", () => {
     expect(last.headers.get("cache-control")).toBe("no-store");
   });
 
-  it("issue 5: an unknown client_id is limited alike, so a 429 tells nobody whether a client exists", async () => {
+  it("an unknown client_id is limited alike, so a 429 tells nobody whether a client exists", async () => {
     const client = await issueClient();
     const known = await failUntilLimited({ ...loginHeadersFor(client), client_secret: "guess" });
     const unknown = await failUntilLimited({ ...loginHeadersFor(client), client_id: uniqueId("nobody") });
@@ -184,7 +184,7 @@ describe("docs/api.md#login failed logins are slowed down", () => {
     expect(unknown.at(-1)!.body).toEqual(known.at(-1)!.body);
   });
 
-  it("issue 5: the right secret still logs in while its client_id is limited: guesses cannot lock a till out", async () => {
+  it("the right secret still logs in while its client_id is limited: guesses cannot lock a till out", async () => {
     const client = await issueClient();
     const answers = await failUntilLimited({ ...loginHeadersFor(client), client_secret: "guess" });
     expect(answers.at(-1)!.status).toBe(429);

@@ -1,5 +1,5 @@
 /**
- * Issue 5: the structured request log. Operators see one JSON line per request with the
+ * The structured request log. Operators see one JSON line per request with the
  * documented fields, and never a secret, a token or anything of a receipt's content.
  */
 import { env } from "cloudflare:workers";
@@ -36,7 +36,7 @@ const REQUEST_LINE_FIELDS = [
   "cause",
 ];
 
-describe("issue 5 structured logs: one line per request, never a secret, a token or receipt content", () => {
+describe("structured logs: one line per request, never a secret, a token or receipt content", () => {
   it("across login, add, delete and their refusals", async () => {
     // Everything that must stay out of the log carries this mark, so one search finds any leak.
     const mark = `zq${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;

@@ -1,5 +1,5 @@
 /**
- * Issue 5: object-level authorisation. A client acts only as itself, only for its own chains, and
+ * Object-level authorisation. A client acts only as itself, only for its own chains, and
  * (on delete) only on a receipt whose client, chain and app user all match. Every combination of
  * a wrong client, chain or app user is refused and changes no row of D1.
  */
@@ -99,7 +99,7 @@ async function labelled<T>(label: string, send: () => Promise<T>): Promise<T> {
   });
 }
 
-describe("issue 5 object-level authorisation: add", () => {
+describe("object-level authorisation: add", () => {
   it("every combination of a wrong client or a chain not the caller's is refused and changes nothing, whatever the app user", async () => {
     const w = await world();
     let refused = 0;
@@ -179,7 +179,7 @@ describe("issue 5 object-level authorisation: add", () => {
   });
 });
 
-describe("issue 5 object-level authorisation: delete", () => {
+describe("object-level authorisation: delete", () => {
   it("every combination of a wrong client, chain, app user or receipt is refused, deletes nothing and records no notice", async () => {
     const w = await world();
     const holder = uniqueId("au-a");
@@ -209,7 +209,7 @@ describe("issue 5 object-level authorisation: delete", () => {
             };
             const label = `${caller.label} / ${chain.label} / ${user.label} / ${receipt.label}`;
             const differs = OWNER_FIELDS.filter((field) => receipt.stored?.[field] !== headers[field]);
-            // Issue 11.7: another client's receipt is named by client_id alone.
+            // Another client's receipt is named by client_id alone.
             const differing = differs.includes("client_id") ? ["client_id"] : differs;
             if (caller.authentic && receipt.stored && differing.length === 0) {
               const answer = await call(PATHS.delete, { headers });

@@ -138,7 +138,7 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
   [PATHS.docs]: commonScenarios(PATHS.docs, "GET"),
 };
 
-describe("issue 7 every error example of the OpenAPI document is the Worker's real answer", () => {
+describe("every error example of the OpenAPI document is the Worker's real answer", () => {
   for (const [path, item] of Object.entries(document.paths)) {
     for (const [method, operation] of Object.entries(item)) {
       const examples = errorExamples(operation.responses);

@@ -7,7 +7,7 @@ import { BASE, call, expectErrorShape } from "../support/api.ts";
 type PathItem = Record<string, unknown>;
 const documentPaths = committed.paths as Record<string, PathItem>;
 
-describe("issue 7 GET /receipts/v2/openapi.json", () => {
+describe("GET /receipts/v2/openapi.json", () => {
   it("serves the committed docs/openapi.json with the answering origin as its one server, public and cacheable", async () => {
     const answer = await call(PATHS.openapi, { method: "GET" });
     expect(answer.status).toBe(200);
@@ -64,7 +64,7 @@ describe("GET /receipts/v2/docs: the API reference page", () => {
   });
 });
 
-describe("issue 7 the document lists exactly the routes the Worker answers", () => {
+describe("the OpenAPI document lists exactly the routes the Worker answers", () => {
   it("every operation as POST, the document itself as GET, and nothing else", () => {
     const listed = Object.entries(documentPaths).map(([path, item]) => `${Object.keys(item).join(",")} ${path}`);
     const answered = [...Object.keys(OPERATIONS).map((path) => `post ${path}`), `get ${PATHS.openapi}`, `get ${PATHS.docs}`];

@@ -1,5 +1,5 @@
 /**
- * Issue 11, items 1 and 2: what `rotate` and `disable` do to tokens already issued, and how the
+ * What `rotate` and `disable` do to tokens already issued, and how the
  * isolate's cache of client records gives way to a token newer than its copy. Each refusal is a
  * 403 that leaves every row of D1 as it was.
  */
@@ -61,7 +61,7 @@ function addHeaders(client: TestClient, token: string): Record<string, string> {
 
 const REVOKED = "Header Authorization holds a token issued before the client's secret was rotated or the client disabled";
 
-describe("issue 11.1 revocation: docs/api.md#revocation", () => {
+describe("revocation: docs/api.md#revocation", () => {
   it("a token issued before rotate is refused on add and delete; nothing is stored or deleted", async () => {
     const client = await issueClient();
     const before = await loginToken(client);
@@ -119,7 +119,7 @@ describe("issue 11.1 revocation: docs/api.md#revocation", () => {
     expect(await measured(after)).toEqual({ status: 200, calls: ["kv.get", "d1.batch"] });
   });
 
-  it("a record stored before issue 11 (no tokens_valid_after) keeps its live tokens, and so do tokens signed before it", async () => {
+  it("a record stored before revocation existed (no tokens_valid_after) keeps its live tokens, and so do tokens signed before it", async () => {
     const { client, headers } = await newCaller();
     expect(await storedRecord(client.clientId)).not.toHaveProperty("tokens_valid_after");
     expect((await postAdd(headers)).status).toBe(200);
@@ -150,7 +150,7 @@ async function loginCaching(client: TestClient): Promise<string> {
 
 const addCaching = (client: TestClient, token: string) => callCaching(PATHS.add, addHeaders(client, token), validReceiptBody());
 
-describe("issue 11.2 client cache: docs/api.md#revocation", () => {
+describe("client cache: docs/api.md#revocation", () => {
   it("after disable then enable, the first add with a token from the new login is accepted", async () => {
     const client = await issueClient();
     const before = await loginCaching(client);

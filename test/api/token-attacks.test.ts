@@ -1,5 +1,5 @@
 /**
- * Issue 5: the tokens an attacker can forge, replay, stretch or bend, sent to every token-bearing
+ * The tokens an attacker can forge, replay, stretch or bend, sent to every token-bearing
  * route (add and delete). Each must be refused with 403 and leave every row of D1 as it was: no
  * receipt added or deleted, no notice recorded.
  */
@@ -321,7 +321,7 @@ async function hmacUnderHeader(target: Prepared, header: Record<string, unknown>
 
 for (const target of TARGETS) {
   for (const [threat, attacks] of Object.entries(ATTACKS)) {
-    describe(`issue 5 token attacks: ${threat} (${target.route})`, () => {
+    describe(`token attacks: ${threat} (${target.route})`, () => {
       it.each(attacks)("$name: 403, nothing changed", async (attack) => {
         const prepared = await target.prepare();
         const authorization = await attack.make(prepared);
@@ -332,7 +332,7 @@ for (const target of TARGETS) {
     });
   }
 
-  describe(`issue 5 token attacks: the bounds are exact (${target.route})`, () => {
+  describe(`token attacks: the bounds are exact (${target.route})`, () => {
     // Controls for the refusals above: the skew admits a little and no more, and the scheme word
     // is read case-insensitively as RFC 6750 says; without these the 403s could be for any reason.
     it.each<[string, (t: Prepared) => Promise<string>]>([

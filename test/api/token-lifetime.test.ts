@@ -1,5 +1,5 @@
 /**
- * Issue 11.3: a token may claim no longer a life than login grants, the hour and the clock skew.
+ * A token may claim no longer a life than login grants, the hour and the clock skew.
  * Only a holder of a signing key could mint a longer one; each is a 403 that changes nothing.
  */
 import { describe, expect, it } from "vitest";
@@ -9,7 +9,7 @@ import { deleteHeadersFor, receiptExists, seedReceipt } from "../support/notices
 
 const now = () => Math.floor(Date.now() / 1000);
 
-describe("issue 11.3 token lifetime: docs/api.md#login", () => {
+describe("token lifetime: docs/api.md#login", () => {
   const lifetimes: [string, { iat: number; exp: number }, number][] = [
     ["exp a day after iat", { iat: now() - 60, exp: now() + 86_340 }, 403],
     ["exp 3631 s after iat, past the hour and the 30 s skew", { iat: now(), exp: now() + 3631 }, 403],

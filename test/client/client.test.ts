@@ -54,7 +54,7 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-describe("issue 7 client: add and delete against the Worker", () => {
+describe("client: add and delete against the Worker", () => {
   it("logs in lazily, once, and reuses the token", async () => {
     const client = await issueClient();
     const recorder = workerFetch();
@@ -110,7 +110,7 @@ describe("issue 7 client: add and delete against the Worker", () => {
   });
 });
 
-describe("issue 7 client: token renewal", () => {
+describe("client: token renewal", () => {
   it("renews the token a minute before it expires, not earlier", async () => {
     const client = await issueClient();
     const recorder = workerFetch();
@@ -160,7 +160,7 @@ describe("issue 7 client: token renewal", () => {
   });
 });
 
-describe("issue 7 client: add retries safely under one Idempotency-Key", () => {
+describe("client: add retries safely under one Idempotency-Key", () => {
   it("a lost answer and a 503 are retried, and the Worker stores one receipt", async () => {
     const client = await issueClient();
     const recorder = workerFetch({
@@ -241,7 +241,7 @@ describe("issue 7 client: add retries safely under one Idempotency-Key", () => {
   });
 });
 
-describe("issue 7 client: ReceiptsError carries the service's answer", () => {
+describe("client: ReceiptsError carries the service's answer", () => {
   it("login's 403 keeps its status word Not Acceptable (docs/api.md#login-errors)", async () => {
     const client = await issueClient();
     const pos = clientFor({ ...client, secret: "not-the-secret" }, workerFetch().fetch);
@@ -281,7 +281,7 @@ describe("issue 7 client: ReceiptsError carries the service's answer", () => {
   });
 });
 
-describe("issue 7 client: options are checked when it is made", () => {
+describe("client: options are checked when it is made", () => {
   const valid: ReceiptsClientOptions = { baseUrl: BASE, clientId: "pos-1", clientSecret: "s3cret" };
   it.each([
     ["a baseUrl that is no URL", { baseUrl: "receipts.example.com" }, /baseUrl/],

@@ -27,7 +27,7 @@ const nearCode = fc.oneof(
   ),
 );
 
-describe("issue 7 return code: round trip over every allowed ID", () => {
+describe("return code: round trip over every allowed ID", () => {
   it("parse(make(ids)) gives the IDs back", () => {
     fc.assert(
       fc.property(ids, (value) => {
@@ -84,7 +84,7 @@ describe("issue 7 return code: round trip over every allowed ID", () => {
   });
 });
 
-describe("issue 7 return code: malformed input is refused with a clear error", () => {
+describe("return code: malformed input is refused with a clear error", () => {
   const good = makeReturnCode({ receiptId: "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17", appUserId: "au-7f3c9e" });
   const [, receiptPart, appUserPart] = good.split(".");
   const cases: [string, string, RegExp][] = [

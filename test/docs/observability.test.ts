@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 
 const root = path.join(import.meta.dirname, "../..");
 
-describe("issue 5 structured logs: Workers Logs is on for both Workers", () => {
+describe("structured logs: Workers Logs is on for both Workers", () => {
   it.each(["wrangler.toml", "src/notifier/wrangler.toml"])("%s enables [observability]", (file) => {
     const config = readFileSync(path.join(root, file), "utf8");
     expect(config).toMatch(/^\[observability\]\r?\nenabled = true$/m);

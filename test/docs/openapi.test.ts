@@ -27,7 +27,7 @@ interface HeaderParameter {
   example?: string;
 }
 
-describe("issue 7 OpenAPI document: generated from the schemas and committed", () => {
+describe("OpenAPI document: generated from the schemas and committed", () => {
   it("docs/openapi.json is what the generator makes now (after changing a schema, run npm run openapi)", () => {
     expect(serializeOpenApiDocument()).toBe(COMMITTED);
   });
@@ -42,7 +42,7 @@ describe("issue 7 OpenAPI document: generated from the schemas and committed", (
   });
 });
 
-describe("issue 7 OpenAPI document: its examples pass the Worker's own schemas", () => {
+describe("OpenAPI document: its examples pass the Worker's own schemas", () => {
   for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
     it(`${path}: the success example, the body example and every header example`, () => {
       expect(operation.success.schema.safeParse(operation.success.example).error).toBeUndefined();
@@ -76,7 +76,7 @@ describe("issue 7 OpenAPI document: its examples pass the Worker's own schemas",
   });
 });
 
-describe("issue 7 OpenAPI document: a header's JSON Schema accepts exactly what the Worker accepts", () => {
+describe("OpenAPI document: a header's JSON Schema accepts exactly what the Worker accepts", () => {
   // Printable ASCII, the white space and control characters around it, and a few beyond ASCII.
   const character = fc.oneof(
     fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)),

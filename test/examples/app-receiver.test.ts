@@ -1,5 +1,5 @@
 /**
- * The app side's kit (issue 13, docs/api.md#receipt-events): the Standard Webhooks reference library
+ * The app side's kit (docs/api.md#receipt-events): the Standard Webhooks reference library
  * verifies every event type as the notifier's own signing code (src/notifier/push.ts) signs it;
  * the example's view applies events at least once and in any order as an app must; and the
  * example receiver does both over a real socket, fed by the notifier's own push function.
@@ -24,7 +24,7 @@ type CreatedEvent = Extract<AppEvent, { type: "receipt.created" }>;
 const PUSH_TIMEOUT_MS = 10_000;
 const OTHER_SECRET = `whsec_${Buffer.from("another-secret-of-32-bytes-long!").toString("base64")}`;
 
-describe("issue 13 docs/api.md#deletion-notices: standardwebhooks verifies each event type as the notifier signs it", () => {
+describe("docs/api.md#deletion-notices: standardwebhooks verifies each event type as the notifier signs it", () => {
   for (const event of sampleEvents("user-42")) {
     it(`${event.type}: verified, and the payload comes back as sent`, async () => {
       const { body, headers } = await signedDelivery(event);
@@ -41,7 +41,7 @@ describe("issue 13 docs/api.md#deletion-notices: standardwebhooks verifies each 
   });
 });
 
-describe("issue 13 docs/api.md#deletion-notices: standardwebhooks refuses what the notifier did not sign now", () => {
+describe("docs/api.md#deletion-notices: standardwebhooks refuses what the notifier did not sign now", () => {
   const [event] = sampleEvents("user-42");
 
   it("a tampered body", async () => {
@@ -68,7 +68,7 @@ describe("issue 13 docs/api.md#deletion-notices: standardwebhooks refuses what t
   });
 });
 
-describe("issue 13 docs/api.md#receipt-events: the app's view, from events that come at least once and in any order", () => {
+describe("docs/api.md#receipt-events: the app's view, from events that come at least once and in any order", () => {
   it("created then deleted: the receipt appears, then is gone", () => {
     const view = new AppView();
     const [created, deleted] = sampleEvents("user-42", "019aa8a4-3c1e");
@@ -132,7 +132,7 @@ describe("issue 13 docs/api.md#receipt-events: the app's view, from events that 
   });
 });
 
-describe("issue 13 the example receiver over a real socket, fed by the notifier's pushNotice", () => {
+describe("the example receiver over a real socket, fed by the notifier's pushNotice", () => {
   let receiver: Receiver;
   const lines: string[] = [];
   let keys: CryptoKey[];
@@ -208,7 +208,7 @@ describe("issue 13 the example receiver over a real socket, fed by the notifier'
   });
 });
 
-describe("issue 13 npm run receiver: settings", () => {
+describe("npm run receiver: settings", () => {
   it("starts on the given port with the secret from the environment, serves, and stops on SIGTERM", async () => {
     const child = spawn(process.execPath, [path.join(ROOT, "examples/app-receiver.ts"), "--port", "0"], {
       env: { ...process.env, APP_PUSH_SECRET: TEST_PUSH_SECRET },

@@ -1,5 +1,5 @@
 /**
- * Issue 5 fuzzing of add: random header sets, values and bodies. Beyond the documented shape, a
+ * Fuzzing of add: random header sets, values and bodies. Beyond the documented shape, a
  * model of the store: a 200 only for a client's own token and one of its chains, an
  * Idempotency-Key replaying its first answer, and D1 holding exactly the receipts the 200s
  * reported, byte for byte.
@@ -20,7 +20,7 @@ interface Expected {
   body: string;
 }
 
-describe("issue 5 fuzzing: add", () => {
+describe("fuzzing: add", () => {
   it(
     "no 5xx, the error shape, a 200 only for the caller's own chain, and D1 holding exactly what the 200s reported",
     async () => {

@@ -1,5 +1,5 @@
 /**
- * The property-based fuzzing of issue 5: runs a campaign of generated requests against one route
+ * The property-based fuzzing of the three POST routes: runs a campaign of generated requests against one route
  * inside workerd and checks every answer and every log line against docs/api.md. A campaign
  * does not stop at the first broken invariant: it counts them all and reports the first few with
  * the seed that replays them (`FUZZ_SEED=<seed> npm run fuzz`).
@@ -9,7 +9,10 @@ import { expect, inject, vi } from "vitest";
 import { addResponse, deleteResponse, loginResponse } from "../../src/shared/schemas.ts";
 import { expectErrorShape, type Answer } from "../support/api.ts";
 
-/** Requests per route: 2,000 in `npm test`, `FUZZ_RUNS` (20,000 by default) in `npm run fuzz`. */
+/**
+ * Requests per route: 100 in `npm test`, a smoke of the campaign that keeps the suite fast;
+ * `FUZZ_RUNS` (20,000 by default) in `npm run fuzz`, the campaign that finds breaks.
+ */
 export const FUZZ_RUNS = inject("fuzzRuns");
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Issue 5 fuzzing of login: random header sets, values and bodies. Beyond the documented shape,
+ * Fuzzing of login: random header sets, values and bodies. Beyond the documented shape,
  * a model says what each request must get, login writes nothing to D1, and the failed-login limit
  * holds: never more than 5 refused credentials per client_id in one window of the limiter, and
  * the right secret is never refused for others' failures.
@@ -16,7 +16,7 @@ import { PATHS } from "../../src/shared/paths.ts";
 const WINDOW_MS = 60_000;
 const LIMIT = 5;
 
-describe("issue 5 fuzzing: login", () => {
+describe("fuzzing: login", () => {
   it(
     "no 5xx, the error shape, the model's status, nothing written, the limit held",
     async () => {

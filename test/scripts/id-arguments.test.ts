@@ -1,8 +1,11 @@
 /**
- * Issue 11.8: an ID or chain that no request could carry as given (HTTP strips white space at
- * either end), or that a later command would read as an option, is a bad argument.
+ * An ID or chain that no request could carry as given (HTTP strips white space at either end), or
+ * that a later command would read as an option, is a bad argument. The check itself is a pure
+ * function, tested over the whole table; a few real runs prove each command path calls it before
+ * writing anything.
  */
 import { describe, expect, it } from "vitest";
+import { UsageError, usableId } from "../../scripts/lib/cli.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -15,8 +18,8 @@ function expectBadArgument(result: ReturnType<typeof clients>): void {
   expect(result.stdout).toBe("");
 }
 
-/** Values that could never arrive as the header value given, or would read as an option. */
-const UNUSABLE_IDS: readonly (readonly [label: string, value: string])[] = [
+/** Values that could never arrive as the header value given. */
+const UNCARRIABLE_IDS: readonly (readonly [label: string, value: string])[] = [
   ["empty", ""],
   ["white space only", "   "],
   ["a space before", " pos-lead"],
@@ -25,26 +28,48 @@ const UNUSABLE_IDS: readonly (readonly [label: string, value: string])[] = [
   ["a control character", "pos-\u0007lead"],
   ["a non-ASCII character", "pos-léad"],
   ["257 characters", `pos-${"x".repeat(253)}`],
+];
+
+/** Values a request could carry, but that a later command would read as an option. */
+const OPTION_LIKE_IDS: readonly (readonly [label: string, value: string])[] = [
   ["an option's spelling", "--remote"],
   ["a leading hyphen", "-pos"],
 ];
 
-describe("issue 11.8 operator arguments: docs/operations.md#clients", () => {
-  describe.each(UNUSABLE_IDS)("%s", (_label, value) => {
-    it("issue --client-id: usage, exit 2, nothing written", () => {
-      expectBadArgument(clients("issue", "--chain", "c1", `--client-id=${value}`));
-    });
-
-    it("issue --chain: usage, exit 2, nothing written", () => {
-      expectBadArgument(clients("issue", `--chain=${value}`, "--client-id", "pos-chain-check"));
-    });
-
-    it.each(["show", "disable", "enable", "rotate"])("%s <id>: usage, exit 2", (command) => {
-      expectBadArgument(clients(command, "--", value));
-    });
+describe("operator arguments: which IDs are usable (docs/operations.md#clients)", () => {
+  it.each(UNCARRIABLE_IDS)("%s: refused, even where an option-like ID is allowed", (_label, value) => {
+    expect(() => usableId("--client-id", value)).toThrow(UsageError);
+    expect(() => usableId("--client-id", value, { optionLike: true })).toThrow(UsageError);
   });
 
-  it("the issue's own example, --chain ' c1' --client-id ' lead', is refused", () => {
+  it.each(OPTION_LIKE_IDS)("%s: refused, unless the command takes the ID after `--`", (_label, value) => {
+    expect(() => usableId("--client-id", value)).toThrow(/--client-id starts with '-' and would read as an option/);
+    expect(usableId("--client-id", value, { optionLike: true })).toBe(value);
+  });
+
+  it.each(["pos-lead", "p", `pos-${"x".repeat(252)}`, "pos_a-B.9~!#"])("%j: usable as given", (value) => {
+    expect(usableId("--chain", value)).toBe(value);
+  });
+
+  it("the refusal names the flag and the value as sent", () => {
+    expect(() => usableId("--chain", " c1")).toThrow('--chain has white space at either end, which HTTP strips: " c1"');
+  });
+});
+
+describe("operator arguments: every clients command checks its IDs before it writes", () => {
+  it("issue --client-id: usage, exit 2, nothing written", () => {
+    expectBadArgument(clients("issue", "--chain", "c1", "--client-id=pos\tlead"));
+  });
+
+  it("issue --chain: usage, exit 2, nothing written", () => {
+    expectBadArgument(clients("issue", "--chain=-pos", "--client-id", "pos-chain-check"));
+  });
+
+  it("disable -- --remote names no client: usage, exit 2", () => {
+    expectBadArgument(clients("disable", "--", "--remote"));
+  });
+
+  it("--chain ' c1' --client-id ' lead', as a copied command line might hold them, is refused", () => {
     expectBadArgument(clients("issue", "--chain", " c1", "--client-id", " lead"));
   });
 
@@ -55,7 +80,7 @@ describe("issue 11.8 operator arguments: docs/operations.md#clients", () => {
   });
 });
 
-describe("issue 11.8 notices: event ids that read as options or carry white space", () => {
+describe("notices: event ids that read as options or carry white space", () => {
   const notices = (...args: string[]) => runScript("notices", ["replay", "--persist-to", state, "--", ...args]);
   const id = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
 

@@ -1,5 +1,5 @@
 /**
- * Issue 11.9: two `issue` commands racing for one --client-id never both succeed. KV has no
+ * Two `issue` commands racing for one --client-id never both succeed. KV has no
  * compare-and-set, so the loser finds out by reading back and exits non-zero without its secret.
  */
 import { spawn, spawnSync } from "node:child_process";
@@ -32,7 +32,7 @@ function storedRecord(clientId: string): { secret_hash: string; chains: string[]
   return JSON.parse(spawnSync("wrangler", args, { cwd: ROOT, encoding: "utf8" }).stdout);
 }
 
-describe("issue 11.9 racing issues: docs/operations.md#clients", () => {
+describe("`clients issue` commands racing for one --client-id: docs/operations.md#clients", () => {
   it("two issues for one --client-id at once: exactly one exits 0, and KV holds that one's secret", async () => {
     const results = await Promise.all([issueAsync("pos-race", "chain-a"), issueAsync("pos-race", "chain-b")]);
     const winners = results.filter((result) => result.status === 0);

@@ -12,7 +12,7 @@ afterEach(async () => {
   started = undefined;
 });
 
-describe("issue 11.11 npm start stops everything it started: docs/api.md#local-use", () => {
+describe("npm start stops everything it started: docs/api.md#local-use", () => {
   it.each(["SIGTERM", "SIGINT"] as const)(
     "%s to npm alone (as a container stop or process manager sends it) ends wrangler dev and both workerd, freeing the port",
     async (signal) => {

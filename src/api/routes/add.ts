@@ -32,7 +32,7 @@ export async function add(c: ApiContext): Promise<Response> {
   if (!client.chains.includes(headers.chain_id)) {
     throw refuse(REFUSALS.chainNotAllowed, "chain not among the client's chains");
   }
-  const text = await readJsonBody(c.req.raw, headers["Content-Type"], receiptBody);
+  const text = await readJsonBody(c.req.raw, headers["Content-Type"], receiptBody, c.get("config").bodyDeadlineMs);
 
   // One clock reading for both: the ID's time is created_at (docs/api.md), also when the clock
   // moves on between two readings.

@@ -42,7 +42,7 @@ afterAll(async () => {
   if (dev) await endGroup(dev);
 });
 
-describe("issue 11.12 a body that never arrives holds no answer on wrangler dev: docs/api.md#limits", () => {
+describe("a body that never arrives holds no answer on wrangler dev: docs/api.md#limits", () => {
   it.each([
     { name: "login", target: "/receipts/v2/login", length: 1_000, status: 400 },
     { name: "delete", target: "/receipts/v2/delete", length: 1_000, status: 400 },
