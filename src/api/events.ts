@@ -7,7 +7,7 @@ import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { CreationNotice, DeletionNotice, ReceiptNotice } from "../shared/types.ts";
-import { markEnqueued } from "../storage/outbox.ts";
+import { markEnqueued } from "../storage/outbox/operations.ts";
 import { idOnShard, type Shard } from "../storage/shards.ts";
 
 /**

@@ -6,8 +6,9 @@ import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { QueuedNotice } from "../shared/types.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
-import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/outbox.ts";
+import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } from "../storage/outbox/operations.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
+import { deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
 import { apiConfig, type ApiConfig } from "./config.ts";
 
@@ -20,9 +21,10 @@ const JOBS: Record<string, ScheduledJob> = {
   }),
   "notices.resend": (env, shard, now) => resendPendingNotices(env, shard, now, apiConfig(env)),
   "notices.purge-delivered": purgeDelivered,
-  "audit.purge-expired": async (env, shard, now) => ({
-    purged: await purgeExpiredAudit(shard.db, new Date(now.getTime() - apiConfig(env).auditRetentionMs)),
-  }),
+  "audit.purge-expired": async (env, shard, now) => {
+    const cutoff = new Date(now.getTime() - apiConfig(env).auditRetentionMs);
+    return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
+  },
 };
 
 /** Runs every job once on every shard. */
@@ -56,7 +58,7 @@ export async function resendPendingNotices(
 ): Promise<Record<string, number>> {
   let resent = 0;
   for (let page = 0; page < RESEND_PAGES_PER_RUN; page += 1) {
-    const notices = await pendingNotices(shard.db, {
+    const notices = await pendingEvents(shard.db, {
       unsentBefore: new Date(now.getTime() - timing.noticeResendGraceMs),
       lostBefore: new Date(now.getTime() - timing.noticeLostAfterMs),
       limit: RESEND_PAGE,
@@ -82,6 +84,6 @@ const PURGE_PAGE = 1000;
 
 /** Cron job: deletes the shard's delivered notices past their retention, a bounded page per run. */
 export async function purgeDelivered(_env: ApiEnv, shard: Shard, now: Date): Promise<Record<string, number>> {
-  const purged = await purgeDeliveredNotices(shard.db, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
+  const purged = await purgeDeliveredEvents(shard.db, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
   return { purged };
 }

@@ -5,7 +5,7 @@
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
-import { storeFailedNotice } from "../storage/outbox.ts";
+import { deadLetter } from "../storage/outbox/operations.ts";
 import { shardOfEvent } from "../storage/shards.ts";
 
 /** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
@@ -16,7 +16,7 @@ export async function storeDeadLetter(message: Message<QueuedNotice>, env: Notif
   const { event_id } = message.body;
   const receipt_id = receiptOf(message.body);
   try {
-    const stored = await storeFailedNotice(shardOfEvent(env, event_id).db, event_id, now);
+    const stored = await deadLetter(shardOfEvent(env, event_id).db, event_id, now);
     logLine(stored ? "error" : "info", "notice-failed", {
       event_id,
       receipt_id,

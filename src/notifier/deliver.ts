@@ -6,7 +6,7 @@
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
-import { claimNotices, settleNotices, type Claim } from "../storage/outbox.ts";
+import { claimEvents, settleEvents, type Claim } from "../storage/outbox/operations.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import type { DeliveryTiming, PushTarget } from "./config.ts";
 import { pushNotice } from "./push.ts";
@@ -66,7 +66,7 @@ async function deliverOnShard(
 ): Promise<void> {
   let claims: Claim[];
   try {
-    claims = await claimNotices(shard.db, messages.map((message) => message.body.event_id), now, timing.claimMs);
+    claims = await claimEvents(shard.db, messages.map((message) => message.body.event_id), now, timing.claimMs);
   } catch (error) {
     for (const message of messages) retryAfterError(message, timing, error);
     return;
@@ -106,7 +106,7 @@ async function deliverOnShard(
   if (settled.length === 0) return;
 
   try {
-    await settleNotices(
+    await settleEvents(
       shard.db,
       {
         delivered: settled.flatMap((item) => (item.done ? [item.message.body.event_id] : [])),
