@@ -1,5 +1,5 @@
 /**
- * The dead-letter queue's consumer: keeps each notice that could not be delivered in D1, with its
+ * The dead-letter queue's consumer: keeps each event that could not be delivered in D1, with its
  * last error, where `npm run notices -- failed` lists it and `replay` sends it again.
  */
 import type { NotifierEnv } from "../shared/env.ts";
@@ -11,7 +11,7 @@ import { shardOfEvent } from "../storage/shards.ts";
 /** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
 
-/** Stores one dead-lettered notice and acks it; retries it if D1 fails, so none is dropped. */
+/** Stores the event of one dead-lettered message and acks it; retries it if D1 fails, so none is dropped. */
 export async function storeDeadLetter(message: Message<QueuedNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
   const { event_id } = message.body;
   const receipt_id = receiptOf(message.body);
