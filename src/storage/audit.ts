@@ -3,7 +3,7 @@
  * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them through
  * `wrangler d1 execute` on Node, so this file stays free of Workers types.
  */
-import { statement, type SqlValue, type Statement } from "./statement.ts";
+import { enclose, statement, type SqlValue, type Statement } from "./statement.ts";
 
 /** One audit record as `npm run audit` prints it (docs/api.md#audit). */
 export interface AuditRecord {
@@ -32,10 +32,7 @@ export interface AuditCursor {
 
 // The one insert: `rows` selects the columns of an AuditRecord, in that order.
 function recordAudit(rows: Statement): Statement {
-  return statement(
-    `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) ${rows.sql}`,
-    ...rows.params,
-  );
+  return enclose(rows, (select) => `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) ${select}`);
 }
 
 /**
@@ -66,12 +63,12 @@ export function auditDeletionIfOwned(
  * parameters), erased at `at` by the erasure `erasureId` of the app user now named `pseudonym`.
  */
 export function auditErasedReceipts(receipts: Statement, at: string, pseudonym: string, erasureId: string): Statement {
-  const next = receipts.params.length;
   return recordAudit(
-    statement(
-      `SELECT ?${next + 1}, 'app_user.erased', receipt_id, chain_id, 'operator', ?${next + 2}, ?${next + 3}
-      FROM receipts WHERE receipt_id IN (${receipts.sql})`,
-      ...receipts.params,
+    enclose(
+      receipts,
+      (ids, atParam, pseudonymParam, erasureParam) =>
+        `SELECT ${atParam}, 'app_user.erased', receipt_id, chain_id, 'operator', ${pseudonymParam}, ${erasureParam}
+        FROM receipts WHERE receipt_id IN (${ids})`,
       at,
       pseudonym,
       erasureId,

@@ -16,7 +16,7 @@ import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag } from "../shared/shard-ids.ts";
 import { auditErasedReceipts, auditErasure, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
-import { statement, type Statement } from "./statement.ts";
+import { enclose, statement, type Statement } from "./statement.ts";
 
 /** Runs statements on one shard as one batch and returns each statement's rows. */
 export type RunStatements = (statements: readonly Statement[]) => Promise<unknown[][]>;
@@ -134,9 +134,9 @@ function receiptPage(user: ErasedUser, at: string): Statement[] {
   );
   return [
     auditErasedReceipts(page, at, user.pseudonym, user.request),
-    statement(`DELETE FROM idempotency_keys WHERE receipt_id IN (${page.sql})`, ...page.params),
+    enclose(page, (ids) => `DELETE FROM idempotency_keys WHERE receipt_id IN (${ids})`),
     ...eraseEventsOfReceipts(page),
-    statement(`DELETE FROM receipts WHERE receipt_id IN (${page.sql}) RETURNING receipt_id`, ...page.params),
+    enclose(page, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
   ];
 }
 
@@ -149,10 +149,10 @@ function leftoverPage(user: ErasedUser): Statement[] {
   const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym);
   return [
     ...eraseLeftoverEventsOfReceipts(theirReceipts, ERASURE_PAGE),
-    statement(
-      `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys
-      WHERE receipt_id IN (${theirReceipts.sql}) LIMIT ?3) RETURNING 1`,
-      ...theirReceipts.params,
+    enclose(
+      theirReceipts,
+      (ids, rows) => `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys
+      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
       ERASURE_PAGE,
     ),
     pseudonymiseAudit(user.id, user.pseudonym, ERASURE_PAGE),

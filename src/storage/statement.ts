@@ -27,6 +27,22 @@ export function statement(sql: string, ...params: SqlValue[]): Statement {
   return { sql, params };
 }
 
+/**
+ * A statement that holds `inner` (a query with its own parameters, such as the receipts an
+ * erasure's page selects) inside SQL of another owner: `build` gets inner's text and the
+ * placeholders of `values`, numbered after inner's parameters.
+ *
+ * @example enclose(receipts, (ids, limit) => `DELETE ... WHERE receipt_id IN (${ids}) LIMIT ${limit}`, 500)
+ */
+export function enclose(
+  inner: Statement,
+  build: (innerSql: string, ...placeholders: string[]) => string,
+  ...values: SqlValue[]
+): Statement {
+  const placeholders = values.map((_, index) => `?${inner.params.length + index + 1}`);
+  return statement(build(inner.sql, ...placeholders), ...inner.params, ...values);
+}
+
 /** Whatever prepares SQL and binds values: a Worker's D1Database, or Miniflare's from Node. */
 export interface Preparer<Prepared> {
   prepare(sql: string): { bind(...values: unknown[]): Prepared };

@@ -19,7 +19,7 @@
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
-import { statement, type Statement } from "../statement.ts";
+import { enclose, statement, type Statement } from "../statement.ts";
 
 /** Where an event is in its life (see above); `failed` and `purged` have no outbox row. */
 export type EventState = "recorded" | "enqueued" | "claimed" | "delivered" | "failed" | "purged";
@@ -245,9 +245,9 @@ export function purgeDelivered(before: Date, limit: number): Statement {
  */
 export function eraseEventsOfReceipts(receipts: Statement): [Statement, Statement] {
   return [
-    statement(`DELETE FROM notice_outbox WHERE receipt_id IN (${receipts.sql})`, ...receipts.params),
+    enclose(receipts, (ids) => `DELETE FROM notice_outbox WHERE receipt_id IN (${ids})`),
     // failed_notices holds dead letters until an operator replays them: few rows, no index.
-    statement(`DELETE FROM failed_notices WHERE receipt_id IN (${receipts.sql})`, ...receipts.params),
+    enclose(receipts, (ids) => `DELETE FROM failed_notices WHERE receipt_id IN (${ids})`),
   ];
 }
 
@@ -256,18 +256,18 @@ export function eraseEventsOfReceipts(receipts: Statement): [Statement, Statemen
  * selects (as in {@link eraseEventsOfReceipts}). Each statement returns a row per event erased.
  */
 export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number): [Statement, Statement] {
-  const limitParam = `?${receipts.params.length + 1}`;
-  const params = [...receipts.params, limit];
   return [
-    statement(
-      `DELETE FROM notice_outbox WHERE event_id IN (SELECT event_id FROM notice_outbox
-      WHERE receipt_id IN (${receipts.sql}) LIMIT ${limitParam}) RETURNING 1`,
-      ...params,
+    enclose(
+      receipts,
+      (ids, rows) => `DELETE FROM notice_outbox WHERE event_id IN (SELECT event_id FROM notice_outbox
+      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      limit,
     ),
-    statement(
-      `DELETE FROM failed_notices WHERE event_id IN (SELECT event_id FROM failed_notices
-      WHERE receipt_id IN (${receipts.sql}) LIMIT ${limitParam}) RETURNING 1`,
-      ...params,
+    enclose(
+      receipts,
+      (ids, rows) => `DELETE FROM failed_notices WHERE event_id IN (SELECT event_id FROM failed_notices
+      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      limit,
     ),
   ];
 }
