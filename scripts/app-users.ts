@@ -6,6 +6,7 @@
 import path from "node:path";
 import { parseAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { eraseAppUser } from "../src/storage/erasure.ts";
+import type { Statement } from "../src/storage/statement.ts";
 import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 import { readDevVars } from "./lib/dev-vars.ts";
@@ -47,7 +48,7 @@ async function erase(argv: string[]): Promise<void> {
   const shards = readShards(configPaths().api).map((shard) => ({
     name: shard.name,
     tag: shard.tag,
-    run: async (statements: readonly string[]) => execute<unknown>(target, shard, statements),
+    run: async (statements: readonly Statement[]) => execute<unknown>(target, shard, statements),
   }));
   const erasure = await eraseAppUser(appUserId, shards, hashKey);
   if (values.json) {

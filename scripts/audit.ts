@@ -1,10 +1,10 @@
 /**
  * Operators read the audit trail (docs/api.md#audit, docs/operations.md "Who removed this
  * receipt?"): the records of one receipt, client or chain on every shard, newest first, with the
- * queries of src/storage/audit-sql.ts run through `wrangler d1 execute`.
+ * queries of src/storage/audit.ts run through `wrangler d1 execute`.
  */
 import { tagOfId } from "../src/shared/shard-ids.ts";
-import { AUDIT_SUBJECTS, auditPageSql, type AuditCursor, type AuditRecord, type AuditSubject } from "../src/storage/audit-sql.ts";
+import { AUDIT_SUBJECTS, auditPage, type AuditCursor, type AuditRecord, type AuditSubject } from "../src/storage/audit.ts";
 import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
@@ -68,7 +68,7 @@ function shardRecords(target: Target, shard: ConfigShard, subject: AuditSubject,
   const records: AuditRecord[] = [];
   let after: AuditCursor | undefined;
   for (;;) {
-    const rows = execute<AuditRecord & AuditCursor>(target, shard, auditPageSql(subject, id, { since, after, limit: PAGE })).at(-1) ?? [];
+    const rows = execute<AuditRecord & AuditCursor>(target, shard, [auditPage(subject, id, { since, after, limit: PAGE })]).at(-1) ?? [];
     for (const { audit_id: _id, ...record } of rows) records.push(record);
     if (rows.length < PAGE) return records;
     after = rows.at(-1)!;

@@ -1,11 +1,12 @@
 /**
- * Operators list the deletion notices that could not be delivered and send them again
- * (docs/api.md#deletion-notices, #operators). Both act on every shard's D1 database (the shards of
- * wrangler.toml) through `wrangler d1 execute`, with the SQL of src/storage/outbox-sql.ts, which
- * the Workers use too. An event_id names its shard, so a replay goes straight to it.
+ * Operators list the events that could not be delivered and send them again
+ * (docs/api.md#operators-list-and-replay). Both act on every shard's D1 database (the shards of
+ * wrangler.toml) through `wrangler d1 execute`, with the outbox's statements
+ * (src/storage/outbox/statements.ts), which the Workers run too. An event_id names its shard, so
+ * a replay goes straight to it.
  */
 import { tagOfId } from "../src/shared/shard-ids.ts";
-import { EVENT_ID_PATTERN, FAILED_SQL, replayFailedSql } from "../src/storage/outbox-sql.ts";
+import { EVENT_ID_PATTERN, listFailed, replayFailed } from "../src/storage/outbox/statements.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 import { execute, onEachShard } from "./lib/d1.ts";
 import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
@@ -24,7 +25,7 @@ const USAGE = `Usage: npm run notices -- <command> [options]
 Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory).`;
 
-/** A row of `FAILED_SQL.list`, with the shard it was found on. */
+/** A row of `listFailed`, with the shard it was found on. */
 interface FailedNotice {
   event_id: string;
   shard: string;
@@ -43,7 +44,7 @@ function failed(argv: string[]): void {
   const notices: FailedNotice[] = [];
   // A shard that cannot be read keeps none of the others from being listed.
   const failures = onEachShard(shards(), (shard) => {
-    for (const row of execute<Omit<FailedNotice, "shard">>(target, shard, FAILED_SQL.list).at(-1) ?? []) {
+    for (const row of execute<Omit<FailedNotice, "shard">>(target, shard, [listFailed()]).at(-1) ?? []) {
       notices.push({ event_id: row.event_id, shard: shard.name, receipt_id: row.receipt_id, failed_at: row.failed_at, attempts: row.attempts, last_error: row.last_error });
     }
   });
@@ -74,8 +75,8 @@ function replay(argv: string[]): void {
   }
   const moved: { event_id: string; receipt_id: string; shard: string }[] = [];
   const failures = onEachShard(wanted.length === 0 ? all : [...byShard.keys()], (shard) => {
-    // The last statement of the batch returns the notices it moved.
-    const rows = execute<{ event_id: string; receipt_id: string }>(target, shard, replayFailedSql(byShard.get(shard) ?? [])).at(-1) ?? [];
+    // The last statement of the batch returns the events it moved.
+    const rows = execute<{ event_id: string; receipt_id: string }>(target, shard, replayFailed(byShard.get(shard) ?? [])).at(-1) ?? [];
     moved.push(...rows.map((row) => ({ ...row, shard: shard.name })));
   });
   if (moved.length === 0 && wanted.length === 0 && failures.length === 0) console.log("No failed notices to replay.");

@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { newAuditHashKey, parseAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { eraseAppUser, type ErasureShard } from "../src/storage/erasure.ts";
+import { runBatch, type Statement } from "../src/storage/statement.ts";
 import { shardTag } from "../src/shared/shard-ids.ts";
 import type { AppUserErasure, ErasureRecord } from "./load.ts";
 import type { SoakRuntime } from "./runtime.ts";
@@ -52,8 +53,8 @@ async function shardsOf(runtime: SoakRuntime): Promise<ErasureShard[]> {
       return {
         name,
         tag: shardTag(name),
-        run: async (statements: readonly string[]) =>
-          (await db.batch(statements.map((sql) => db.prepare(sql)))).map(({ results }) => results as unknown[]),
+        run: async (statements: readonly Statement[]) =>
+          (await runBatch(db, statements)).map(({ results }) => results as unknown[]),
       };
     }),
   );

@@ -1,11 +1,17 @@
 /**
  * The soak's view of the shards: the drain that runs the cron until every shard's outbox has
- * nothing undelivered (replaying dead letters as an operator would, with the SQL of
+ * nothing undelivered (replaying dead letters as an operator would, with the statements of
  * `npm run notices -- replay`), and the snapshot the reconciliation reads.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { unstable_splitSqlQuery } from "wrangler";
-import { replayFailedSql } from "../src/storage/outbox-sql.ts";
+import {
+  countFailed,
+  countUndelivered,
+  everyEvent,
+  everyFailedEvent,
+  replayFailed,
+} from "../src/storage/outbox/statements.ts";
+import { bound, runBatch, statement, type Statement } from "../src/storage/statement.ts";
 import type { StoreSnapshot } from "./reconcile.ts";
 import type { SoakRuntime } from "./runtime.ts";
 
@@ -33,12 +39,11 @@ export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: num
     let undelivered = 0;
     for (const { binding } of runtime.shards) {
       const db = await runtime.database(binding);
-      const pending = await db.prepare("SELECT COUNT(*) AS n FROM notice_outbox WHERE delivered_at IS NULL").first<{ n: number }>();
+      const pending = await bound(db, countUndelivered()).first<{ n: number }>();
       undelivered += pending!.n;
-      const failed = await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first<{ n: number }>();
+      const failed = await bound(db, countFailed()).first<{ n: number }>();
       if (failed!.n > 0) {
-        const statements = unstable_splitSqlQuery(replayFailedSql([])).map((sql) => db.prepare(sql));
-        const results = await db.batch<{ event_id: string }>(statements);
+        const results = await runBatch(db, replayFailed([]));
         replayed += results.at(-1)!.results.length;
         replays += 1;
         undelivered += failed!.n;
@@ -56,21 +61,18 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
   const snapshot: StoreSnapshot = { receipts: [], outbox: [], failed: [], keys: [] };
   for (const { binding } of runtime.shards) {
     const db = await runtime.database(binding);
-    const rows = async <T>(sql: string) => (await db.prepare(sql).all<T>()).results;
+    const rows = async <T>(query: Statement) => (await bound(db, query).all<T>()).results;
     snapshot.receipts.push(
       ...(await rows<StoreSnapshot["receipts"][number]>(
-        "SELECT receipt_id, json_extract(body, '$.pos_receipt_number') AS marker, app_user_id FROM receipts",
+        statement("SELECT receipt_id, json_extract(body, '$.pos_receipt_number') AS marker, app_user_id FROM receipts"),
       )),
     );
-    snapshot.outbox.push(
-      ...(await rows<StoreSnapshot["outbox"][number]>(
-        `SELECT event_id, receipt_id, json_extract(payload, '$.type') AS type, delivered_at,
-          json_extract(payload, '$.app_user_id') AS app_user_id FROM notice_outbox`,
-      )),
-    );
-    snapshot.failed.push(...(await rows<StoreSnapshot["failed"][number]>("SELECT event_id, receipt_id FROM failed_notices")));
+    snapshot.outbox.push(...(await rows<StoreSnapshot["outbox"][number]>(everyEvent())));
+    snapshot.failed.push(...(await rows<StoreSnapshot["failed"][number]>(everyFailedEvent())));
     snapshot.keys.push(
-      ...(await rows<StoreSnapshot["keys"][number]>("SELECT client_id, idempotency_key, receipt_id, created_at FROM idempotency_keys")),
+      ...(await rows<StoreSnapshot["keys"][number]>(
+        statement("SELECT client_id, idempotency_key, receipt_id, created_at FROM idempotency_keys"),
+      )),
     );
   }
   return snapshot;

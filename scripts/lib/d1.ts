@@ -1,14 +1,15 @@
 /**
  * SQL on the shards' D1 databases for the operator scripts, through `wrangler d1 execute`, which
  * runs all the statements of one command as one batch and takes no bind parameters: values go in
- * as literals that cannot alter the SQL (src/storage/sql-text.ts, or checked patterns).
+ * as literals that cannot alter the SQL (`inlined` of src/storage/statement.ts).
  */
+import { inlined, type Statement } from "../../src/storage/statement.ts";
 import type { ConfigShard } from "./shards.ts";
 import { targetFlags, wrangler, type Target } from "./wrangler.ts";
 
 /** Runs statements on one shard as one batch and returns each statement's rows. */
-export function execute<Row>(target: Target, shard: ConfigShard, sql: string | readonly string[]): Row[][] {
-  const command = typeof sql === "string" ? sql : sql.join(";\n");
+export function execute<Row>(target: Target, shard: ConfigShard, statements: readonly Statement[]): Row[][] {
+  const command = statements.map(inlined).join(";\n");
   const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", command, ...targetFlags(target)]);
   return (JSON.parse(output) as { results: Row[] }[]).map(({ results }) => results);
 }

@@ -7,7 +7,7 @@ import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { CreationNotice, DeletionNotice, ReceiptNotice } from "../shared/types.ts";
-import { markEnqueued } from "../storage/outbox.ts";
+import { markEnqueued } from "../storage/outbox/operations.ts";
 import { idOnShard, type Shard } from "../storage/shards.ts";
 
 /**
@@ -31,7 +31,7 @@ export function newCreationNotice(
 }
 
 /**
- * The notice of one deletion, recorded on the receipt's shard. Its event_id is new per deletion,
+ * The event of one deletion, recorded on the receipt's shard. Its event_id is new per deletion,
  * kept for every retry, and names that shard, so the notifier finds its outbox row.
  */
 export function newDeletionNotice(
@@ -52,9 +52,10 @@ export function newDeletionNotice(
 }
 
 /**
- * Sends a recorded notice to the queue and marks it enqueued. Runs after the response, so it
- * never throws: a failed send leaves the notice unmarked in the outbox, and the cron job sends
- * it; a failed mark only makes the cron job send a copy, which the notifier recognises.
+ * Sends a recorded event to the queue as one message and marks it enqueued. Runs after the
+ * response, so it never throws: a failed send leaves the event unmarked in the outbox, and the
+ * cron job sends it; a failed mark only makes the cron job send a copy, which the notifier
+ * recognises.
  */
 export async function enqueueNotice(
   env: Pick<ApiEnv, "NOTICES">,

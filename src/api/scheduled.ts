@@ -6,8 +6,9 @@ import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { QueuedNotice } from "../shared/types.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
-import { markEnqueued, pendingNotices, purgeDeliveredNotices } from "../storage/outbox.ts";
+import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } from "../storage/outbox/operations.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
+import { deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
 import { apiConfig, type ApiConfig } from "./config.ts";
 
@@ -20,9 +21,10 @@ const JOBS: Record<string, ScheduledJob> = {
   }),
   "notices.resend": (env, shard, now) => resendPendingNotices(env, shard, now, apiConfig(env)),
   "notices.purge-delivered": purgeDelivered,
-  "audit.purge-expired": async (env, shard, now) => ({
-    purged: await purgeExpiredAudit(shard.db, new Date(now.getTime() - apiConfig(env).auditRetentionMs)),
-  }),
+  "audit.purge-expired": async (env, shard, now) => {
+    const cutoff = new Date(now.getTime() - apiConfig(env).auditRetentionMs);
+    return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
+  },
 };
 
 /** Runs every job once on every shard. */
@@ -44,7 +46,7 @@ const RESEND_PAGE = 100;
 const RESEND_PAGES_PER_RUN = 10;
 
 /**
- * Cron job: sends every notice the shard's outbox holds unsent after the grace period
+ * Cron job: sends every event the shard's outbox holds unsent after the grace period
  * (NOTICE_RESEND_GRACE_SECONDS), or lost: enqueued that long ago (NOTICE_LOST_AFTER_SECONDS) and
  * still undelivered, although the notifier's retries of a live copy end well before.
  */
@@ -56,32 +58,32 @@ export async function resendPendingNotices(
 ): Promise<Record<string, number>> {
   let resent = 0;
   for (let page = 0; page < RESEND_PAGES_PER_RUN; page += 1) {
-    const notices = await pendingNotices(shard.db, {
+    const events = await pendingEvents(shard.db, {
       unsentBefore: new Date(now.getTime() - timing.noticeResendGraceMs),
       lostBefore: new Date(now.getTime() - timing.noticeLostAfterMs),
       limit: RESEND_PAGE,
     });
-    if (notices.length === 0) break;
+    if (events.length === 0) break;
     await env.NOTICES.sendBatch(
-      notices.map(({ payload }) => ({ body: JSON.parse(payload) as QueuedNotice, contentType: "json" as const })),
+      events.map(({ payload }) => ({ body: JSON.parse(payload) as QueuedNotice, contentType: "json" as const })),
     );
-    await markEnqueued(shard.db, notices.map(({ event_id }) => event_id), now);
-    resent += notices.length;
-    if (notices.length < RESEND_PAGE) break;
+    await markEnqueued(shard.db, events.map(({ event_id }) => event_id), now);
+    resent += events.length;
+    if (events.length < RESEND_PAGE) break;
   }
   return { resent };
 }
 
 /**
- * Delivered notices are kept 14 days, the longest retention a queue allows: until then a stray
+ * Delivered events are kept 14 days, the longest retention a queue allows: until then a stray
  * copy can still arrive and must be recognised as delivered.
  */
 export const DELIVERED_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
 
 const PURGE_PAGE = 1000;
 
-/** Cron job: deletes the shard's delivered notices past their retention, a bounded page per run. */
+/** Cron job: deletes the shard's delivered events past their retention, a bounded page per run. */
 export async function purgeDelivered(_env: ApiEnv, shard: Shard, now: Date): Promise<Record<string, number>> {
-  const purged = await purgeDeliveredNotices(shard.db, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
+  const purged = await purgeDeliveredEvents(shard.db, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
   return { purged };
 }

@@ -1,22 +1,22 @@
 /**
- * The dead-letter queue's consumer: keeps each notice that could not be delivered in D1, with its
+ * The dead-letter queue's consumer: keeps each event that could not be delivered in D1, with its
  * last error, where `npm run notices -- failed` lists it and `replay` sends it again.
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
-import { storeFailedNotice } from "../storage/outbox.ts";
+import { deadLetter } from "../storage/outbox/operations.ts";
 import { shardOfEvent } from "../storage/shards.ts";
 
 /** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
 
-/** Stores one dead-lettered notice and acks it; retries it if D1 fails, so none is dropped. */
+/** Stores the event of one dead-lettered message and acks it; retries it if D1 fails, so none is dropped. */
 export async function storeDeadLetter(message: Message<QueuedNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
   const { event_id } = message.body;
   const receipt_id = receiptOf(message.body);
   try {
-    const stored = await storeFailedNotice(shardOfEvent(env, event_id).db, event_id, now);
+    const stored = await deadLetter(shardOfEvent(env, event_id).db, event_id, now);
     logLine(stored ? "error" : "info", "notice-failed", {
       event_id,
       receipt_id,

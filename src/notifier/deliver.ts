@@ -1,12 +1,12 @@
 /**
- * Delivery of one notice from the notices queue (docs/api.md#receipt-events): at least once, and
- * pushed once per event_id however often the queue hands it over, through a claim on its outbox
- * row; a receipt's created event is never pushed after its deleted event.
+ * Delivery of the event each message of the notices queue carries (docs/api.md#receipt-events):
+ * at least once, and pushed once per event_id however often the queue hands it over, through a
+ * claim on its outbox row; a receipt's created event is never pushed after its deleted event.
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
-import { claimNotices, settleNotices, type Claim } from "../storage/outbox.ts";
+import { claimEvents, settleEvents, type Claim } from "../storage/outbox/operations.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import type { DeliveryTiming, PushTarget } from "./config.ts";
 import { pushNotice } from "./push.ts";
@@ -16,9 +16,9 @@ import { retryDelaySeconds } from "./retry.ts";
 const PUSH_CONCURRENCY = 6;
 
 /**
- * Delivers a batch of messages and acks or retries each; never throws, so one notice cannot hold
- * up the others. The D1 round trips are fixed per shard the batch touches, whatever its size:
- * one to claim its notices together, one to record what became of them.
+ * Delivers the events of a batch of messages and acks or retries each message; never throws, so
+ * one event cannot hold up the others. The D1 round trips are fixed per shard the batch touches, whatever its size:
+ * one to claim its events together, one to record what became of them.
  *
  * - delivered already, or no outbox row (purged long after delivery, or dead-lettered): ack;
  * - claimed by another delivery now: retry when its claim ends, to see how it went; a deleted
@@ -51,7 +51,7 @@ export async function deliverBatch(
   await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, timing, now)));
 }
 
-/** What one claimed notice came to, before it is recorded and its message acked or retried. */
+/** What one claimed event came to, before it is recorded and its message acked or retried. */
 type Settled =
   | { message: Message<QueuedNotice>; done: true; outcome: string; status?: number }
   | { message: Message<QueuedNotice>; done: false; error: string; retryable: boolean; retryAfterSeconds?: number };
@@ -66,7 +66,7 @@ async function deliverOnShard(
 ): Promise<void> {
   let claims: Claim[];
   try {
-    claims = await claimNotices(shard.db, messages.map((message) => message.body.event_id), now, timing.claimMs);
+    claims = await claimEvents(shard.db, messages.map((message) => message.body.event_id), now, timing.claimMs);
   } catch (error) {
     for (const message of messages) retryAfterError(message, timing, error);
     return;
@@ -84,19 +84,19 @@ async function deliverOnShard(
       logLine("info", "notice-delivery", { ...fieldsOf(message), outcome: "held by another delivery; retried", delay_s: delaySeconds });
       message.retry({ delaySeconds });
     } else {
-      const notice = JSON.parse(claim.payload) as QueuedNotice;
-      if (notice.type === "receipt.created" && claim.body === null) {
+      const event = JSON.parse(claim.payload) as QueuedNotice;
+      if (event.type === "receipt.created" && claim.body === null) {
         settled.push({ message, done: true, outcome: "not sent: the receipt was deleted before it went out" });
       } else if (target.kind === "log") {
         // The receipt's body stays out of the log: receipt content never goes there.
-        logLine("info", "notice", { ...notice, delivery: "logged (no APP_PUSH_URL)" });
+        logLine("info", "notice", { ...event, delivery: "logged (no APP_PUSH_URL)" });
         settled.push({ message, done: true, outcome: "logged" });
       } else if (target.kind === "misconfigured") {
         settled.push({ message, done: false, retryable: true, error: `notifier misconfigured: ${target.problem}` });
       } else {
-        const body = pushBody(claim.payload, notice.type === "receipt.created" ? claim.body : null);
+        const body = pushBody(claim.payload, event.type === "receipt.created" ? claim.body : null);
         pushes.push(async () => {
-          const result = await pushNotice(target, notice.event_id, body, now, timing.pushTimeoutMs);
+          const result = await pushNotice(target, event.event_id, body, now, timing.pushTimeoutMs);
           return result.ok ? { message, done: true, outcome: "delivered", status: result.status } : { message, done: false, ...result };
         });
       }
@@ -106,7 +106,7 @@ async function deliverOnShard(
   if (settled.length === 0) return;
 
   try {
-    await settleNotices(
+    await settleEvents(
       shard.db,
       {
         delivered: settled.flatMap((item) => (item.done ? [item.message.body.event_id] : [])),
@@ -144,7 +144,7 @@ async function finish(item: Settled, env: NotifierEnv, timing: DeliveryTiming): 
   }
 }
 
-// D1 or the dead-letter queue failed: the notice is still in the outbox, so try again.
+// D1 or the dead-letter queue failed: the event is still in the outbox, so try again.
 function retryAfterError(message: Message<QueuedNotice>, timing: DeliveryTiming, error: unknown): void {
   const delaySeconds = retryDelaySeconds(message.attempts, timing.retry);
   logLine("error", "notice-delivery", { ...fieldsOf(message), outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });

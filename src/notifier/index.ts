@@ -1,7 +1,8 @@
 /**
- * Entry of the notifier Worker: consumes the deletion notices and delivers them to the app push
- * service, and consumes their dead-letter queue (docs/api.md#deletion-notices). Both queues come to this one
- * handler; `batch.queue` tells them apart.
+ * Entry of the notifier Worker: consumes the queue's messages, each carrying one receipt or
+ * erasure event, delivers the events to the app push service, and consumes their dead-letter
+ * queue (docs/api.md#receipt-events). Both queues come to this one handler; `batch.queue` tells
+ * them apart.
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import type { QueuedNotice } from "../shared/types.ts";

@@ -1,6 +1,6 @@
 /**
- * One push of a notice to the app push service, signed the Standard Webhooks way (docs/api.md#deletion-notices),
- * so the app side can verify it with any Standard Webhooks library. Kept alone so that a reviewer
+ * One push of an event to the app push service, signed the Standard Webhooks way
+ * (docs/api.md#receipt-events), so the app side can verify it with any Standard Webhooks library. Kept alone so that a reviewer
  * audits the signing alone.
  */
 import { describeError } from "../shared/log.ts";

@@ -1,8 +1,138 @@
-/** The audit trail's upkeep in the API Worker (docs/api.md#audit); its SQL is in audit-sql.ts. */
-import { PURGE_EXPIRED_AUDIT } from "./audit-sql.ts";
-import { deleteInRounds } from "./rounds.ts";
+/**
+ * The audit trail (migration 0005, docs/api.md#audit): every statement on `audit_log`. The API
+ * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them through
+ * `wrangler d1 execute` on Node, so this file stays free of Workers types.
+ */
+import { enclose, statement, type SqlValue, type Statement } from "./statement.ts";
 
-/** Deletes the audit records older than `cutoff`, in bounded rounds; returns how many. */
-export async function purgeExpiredAudit(db: D1Database, cutoff: Date): Promise<number> {
-  return deleteInRounds(db, PURGE_EXPIRED_AUDIT, cutoff.toISOString());
+/** One audit record as `npm run audit` prints it (docs/api.md#audit). */
+export interface AuditRecord {
+  at: string;
+  action: "receipt.deleted" | "app_user.erased";
+  receipt_id: string | null;
+  chain_id: string | null;
+  /** The POS client, or `operator` for an erasure. */
+  client_id: string;
+  /** The app_user_id, or `hmac-sha256:<hex>` once that app user was erased. */
+  app_user: string;
+  /** The delete's request reference, or the erasure's event_id. */
+  request_id: string;
+}
+
+/** What `npm run audit` looks records up by, and the column that holds it. */
+export const AUDIT_SUBJECTS = { receipt: "receipt_id", client: "client_id", chain: "chain_id" } as const;
+/** A kind of thing `npm run audit` looks records up by. */
+export type AuditSubject = keyof typeof AUDIT_SUBJECTS;
+
+/** Where a page of records newest first ended: the next page starts below it. */
+export interface AuditCursor {
+  at: string;
+  audit_id: number;
+}
+
+// The one insert: `rows` selects the columns of an AuditRecord, in that order.
+function recordAudit(rows: Statement): Statement {
+  return enclose(rows, (select) => `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) ${select}`);
+}
+
+/**
+ * The record of a delete at `at`, only while the receipt exists with these fields: in delete's
+ * batch before the receipt's removal, under the same condition.
+ */
+export function auditDeletionIfOwned(
+  owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string },
+  at: string,
+  requestId: string,
+): Statement {
+  return recordAudit(
+    statement(
+      `SELECT ?5, 'receipt.deleted', receipt_id, chain_id, client_id, app_user_id, ?6 FROM receipts
+      WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`,
+      owner.receipt_id,
+      owner.client_id,
+      owner.chain_id,
+      owner.app_user_id,
+      at,
+      requestId,
+    ),
+  );
+}
+
+/**
+ * A record per receipt that `receipts` selects (a query of one column, receipt_id, with its own
+ * parameters), erased at `at` by the erasure `erasureId` of the app user now named `pseudonym`.
+ */
+export function auditErasedReceipts(receipts: Statement, at: string, pseudonym: string, erasureId: string): Statement {
+  return recordAudit(
+    enclose(
+      receipts,
+      (ids, atParam, pseudonymParam, erasureParam) =>
+        `SELECT ${atParam}, 'app_user.erased', receipt_id, chain_id, 'operator', ${pseudonymParam}, ${erasureParam}
+        FROM receipts WHERE receipt_id IN (${ids})`,
+      at,
+      pseudonym,
+      erasureId,
+    ),
+  );
+}
+
+/** The erasure's own record, about no receipt, also when it erased nothing. */
+export function auditErasure(at: string, pseudonym: string, erasureId: string): Statement {
+  return recordAudit(statement("SELECT ?1, 'app_user.erased', NULL, NULL, 'operator', ?2, ?3", at, pseudonym, erasureId));
+}
+
+/** The receipts of the app user's records, under either of their names: one column, receipt_id. */
+export function receiptsAuditedFor(appUserId: string, pseudonym: string): Statement {
+  return statement(
+    "SELECT receipt_id FROM audit_log WHERE app_user IN (?1, ?2) AND receipt_id IS NOT NULL",
+    appUserId,
+    pseudonym,
+  );
+}
+
+/** Up to `limit` of the app user's records get the pseudonym; returns a row per record changed. */
+export function pseudonymiseAudit(appUserId: string, pseudonym: string, limit: number): Statement {
+  return statement(
+    `UPDATE audit_log SET app_user = ?2 WHERE audit_id IN (SELECT audit_id FROM audit_log
+      WHERE app_user = ?1 LIMIT ?3) RETURNING 1`,
+    appUserId,
+    pseudonym,
+    limit,
+  );
+}
+
+/**
+ * One page of a subject's records, newest first, at or after `since` (an ISO time as
+ * Date#toISOString writes it) and below `after`. Rows carry audit_id for the next page's cursor.
+ */
+export function auditPage(
+  subject: AuditSubject,
+  id: string,
+  { since, after, limit }: { since?: string; after?: AuditCursor; limit: number },
+): Statement {
+  const params: SqlValue[] = [id, limit];
+  const conditions = [`${AUDIT_SUBJECTS[subject]} = ?1`];
+  if (since !== undefined) {
+    params.push(since);
+    conditions.push(`at >= ?${params.length}`);
+  }
+  if (after) {
+    params.push(after.at, after.audit_id);
+    conditions.push(`(at < ?${params.length - 1} OR (at = ?${params.length - 1} AND audit_id < ?${params.length}))`);
+  }
+  return statement(
+    `SELECT audit_id, at, action, receipt_id, chain_id, client_id, app_user, request_id FROM audit_log
+    WHERE ${conditions.join(" AND ")} ORDER BY at DESC, audit_id DESC LIMIT ?2`,
+    ...params,
+  );
+}
+
+/** Up to `limit` records older than `cutoff`, oldest first through audit_by_at. */
+export function purgeExpiredAudit(cutoff: Date, limit: number): Statement {
+  return statement(
+    `DELETE FROM audit_log WHERE audit_id IN
+    (SELECT audit_id FROM audit_log WHERE at < ?1 ORDER BY at LIMIT ?2)`,
+    cutoff.toISOString(),
+    limit,
+  );
 }

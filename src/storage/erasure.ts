@@ -4,20 +4,22 @@
  * receipts, outbox rows, failed notices), an audit record per erased receipt, their audit records
  * pseudonymised, and one `app_user.erased` event for the app push service.
  *
- * The SQL runs through `wrangler d1 execute` (`npm run app-users`), which takes no bind
- * parameters, so every value goes in as a {@link sqlText} literal, which no value can escape. The
- * work goes in pages, each page one batch (one transaction) that removes a receipt only together
- * with its copies and its audit record: no statement or batch grows with the app user's data,
+ * The statements run through whatever runs a batch on a shard: `wrangler d1 execute` for
+ * `npm run app-users` (which inlines their values), or D1 in a Worker. The work goes in pages,
+ * each page one batch (one transaction) that removes a receipt only together with its copies and
+ * its audit record: no statement or batch grows with the app user's data,
  * D1 never runs one long write beside the adds it serves, and a run stopped half way is simply
  * run again. This file stays free of Workers types: the operator script runs it on Node.
  */
 import { v7 as uuidv7 } from "uuid";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag } from "../shared/shard-ids.ts";
-import { sqlText } from "./sql-text.ts";
+import { auditErasedReceipts, auditErasure, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
+import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
+import { enclose, statement, type Statement } from "./statement.ts";
 
-/** Runs SQL statements on one shard as one batch and returns each statement's rows. */
-export type RunStatements = (statements: readonly string[]) => Promise<unknown[][]>;
+/** Runs statements on one shard as one batch and returns each statement's rows. */
+export type RunStatements = (statements: readonly Statement[]) => Promise<unknown[][]>;
 
 /** A shard as the erasure sees it. */
 export interface ErasureShard {
@@ -56,7 +58,7 @@ export async function eraseAppUser(
   const first = shards[0];
   if (!first) throw new Error("no shards to erase from");
   const eventId = stampShardTag(uuidv7(), first.tag);
-  const user = { id: sqlText(appUserId), pseudonym: sqlText(await pseudonym(appUserId, hashKey)), request: sqlText(eventId) };
+  const user = { id: appUserId, pseudonym: await pseudonym(appUserId, hashKey), request: eventId };
 
   const perShard: Record<string, number> = {};
   for (const shard of shards) {
@@ -85,8 +87,8 @@ export async function pseudonym(appUserId: string, hashKey: Uint8Array): Promise
   return `hmac-sha256:${Array.from(mac, (byte) => byte.toString(16).padStart(2, "0")).join("")}`;
 }
 
-/** The literals of one erasure: the app_user_id, its pseudonym and the erasure's event_id. */
-interface UserLiterals {
+/** The values of one erasure: the app_user_id, its pseudonym and the erasure's event_id. */
+interface ErasedUser {
   id: string;
   pseudonym: string;
   request: string;
@@ -97,10 +99,10 @@ interface UserLiterals {
  * receipts and a page of what their deleted receipts left behind. Done when no statement of a
  * batch was cut short by its page size (statements that return nothing count as done).
  */
-async function eraseOnShard(shard: ErasureShard, user: UserLiterals, now: () => Date): Promise<number> {
+async function eraseOnShard(shard: ErasureShard, user: ErasedUser, now: () => Date): Promise<number> {
   let erased = 0;
   for (;;) {
-    const page = receiptPage(user, sqlText(now().toISOString()));
+    const page = receiptPage(user, now().toISOString());
     const rows = await shard.run([...page, ...leftoverPage(user)]);
     erased += rows[page.length - 1]!.length;
     if (rows.every((returned) => returned.length < ERASURE_PAGE)) return erased;
@@ -111,9 +113,9 @@ async function eraseOnShard(shard: ErasureShard, user: UserLiterals, now: () => 
 // whose first column is chain_id): the app user's receipts are then found chain by chain through
 // that same index, so erasure needs no index of its own on receipts, which every add would pay for.
 const CHAINS = `chains(chain_id) AS (
-    SELECT MIN(chain_id) FROM receipts
-    UNION ALL
-    SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
+      SELECT MIN(chain_id) FROM receipts
+      UNION ALL
+      SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
 
 /**
  * One page of the app user's receipts: audit records, then their copies, then the receipts, so
@@ -121,21 +123,20 @@ const CHAINS = `chains(chain_id) AS (
  * copies, for the next run. The page is the same set in every statement (receipts change only in
  * the last), and the last returns the receipts it erased.
  */
-function receiptPage(user: UserLiterals, at: string): string[] {
-  const withPage = `WITH RECURSIVE ${CHAINS},
-    page(receipt_id) AS (SELECT receipt_id FROM receipts
-      WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ${user.id}
-      ORDER BY receipt_id LIMIT ${ERASURE_PAGE})`;
+function receiptPage(user: ErasedUser, at: string): Statement[] {
+  const page = statement(
+    `WITH RECURSIVE ${CHAINS}
+    SELECT receipt_id FROM receipts
+      WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1
+      ORDER BY receipt_id LIMIT ?2`,
+    user.id,
+    ERASURE_PAGE,
+  );
   return [
-    `${withPage}
-    INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id)
-    SELECT ${at}, 'app_user.erased', receipt_id, chain_id, 'operator', ${user.pseudonym}, ${user.request}
-    FROM receipts WHERE receipt_id IN (SELECT receipt_id FROM page)`,
-    `${withPage} DELETE FROM idempotency_keys WHERE receipt_id IN (SELECT receipt_id FROM page)`,
-    `${withPage} DELETE FROM notice_outbox WHERE receipt_id IN (SELECT receipt_id FROM page)`,
-    // failed_notices holds dead letters until an operator replays them: few rows, no index.
-    `${withPage} DELETE FROM failed_notices WHERE receipt_id IN (SELECT receipt_id FROM page)`,
-    `${withPage} DELETE FROM receipts WHERE receipt_id IN (SELECT receipt_id FROM page) RETURNING receipt_id`,
+    auditErasedReceipts(page, at, user.pseudonym, user.request),
+    enclose(page, (ids) => `DELETE FROM idempotency_keys WHERE receipt_id IN (${ids})`),
+    ...eraseEventsOfReceipts(page),
+    enclose(page, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
   ];
 }
 
@@ -144,34 +145,25 @@ function receiptPage(user: UserLiterals, at: string): string[] {
  * audit records, under either name), and of their audit records, which get the pseudonym. Each
  * statement returns what it changed.
  */
-function leftoverPage(user: UserLiterals): string[] {
-  const theirReceipts = `SELECT receipt_id FROM audit_log
-    WHERE app_user IN (${user.id}, ${user.pseudonym}) AND receipt_id IS NOT NULL`;
+function leftoverPage(user: ErasedUser): Statement[] {
+  const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym);
   return [
-    `DELETE FROM notice_outbox WHERE event_id IN (SELECT event_id FROM notice_outbox
-      WHERE receipt_id IN (${theirReceipts}) LIMIT ${ERASURE_PAGE}) RETURNING 1`,
-    `DELETE FROM failed_notices WHERE event_id IN (SELECT event_id FROM failed_notices
-      WHERE receipt_id IN (${theirReceipts}) LIMIT ${ERASURE_PAGE}) RETURNING 1`,
-    `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys
-      WHERE receipt_id IN (${theirReceipts}) LIMIT ${ERASURE_PAGE}) RETURNING 1`,
-    `UPDATE audit_log SET app_user = ${user.pseudonym} WHERE audit_id IN (SELECT audit_id FROM audit_log
-      WHERE app_user = ${user.id} LIMIT ${ERASURE_PAGE}) RETURNING 1`,
+    ...eraseLeftoverEventsOfReceipts(theirReceipts, ERASURE_PAGE),
+    enclose(
+      theirReceipts,
+      (ids, rows) => `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys
+      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      ERASURE_PAGE,
+    ),
+    pseudonymiseAudit(user.id, user.pseudonym, ERASURE_PAGE),
   ];
 }
 
 /**
  * The erasure's event in the outbox, never enqueued: the API Worker's cron job sends it after its
- * grace period, as any notice whose queue send failed (docs/api.md#deletion-notices). The outbox
- * row's receipt_id is the event's own ID, since the event is about no receipt. And the
+ * grace period, as any event whose queue send failed (docs/api.md#receipt-events). And the
  * erasure's own audit record, also when it erased nothing.
  */
-function recordErasure(event: AppUserErasedEvent, user: UserLiterals): string[] {
-  const id = sqlText(event.event_id);
-  const at = sqlText(event.occurred_at);
-  return [
-    `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
-    VALUES (${id}, ${id}, ${sqlText(JSON.stringify(event))}, ${at})`,
-    `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id)
-    VALUES (${at}, 'app_user.erased', NULL, NULL, 'operator', ${user.pseudonym}, ${id})`,
-  ];
+function recordErasure(event: AppUserErasedEvent, user: ErasedUser): Statement[] {
+  return [recordErasedEvent(event), auditErasure(event.occurred_at, user.pseudonym, event.event_id)];
 }

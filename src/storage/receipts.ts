@@ -1,11 +1,15 @@
 /**
- * D1 statements for receipts: add with its Idempotency-Key records (migrations 0001, 0002), and
- * delete with the notice it records in the outbox (0003) and its audit record (0005). Every function takes the database it
- * works on: receipts are to be spread over several databases, and the caller picks the one.
+ * Receipts and their Idempotency-Key records (migrations 0001, 0002): add, which records the
+ * receipt's created event in the outbox in the same batch, and delete, which records the deleted
+ * event and the audit record (0005) in the same batch. Every function takes the database it works
+ * on: receipts are spread over several databases, and the caller picks the one.
  */
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
+import { auditDeletionIfOwned } from "./audit.ts";
+import { findEvent, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
 import { deleteInRounds } from "./rounds.ts";
+import { bound, runBatch, statement, type Statement } from "./statement.ts";
 import { retryTransient } from "./transient.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
@@ -48,13 +52,13 @@ export type AddOutcome =
  * run after a first that committed finds this request's own receipt or key record, and answers
  * as the first would have.
  */
-export async function addReceipt(
+export async function storeReceipt(
   db: D1Database,
   receipt: StoredReceipt,
   event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
-  return retryTransient(() => addReceiptOnce(db, receipt, event, claim));
+  return retryTransient(() => storeReceiptOnce(db, receipt, event, claim));
 }
 
 /**
@@ -69,51 +73,31 @@ export async function earlierAdd(
   now: Date,
 ): Promise<AddOutcome | undefined> {
   const row = await retryTransient(() =>
-    db.prepare(READ_LIVE_KEY).bind(clientId, claim.key, idempotencyCutoff(now)).first<KeyRow>(),
+    bound(db, readKey(clientId, claim.key, idempotencyCutoff(now))).first<KeyRow>(),
   );
   if (!row) return undefined;
   if (row.fingerprint !== claim.fingerprint) return { kind: "conflict" };
   return { kind: "replayed", response: JSON.parse(row.response) as AddResponse };
 }
 
-async function addReceiptOnce(
+async function storeReceiptOnce(
   db: D1Database,
   receipt: StoredReceipt,
   event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
   // Recorded only where this very request's receipt went in: a replay records no second event.
-  const recordEvent = db
-    .prepare(RECORD_CREATED_IF_STORED)
-    .bind(event.event_id, receipt.receipt_id, JSON.stringify(event), event.occurred_at);
-  const values = [
-    receipt.receipt_id,
-    receipt.chain_id,
-    receipt.client_id,
-    receipt.app_user_id,
-    receipt.body,
-    receipt.created_at,
-  ];
+  const recordEvent = recordCreatedIfStored(event);
   if (!claim) {
     // A retry after a first run that committed inserts nothing and still means "added".
-    const [, recorded] = await db.batch([db.prepare(INSERT_RECEIPT).bind(...values), recordEvent]);
+    const [, recorded] = await runBatch(db, [insertReceipt(receipt), recordEvent]);
     return { kind: "added", sizeAfter: recorded!.meta.size_after };
   }
-  const [, , , read] = await db.batch([
-    db
-      .prepare(CLAIM_KEY)
-      .bind(
-        receipt.client_id,
-        claim.key,
-        claim.fingerprint,
-        receipt.receipt_id,
-        JSON.stringify(claim.response),
-        receipt.created_at,
-        idempotencyCutoff(new Date(receipt.created_at)),
-      ),
-    db.prepare(INSERT_RECEIPT_IF_KEY_IS_OURS).bind(...values, claim.key),
+  const [, , , read] = await runBatch(db, [
+    claimKey(receipt, claim),
+    insertReceipt(receipt, claim.key),
     recordEvent,
-    db.prepare(READ_KEY).bind(receipt.client_id, claim.key),
+    readKey(receipt.client_id, claim.key),
   ]);
   const row = (read as D1Result<KeyRow>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
@@ -134,7 +118,7 @@ export interface ReceiptOwner {
 export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null };
 
 /**
- * Deletes the notice's receipt, records the notice in the outbox and the deletion in the audit
+ * Deletes the receipt of a deleted event, records the event in the outbox and the deletion in the audit
  * trail, in one D1 batch (one round trip, one transaction), only if the receipt exists with the
  * notice's client_id, chain_id and app_user_id. Every write carries that condition, so of two
  * racing deletes exactly one removes the receipt and records a notice and an audit record; the
@@ -142,7 +126,7 @@ export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: Recei
  * a first that committed finds the notice's own outbox row, and answers "deleted" as the first
  * would have. `requestId` is the request reference the audit record keeps.
  */
-export async function deleteReceiptWithNotice(
+export async function deleteOwnedReceipt(
   db: D1Database,
   notice: DeletionNotice,
   requestId: string,
@@ -151,14 +135,12 @@ export async function deleteReceiptWithNotice(
 }
 
 async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: string): Promise<DeleteOutcome> {
-  const { event_id, occurred_at, receipt_id, client_id, chain_id, app_user_id } = notice;
-  const owned = [receipt_id, client_id, chain_id, app_user_id] as const;
-  const [recorded, before, , , removal] = await db.batch([
-    db.prepare(READ_OWN_NOTICE).bind(event_id),
-    db.prepare(READ_OWNER).bind(receipt_id),
-    db.prepare(RECORD_NOTICE_IF_OWNED).bind(...owned, event_id, JSON.stringify(notice), occurred_at),
-    db.prepare(AUDIT_IF_OWNED).bind(...owned, occurred_at, requestId),
-    db.prepare(DELETE_IF_OWNED).bind(...owned),
+  const [recorded, before, , , removal] = await runBatch(db, [
+    findEvent(notice.event_id),
+    readOwner(notice.receipt_id),
+    recordDeletedIfOwned(notice),
+    auditDeletionIfOwned(notice, notice.occurred_at, requestId),
+    deleteIfOwned(notice),
   ]);
   if (removal!.meta.changes === 1 || recorded!.results.length > 0) return { deleted: true };
   return { deleted: false, receipt: (before!.results[0] as ReceiptOwner | undefined) ?? null };
@@ -166,7 +148,15 @@ async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: str
 
 /** Deletes Idempotency-Key records older than the window, in bounded rounds; returns how many. */
 export async function deleteExpiredIdempotencyKeys(db: D1Database, now: Date): Promise<number> {
-  return deleteInRounds(db, DELETE_EXPIRED_KEYS, idempotencyCutoff(now));
+  const cutoff = idempotencyCutoff(now);
+  return deleteInRounds(db, (rows) =>
+    statement(
+      `DELETE FROM idempotency_keys WHERE rowid IN (
+        SELECT rowid FROM idempotency_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)`,
+      cutoff,
+      rows,
+    ),
+  );
 }
 
 interface KeyRow {
@@ -180,66 +170,69 @@ function idempotencyCutoff(now: Date): string {
   return new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString();
 }
 
-const INSERT_RECEIPT = `
-  INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-  ON CONFLICT (receipt_id) DO NOTHING`;
+/**
+ * The one receipt insert. With `ifKey`, only while that Idempotency-Key's record (claimed just
+ * before in the same batch) names this receipt.
+ */
+function insertReceipt(receipt: StoredReceipt, ifKey?: string): Statement {
+  const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, receipt.body, receipt.created_at];
+  // "WHERE" keeps SQLite from reading ON CONFLICT as part of the SELECT.
+  const condition =
+    ifKey === undefined
+      ? "1"
+      : "EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?7 AND receipt_id = ?1)";
+  return statement(
+    `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE ${condition}
+    ON CONFLICT (receipt_id) DO NOTHING`,
+    ...values,
+    ...(ifKey === undefined ? [] : [ifKey]),
+  );
+}
 
 // An expired record counts as absent, so it is taken over rather than kept.
-const CLAIM_KEY = `
-  INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-  ON CONFLICT (client_id, idempotency_key) DO UPDATE SET
-    fingerprint = excluded.fingerprint,
-    receipt_id = excluded.receipt_id,
-    response = excluded.response,
-    created_at = excluded.created_at
-  WHERE idempotency_keys.created_at < ?7`;
+function claimKey(receipt: StoredReceipt, claim: IdempotencyClaim): Statement {
+  return statement(
+    `INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    ON CONFLICT (client_id, idempotency_key) DO UPDATE SET
+      fingerprint = excluded.fingerprint,
+      receipt_id = excluded.receipt_id,
+      response = excluded.response,
+      created_at = excluded.created_at
+    WHERE idempotency_keys.created_at < ?7`,
+    receipt.client_id,
+    claim.key,
+    claim.fingerprint,
+    receipt.receipt_id,
+    JSON.stringify(claim.response),
+    receipt.created_at,
+    idempotencyCutoff(new Date(receipt.created_at)),
+  );
+}
 
-const INSERT_RECEIPT_IF_KEY_IS_OURS = `
-  INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-  SELECT ?1, ?2, ?3, ?4, ?5, ?6
-  WHERE EXISTS (
-    SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?7 AND receipt_id = ?1
-  )
-  ON CONFLICT (receipt_id) DO NOTHING`;
-
-const RECORD_CREATED_IF_STORED = `
-  INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
-  SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM receipts WHERE receipt_id = ?2)
-  ON CONFLICT (event_id) DO NOTHING`;
-
-const READ_LIVE_KEY = `
-  SELECT receipt_id, fingerprint, response FROM idempotency_keys
-  WHERE client_id = ?1 AND idempotency_key = ?2 AND created_at >= ?3`;
-
-const READ_KEY = `
-  SELECT receipt_id, fingerprint, response FROM idempotency_keys
-  WHERE client_id = ?1 AND idempotency_key = ?2`;
-
-const DELETE_EXPIRED_KEYS = `
-  DELETE FROM idempotency_keys WHERE rowid IN (
-    SELECT rowid FROM idempotency_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2
-  )`;
-
-// Present only when an earlier run of this very delete committed.
-const READ_OWN_NOTICE = "SELECT 1 AS found FROM notice_outbox WHERE event_id = ?1";
+// A key's record; with `liveFrom`, only one created at or after it.
+function readKey(clientId: string, key: string, liveFrom?: string): Statement {
+  const select = `SELECT receipt_id, fingerprint, response FROM idempotency_keys
+    WHERE client_id = ?1 AND idempotency_key = ?2`;
+  return liveFrom === undefined
+    ? statement(select, clientId, key)
+    : statement(`${select} AND created_at >= ?3`, clientId, key, liveFrom);
+}
 
 // What the receipt held before the delete: tells "no receipt" from "fields differ".
-const READ_OWNER = "SELECT client_id, chain_id, app_user_id FROM receipts WHERE receipt_id = ?1";
+function readOwner(receiptId: string): Statement {
+  return statement("SELECT client_id, chain_id, app_user_id FROM receipts WHERE receipt_id = ?1", receiptId);
+}
 
-const RECORD_NOTICE_IF_OWNED = `
-  INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
-  SELECT ?5, receipt_id, ?6, ?7 FROM receipts
-  WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`;
-
-const AUDIT_IF_OWNED = `
-  INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id)
-  SELECT ?5, 'receipt.deleted', receipt_id, chain_id, client_id, app_user_id, ?6 FROM receipts
-  WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`;
-
-// The same condition as the notice's and the audit record's, so the receipt goes exactly when
+// The same condition as the event's and the audit record's, so the receipt goes exactly when
 // both were recorded.
-const DELETE_IF_OWNED = `
-  DELETE FROM receipts
-  WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`;
+function deleteIfOwned(owner: ReceiptOwner & { receipt_id: string }): Statement {
+  return statement(
+    "DELETE FROM receipts WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4",
+    owner.receipt_id,
+    owner.client_id,
+    owner.chain_id,
+    owner.app_user_id,
+  );
+}

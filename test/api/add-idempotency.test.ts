@@ -2,7 +2,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
-import { addReceipt, IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
+import { IDEMPOTENCY_WINDOW_MS, storeReceipt } from "../../src/storage/receipts.ts";
 import {
   issueClient,
   expectRefused,
@@ -119,7 +119,7 @@ async function rememberKey(clientId: string, key: string, createdAt: number): Pr
     app_user_id: "au-old",
     created_at: new Date(createdAt).toISOString(),
   };
-  const outcome = await addReceipt(target.db, { ...data, body: "{}" }, newCreationNotice(data, target), {
+  const outcome = await storeReceipt(target.db, { ...data, body: "{}" }, newCreationNotice(data, target), {
     key,
     fingerprint: "an older request",
     response: { data, status: "OK", status_code: 200 },

@@ -2,7 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
-import { EVENT_ID_PATTERN } from "../../src/storage/outbox-sql.ts";
+import { EVENT_ID_PATTERN } from "../../src/storage/outbox/statements.ts";
 import {
   type Answer,
   BASE,

@@ -8,7 +8,8 @@ import { describe, expect, it, vi } from "vitest";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { receiptCreatedEvent, receiptDeletedEvent } from "../../src/shared/schemas.ts";
-import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { replayFailed } from "../../src/storage/outbox/statements.ts";
+import { runBatch } from "../../src/storage/statement.ts";
 import { call, newCaller, postAdd, uniqueId, validReceiptBody } from "../support/api.ts";
 import {
   deleteHeadersFor,
@@ -103,9 +104,7 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     expect(JSON.parse(failed!.payload as string).type).toBe("receipt.created");
 
     await receiverAnswers(receiptId, 200);
-    const db = dbOf(receiptId);
-    const statements = replayFailedSql([failed!.event_id as string]).split(/;\s*$/m).map((s) => s.trim()).filter(Boolean);
-    await db.batch(statements.map((statement) => db.prepare(statement)));
+    await runBatch(dbOf(receiptId), replayFailed([failed!.event_id as string]));
     await runScheduledJobs(env, inAMinute());
     await waitForDelivery(receiptId, 1);
     const pushes = await pushesFor(receiptId);

@@ -10,7 +10,8 @@ import { apiConfig } from "../../src/api/config.ts";
 import { DELIVERED_RETENTION_MS, purgeDelivered, resendPendingNotices } from "../../src/api/scheduled.ts";
 import { createApp } from "../../src/api/app.ts";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";
-import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { replayFailed } from "../../src/storage/outbox/statements.ts";
+import { runBatch } from "../../src/storage/statement.ts";
 import { BASE, call, issueClient, loginToken } from "../support/api.ts";
 import {
   type SeededReceipt,
@@ -126,9 +127,7 @@ describe("docs/api.md#deletion-notices dead letters across Workers", () => {
 
     // The app side is fixed; the operator replays (npm run notices -- replay <event_id>).
     await receiverAnswers(receipt.receipt_id, 200);
-    const statements = replayFailedSql([failed[0]!.event_id as string]).split(/;\s*$/m).map((s) => s.trim()).filter(Boolean);
-    const db = dbOf(receipt.receipt_id);
-    await db.batch(statements.map((statement) => db.prepare(statement)));
+    await runBatch(dbOf(receipt.receipt_id), replayFailed([failed[0]!.event_id as string]));
     expect(await failedRows(receipt.receipt_id)).toEqual([]);
 
     await runScheduledJobs(env, inAMinute());

@@ -16,8 +16,9 @@ import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import notifier from "../../src/notifier/index.ts";
 import { retryDelaySeconds } from "../../src/notifier/retry.ts";
 import { deliveryTiming } from "../../src/notifier/config.ts";
-import { replayFailedSql } from "../../src/storage/outbox-sql.ts";
-import { deleteReceiptWithNotice } from "../../src/storage/receipts.ts";
+import { replayFailed } from "../../src/storage/outbox/statements.ts";
+import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
+import { runBatch } from "../../src/storage/statement.ts";
 import { uniqueId } from "../support/api.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
@@ -88,7 +89,7 @@ async function recordedNotice(receiptId?: string): Promise<DeletionNotice> {
   const receipt = await seedReceipt(owner, receiptId === undefined ? {} : { receipt_id: receiptId });
   const shard = shardOfId(SHARDS, receipt.receipt_id)!;
   const notice = newDeletionNotice(receipt, shard);
-  expect(await deleteReceiptWithNotice(shard.db, notice, "test-request")).toEqual({ deleted: true });
+  expect(await deleteOwnedReceipt(shard.db, notice, "test-request")).toEqual({ deleted: true });
   return notice;
 }
 
@@ -321,7 +322,7 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
     ]);
 
     // npm run notices -- replay <event_id>: one statement batch, as wrangler d1 execute runs it.
-    const replayed = await runStatementBatch(dbOf(notice.event_id), replayFailedSql([notice.event_id]));
+    const replayed = await runBatch(dbOf(notice.event_id), replayFailed([notice.event_id]));
     expect(replayed.at(-1)!.results).toEqual([{ event_id: notice.event_id, receipt_id: notice.receipt_id }]);
     expect(await failedRows(notice.receipt_id)).toEqual([]);
     expect(await outboxRows(notice.receipt_id)).toMatchObject([{ enqueued_at: null, delivered_at: null, attempts: 0 }]);
@@ -378,11 +379,6 @@ describe("docs/api.md#deletion-notices delivery: no push URL (plain local develo
 });
 
 /** Runs SQL text of several statements as one D1 batch, as `wrangler d1 execute --command` does. */
-async function runStatementBatch(db: D1Database, sql: string): Promise<D1Result[]> {
-  const statements = sql.split(/;\s*$/m).map((part) => part.trim()).filter(Boolean);
-  return db.batch(statements.map((statement) => db.prepare(statement)));
-}
-
 describe("docs/api.md#receipt-events the notifier works per batch, not per message", () => {
   async function roundTripsFor(count: number): Promise<string[]> {
     const notices = await Promise.all(Array.from({ length: count }, () => recordedNotice(idOn(SHARDS[0]))));

@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { newAuditHashKey, parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { pseudonym } from "../../src/storage/erasure.ts";
-import { sqlText } from "../../src/storage/sql-text.ts";
+import { sqlLiteral } from "../../src/storage/statement.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
 import { freshState, runScript } from "../support/run-script.ts";
@@ -24,7 +24,7 @@ function seed(appUserId: string): void {
     serial += 1;
     const id = stampShardTag(`019aa8a4-3c1e-7000-8000-${String(serial).padStart(12, "0")}`, shardTag(shard));
     localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-      VALUES ('${id}', 'chain-1', 'pos-1', ${sqlText(appUserId)}, '{}', '2026-11-22T10:00:00.000Z')`);
+      VALUES ('${id}', 'chain-1', 'pos-1', ${sqlLiteral(appUserId)}, '{}', '2026-11-22T10:00:00.000Z')`);
   }
 }
 

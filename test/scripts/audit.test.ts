@@ -3,8 +3,8 @@
  * through wrangler, on the two shards of a throwaway local state.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import type { AuditRecord } from "../../src/storage/audit-sql.ts";
-import { sqlText } from "../../src/storage/sql-text.ts";
+import type { AuditRecord } from "../../src/storage/audit.ts";
+import { sqlLiteral } from "../../src/storage/statement.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { localD1, migrateLocalShards } from "../support/local-d1.ts";
 import { freshState, runScript } from "../support/run-script.ts";
@@ -33,7 +33,7 @@ beforeAll(async () => {
   for (const shard of ["s1", "s2"]) {
     const values = RECORDS.filter((record) => record.shard === shard).map(
       ({ at, action, receipt_id, chain_id, client_id, app_user, request_id }) =>
-        `(${[at, action, receipt_id, chain_id, client_id, app_user, request_id].map((value) => (value === null ? "NULL" : sqlText(value))).join(", ")})`,
+        `(${[at, action, receipt_id, chain_id, client_id, app_user, request_id].map(sqlLiteral).join(", ")})`,
     );
     localD1(state, shard, `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) VALUES ${values.join(", ")}`);
   }

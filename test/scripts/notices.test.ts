@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
-import { EVENT_ID_PATTERN, replayFailedSql } from "../../src/storage/outbox-sql.ts";
+import { EVENT_ID_PATTERN, replayFailed } from "../../src/storage/outbox/statements.ts";
+import { inlined } from "../../src/storage/statement.ts";
 import { migrateLocalShards, localD1 } from "../support/local-d1.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
@@ -97,16 +98,23 @@ describe("docs/api.md#operators npm run notices: failed and replay across shards
   });
 });
 
-describe("docs/api.md#operators replay SQL is built only from checked event ids", () => {
-  it("refuses anything but an event_id as this service makes them", () => {
+describe("docs/api.md#operators replay takes event ids as values, never as SQL", () => {
+  it("accepts only an event_id as this service makes them", () => {
     expect(EVENT_ID_PATTERN.test(FIRST)).toBe(true);
     for (const bad of ["", `${FIRST} `, FIRST.toUpperCase(), `'${FIRST}'`, `${FIRST};DROP TABLE receipts`]) {
-      expect(() => replayFailedSql([bad])).toThrow(RangeError);
+      expect(EVENT_ID_PATTERN.test(bad)).toBe(false);
     }
   });
 
-  it("without ids it selects every failed notice, with ids only those", () => {
-    expect(replayFailedSql([])).toContain("FROM failed_notices WHERE 1");
-    expect(replayFailedSql([FIRST, SECOND])).toContain(`event_id IN ('${FIRST}', '${SECOND}')`);
+  it("the ids go in as one parameter, and inlined for wrangler they stay a hex literal whatever they hold", () => {
+    const hostile = `${FIRST}') OR 1=1; DROP TABLE receipts; --`;
+    for (const replayStatement of replayFailed([hostile, SECOND])) {
+      expect(replayStatement.sql).not.toContain(FIRST);
+      expect(replayStatement.params).toEqual([JSON.stringify([hostile, SECOND])]);
+      const text = inlined(replayStatement);
+      for (const leak of ["OR 1=1", "DROP", SECOND, "?1"]) expect(text).not.toContain(leak);
+    }
+    // No ids: every failed notice, through the same text.
+    expect(replayFailed([]).map(({ params }) => params)).toEqual([["[]"], ["[]"]]);
   });
 });

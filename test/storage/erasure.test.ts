@@ -9,6 +9,7 @@ import { runScheduledJobs } from "../../src/api/scheduled.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../src/shared/schemas.ts";
 import { ERASURE_PAGE, eraseAppUser, pseudonym, type ErasureShard } from "../../src/storage/erasure.ts";
+import { runBatch, type Statement } from "../../src/storage/statement.ts";
 import { call, newCaller, postAdd, uniqueId, type Caller } from "../support/api.ts";
 import { expectSignedPush, seedReceipt, waitForPushes } from "../support/notices.ts";
 import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "../support/shards.ts";
@@ -21,7 +22,7 @@ function erasureShards(calls: { statements: number; erased: number }[] = []): Er
     name: shard.name,
     tag: shard.tag,
     run: async (statements) => {
-      const results = await shard.db.batch(statements.map((sql) => shard.db.prepare(sql)));
+      const results = await runBatch(shard.db, statements);
       calls.push({ statements: statements.length, erased: results[4]?.results.length ?? 0 });
       return results.map(({ results: rows }) => rows);
     },
@@ -169,7 +170,7 @@ describe("docs/api.md#erasure works in bounded steps", () => {
     const calls: { statements: number; erased: number }[] = [];
     const stopping = erasureShards(calls).map((shard) => ({
       ...shard,
-      run: async (statements: readonly string[]) => {
+      run: async (statements: readonly Statement[]) => {
         if (calls.length === 5) throw new Error("stopped");
         return shard.run(statements);
       },

@@ -4,8 +4,8 @@ import { v7 as uuidv7 } from "uuid";
 import { addHeaders, receiptBody, type AddHeaders, type AddResponse } from "../../shared/schemas.ts";
 import type { CreationNotice } from "../../shared/types.ts";
 import {
-  addReceipt,
   earlierAdd,
+  storeReceipt,
   type AddOutcome,
   type IdempotencyClaim,
   type StoredReceipt,
@@ -97,7 +97,7 @@ async function addOnShard(
   claim: IdempotencyClaim | undefined,
 ): Promise<AddOutcome & { sizeAfter: number }> {
   try {
-    return await addReceipt(shard.db, receipt, event, claim);
+    return await storeReceipt(shard.db, receipt, event, claim);
   } catch (error) {
     noteShardFailure(shard);
     throw error;

@@ -1,6 +1,6 @@
 /** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
-import { deleteReceiptWithNotice, type ReceiptOwner } from "../../storage/receipts.ts";
+import { deleteOwnedReceipt, type ReceiptOwner } from "../../storage/receipts.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
@@ -26,7 +26,7 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const shard = shardOfId(shardsOf(c.env), headers.receipt_id);
   if (!shard) throw refusal(headers, null);
   const notice = newDeletionNotice(headers, shard);
-  const outcome = await deleteReceiptWithNotice(shard.db, notice, c.get("requestId"));
+  const outcome = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);
 
   c.executionCtx.waitUntil(enqueueNotice(c.env, shard, notice));

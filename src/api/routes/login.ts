@@ -2,7 +2,7 @@
 import { loginHeaders, type LoginResponse } from "../../shared/schemas.ts";
 import { POS_SCOPE } from "../../shared/types.ts";
 import { readClientRecord, tokensValidAfter } from "../auth/clients.ts";
-import { secretMatches } from "../auth/secrets.ts";
+import { secretMatches } from "../auth/secret-match.ts";
 import { TOKEN_LIFETIME_SECONDS, issueAccessToken } from "../auth/tokens.ts";
 import type { ApiContext } from "../context.ts";
 import { jsonResponse } from "../responses.ts";

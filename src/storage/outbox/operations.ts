@@ -1,0 +1,144 @@
+/**
+ * The outbox's operations in the Workers: each runs statements of statements.ts on one shard's
+ * D1 database, and says what became of the events in the terms of their life ({@link EventState}).
+ */
+import { bound, runBatch } from "../statement.ts";
+import {
+  claimEvents as claimStatement,
+  claimStates,
+  markDelivered,
+  markEnqueued as markEnqueuedStatement,
+  moveToFailed,
+  pendingEvents as pendingStatement,
+  purgeDelivered as purgeStatement,
+  recordFailedAttempt,
+  stateOfRow,
+  type EventState,
+  type OutboxRowState,
+} from "./statements.ts";
+
+/** Records that these events were handed to the queue at `now`. */
+export async function markEnqueued(db: D1Database, eventIds: readonly string[], now: Date): Promise<void> {
+  await bound(db, markEnqueuedStatement(eventIds, now)).run();
+}
+
+/** An event as the outbox stores it: its id and the queue message as JSON. */
+export interface OutboxEvent {
+  event_id: string;
+  payload: string;
+}
+
+/**
+ * Events to send (again): never enqueued though recorded before `unsentBefore`, or enqueued
+ * before `lostBefore` and still undelivered. Oldest first, at most `limit`.
+ */
+export async function pendingEvents(
+  db: D1Database,
+  { unsentBefore, lostBefore, limit }: { unsentBefore: Date; lostBefore: Date; limit: number },
+): Promise<OutboxEvent[]> {
+  const { results } = await bound(db, pendingStatement(unsentBefore, lostBefore, limit)).all<OutboxEvent>();
+  return results;
+}
+
+/**
+ * The outcome of claiming an event for one push attempt: `claimed` with the payload to push, or
+ * why not: already `delivered`, `held` by another delivery until a time, or `gone` (no outbox
+ * row: purged long after delivery, or moved to the failed events).
+ */
+export type Claim =
+  /** `body`: the receipt's stored body, which a created event's push carries; null once deleted. */
+  | { status: "claimed"; payload: string; attempts: number; body: string | null }
+  | { status: "delivered" }
+  | { status: "held"; until: Date }
+  | { status: "gone" };
+
+/**
+ * Claims events until `now + leaseMs`, so that two deliveries of one event_id never push at
+ * the same time and a delivered one is never pushed again. One D1 round trip of two statements
+ * for any number of events of one shard; the claims come back in the order of `eventIds`.
+ */
+export async function claimEvents(
+  db: D1Database,
+  eventIds: readonly string[],
+  now: Date,
+  leaseMs: number,
+): Promise<Claim[]> {
+  const ids = [...new Set(eventIds)];
+  const until = new Date(now.getTime() + leaseMs);
+  const [claimed, states] = await runBatch(db, [claimStatement(ids, until, now), claimStates(ids)]);
+  const claims = new Map((claimed!.results as ClaimedRow[]).map((row) => [row.event_id, row]));
+  const rows = new Map((states!.results as StateRow[]).map((row) => [row.event_id, row]));
+  return eventIds.map((eventId) => {
+    const row = claims.get(eventId);
+    // A second copy of one event in the batch finds it held by the first.
+    claims.delete(eventId);
+    if (row) return { status: "claimed", payload: row.payload, attempts: row.attempts, body: row.body };
+    return unclaimed(rows.get(eventId), now);
+  });
+}
+
+interface ClaimedRow {
+  event_id: string;
+  payload: string;
+  attempts: number;
+  body: string | null;
+}
+
+interface StateRow extends OutboxRowState {
+  event_id: string;
+  created_claimed_until: string | null;
+}
+
+const UNCLAIMED: Record<EventState, (row: StateRow, now: Date) => Claim> = {
+  delivered: () => ({ status: "delivered" }),
+  claimed: (row) => ({ status: "held", until: new Date(row.claimed_until!) }),
+  // Held by its receipt's created event, whose push usually ends long before its claim does:
+  // look again soon. (Or a claim that ended between the two statements: at once.)
+  recorded: heldByCreatedEvent,
+  enqueued: heldByCreatedEvent,
+  failed: () => ({ status: "gone" }),
+  purged: () => ({ status: "gone" }),
+};
+
+function unclaimed(row: StateRow | undefined, now: Date): Claim {
+  return row ? UNCLAIMED[stateOfRow(row, now)](row, now) : { status: "gone" };
+}
+
+function heldByCreatedEvent(row: StateRow, now: Date): Claim {
+  const soon = new Date(now.getTime() + HELD_BY_CREATED_RECHECK_MS);
+  const createdUntil = row.created_claimed_until === null ? now : new Date(row.created_claimed_until);
+  return { status: "held", until: createdUntil < soon ? createdUntil : soon };
+}
+
+const HELD_BY_CREATED_RECHECK_MS = 3_000;
+
+/**
+ * Records what became of claimed events, in one D1 round trip: `delivered` ones are done, and
+ * each of `failed` keeps its error with its claim freed for the next attempt.
+ */
+export async function settleEvents(
+  db: D1Database,
+  outcome: { delivered: readonly string[]; failed: readonly { eventId: string; error: string }[] },
+  now: Date,
+): Promise<void> {
+  const statements = [
+    ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now)] : []),
+    ...outcome.failed.map(({ eventId, error }) => recordFailedAttempt(eventId, error)),
+  ];
+  if (statements.length > 0) await runBatch(db, statements);
+}
+
+/**
+ * Moves an undelivered event from the outbox to the failed events, keeping its last error.
+ * Returns false when there was nothing to move: delivered after all, or moved already.
+ */
+export async function deadLetter(db: D1Database, eventId: string, now: Date): Promise<boolean> {
+  const [moved] = await runBatch(db, moveToFailed(eventId, now));
+  return moved!.meta.changes === 1;
+}
+
+/** Deletes up to `limit` outbox rows delivered before `before`; returns how many. */
+export async function purgeDelivered(db: D1Database, before: Date, limit: number): Promise<number> {
+  const { meta } = await bound(db, purgeStatement(before, limit)).run();
+  return meta.changes;
+}

@@ -1,0 +1,299 @@
+/**
+ * Every statement on the outbox (`notice_outbox`) and the failed events (`failed_notices`),
+ * migration 0003, docs/storage.md: the one place that writes SQL on those tables. The Workers run
+ * these statements through operations.ts; the operator script (`npm run notices`), the erasure
+ * and the soak run them on Node, so this file stays free of Workers types.
+ *
+ * An event's life, and the statement that moves it on:
+ *
+ * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link recordCreatedIfStored},
+ *   {@link recordDeletedIfOwned}, {@link recordErasedEvent}), or back there ({@link replayFailed});
+ * - `enqueued`: handed to the queue ({@link markEnqueued}); the cron job hands over again what
+ *   stays recorded past its grace period or enqueued and undelivered for too long ({@link pendingEvents});
+ * - `claimed`: one delivery holds it until its claim runs out ({@link claimEvents}), then
+ *   `delivered` ({@link markDelivered}) or, after a failed attempt, back to enqueued with its
+ *   error ({@link recordFailedAttempt});
+ * - `failed`: moved to the failed events by the dead-letter queue's consumer ({@link moveToFailed});
+ * - `purged`: deleted, 14 days after delivery ({@link purgeDelivered}) or by an erasure
+ *   ({@link eraseEventsOfReceipts}, {@link eraseLeftoverEventsOfReceipts}).
+ */
+import type { AppUserErasedEvent } from "../../shared/schemas.ts";
+import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
+import { enclose, statement, type Statement } from "../statement.ts";
+
+/** Where an event is in its life (see above); `failed` and `purged` have no outbox row. */
+export type EventState = "recorded" | "enqueued" | "claimed" | "delivered" | "failed" | "purged";
+
+/** The columns of an outbox row that tell its state. */
+export interface OutboxRowState {
+  enqueued_at: string | null;
+  claimed_until: string | null;
+  delivered_at: string | null;
+}
+
+/** The state of an event from its outbox row at `now`: a claim that ran out claims nothing. */
+export function stateOfRow(row: OutboxRowState, now: Date): Exclude<EventState, "failed" | "purged"> {
+  if (row.delivered_at !== null) return "delivered";
+  if (row.claimed_until !== null && row.claimed_until > now.toISOString()) return "claimed";
+  return row.enqueued_at === null ? "recorded" : "enqueued";
+}
+
+/** An event_id as the Workers make them (UUIDv7, lower-case): what `npm run notices -- replay` accepts. */
+export const EVENT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+// The one outbox insert; ?5 onwards are the condition's. A retry finds its own row and adds none.
+function recordEvent(
+  event: { event_id: string; occurred_at: string },
+  receiptId: string,
+  condition: string,
+  ...conditionParams: string[]
+): Statement {
+  return statement(
+    `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
+    SELECT ?1, ?2, ?3, ?4 WHERE ${condition}
+    ON CONFLICT (event_id) DO NOTHING`,
+    event.event_id,
+    receiptId,
+    JSON.stringify(event),
+    event.occurred_at,
+    ...conditionParams,
+  );
+}
+
+/**
+ * Records a receipt's created event, only where its receipt is stored: in add's batch after the
+ * receipt's insert, so that a replayed add, which stores nothing, records no second event.
+ */
+export function recordCreatedIfStored(event: CreationNotice): Statement {
+  return recordEvent(event, event.receipt_id, "EXISTS (SELECT 1 FROM receipts WHERE receipt_id = ?2)");
+}
+
+/**
+ * Records a deletion's event, only while the receipt exists with the event's client_id, chain_id
+ * and app_user_id: in delete's batch before the receipt's removal, under the same condition.
+ */
+export function recordDeletedIfOwned(event: DeletionNotice): Statement {
+  return recordEvent(
+    event,
+    event.receipt_id,
+    "EXISTS (SELECT 1 FROM receipts WHERE receipt_id = ?2 AND client_id = ?5 AND chain_id = ?6 AND app_user_id = ?7)",
+    event.client_id,
+    event.chain_id,
+    event.app_user_id,
+  );
+}
+
+/**
+ * Records an erasure's event, never enqueued: the cron job sends it after its grace period
+ * (docs/api.md#receipt-events). It is about no receipt, so its row's receipt_id is its own ID.
+ */
+export function recordErasedEvent(event: AppUserErasedEvent): Statement {
+  return recordEvent(event, event.event_id, "1");
+}
+
+/** One row when this event is in the outbox: a retried delete's proof that its first run committed. */
+export function findEvent(eventId: string): Statement {
+  return statement("SELECT 1 AS found FROM notice_outbox WHERE event_id = ?1", eventId);
+}
+
+/** recorded → enqueued: these events were handed to the queue at `now`. */
+export function markEnqueued(eventIds: readonly string[], now: Date): Statement {
+  return statement(
+    "UPDATE notice_outbox SET enqueued_at = ?1 WHERE event_id IN (SELECT value FROM json_each(?2))",
+    now.toISOString(),
+    JSON.stringify(eventIds),
+  );
+}
+
+/**
+ * Events to hand to the queue (again), oldest first, at most `limit`: recorded before
+ * `unsentBefore` and never enqueued, or enqueued before `lostBefore` and still undelivered, whose
+ * queue copy must have been lost. Rows: `event_id`, `payload`.
+ */
+export function pendingEvents(unsentBefore: Date, lostBefore: Date, limit: number): Statement {
+  return statement(
+    `SELECT event_id, payload FROM notice_outbox
+    WHERE delivered_at IS NULL AND ((enqueued_at IS NULL AND created_at <= ?1) OR enqueued_at <= ?2)
+    ORDER BY created_at LIMIT ?3`,
+    unsentBefore.toISOString(),
+    lostBefore.toISOString(),
+    limit,
+  );
+}
+
+// The undelivered created event of the same receipt as the outbox row at hand: a deleted event
+// waits while it is pushed, so that the app never hears of a receipt after its deletion.
+const CREATED_EVENT_OF_ITS_RECEIPT = `FROM notice_outbox AS created
+      WHERE created.receipt_id = notice_outbox.receipt_id AND created.event_id <> notice_outbox.event_id
+        AND created.delivered_at IS NULL AND json_extract(created.payload, '$.type') = 'receipt.created'`;
+
+/**
+ * → claimed: takes the events for one push attempt until `until`, unless delivered, held by an
+ * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
+ * row for those. Rows: `event_id`, `payload`, `attempts`, and `body`, the receipt's stored body,
+ * which a created event's push carries (null once the receipt is deleted).
+ */
+export function claimEvents(eventIds: readonly string[], until: Date, now: Date): Statement {
+  return statement(
+    `UPDATE notice_outbox SET claimed_until = ?2, attempts = attempts + 1
+    WHERE event_id IN (SELECT value FROM json_each(?1))
+      AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
+      AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
+    RETURNING event_id, payload, attempts,
+      (SELECT body FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body`,
+    JSON.stringify(eventIds),
+    until.toISOString(),
+    now.toISOString(),
+  );
+}
+
+/**
+ * What a claim that took nothing found: each event's state columns, and until when its
+ * receipt's created event is claimed (`created_claimed_until`). No row: failed or purged.
+ */
+export function claimStates(eventIds: readonly string[]): Statement {
+  return statement(
+    `SELECT event_id, enqueued_at, delivered_at, claimed_until,
+      (SELECT MAX(created.claimed_until) ${CREATED_EVENT_OF_ITS_RECEIPT}) AS created_claimed_until
+    FROM notice_outbox WHERE event_id IN (SELECT value FROM json_each(?1))`,
+    JSON.stringify(eventIds),
+  );
+}
+
+/** claimed → delivered, at `now`. */
+export function markDelivered(eventIds: readonly string[], now: Date): Statement {
+  return statement(
+    `UPDATE notice_outbox SET delivered_at = ?2, claimed_until = NULL
+    WHERE event_id IN (SELECT value FROM json_each(?1))`,
+    JSON.stringify(eventIds),
+    now.toISOString(),
+  );
+}
+
+/** claimed → enqueued: keeps the attempt's error and frees the claim, so the next copy can try at once. */
+export function recordFailedAttempt(eventId: string, error: string): Statement {
+  return statement("UPDATE notice_outbox SET last_error = ?2, claimed_until = NULL WHERE event_id = ?1", eventId, error);
+}
+
+/** Stands in for the last error of an event that was dead-lettered before any attempt failed. */
+const NO_ERROR_RECORDED = "dead-lettered with no failed attempt recorded";
+
+/**
+ * → failed: moves an undelivered event from the outbox to the failed events at `now`, keeping
+ * its attempts and last error, as one batch of two. A delivered one stays where it is (another
+ * copy got through); a second move of one event changes nothing. The first statement's change
+ * count says whether it moved.
+ */
+export function moveToFailed(eventId: string, now: Date): [Statement, Statement] {
+  return [
+    statement(
+      `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error)
+      SELECT event_id, receipt_id, payload, created_at, ?2, attempts, COALESCE(last_error, ?3)
+      FROM notice_outbox WHERE event_id = ?1 AND delivered_at IS NULL
+      ON CONFLICT (event_id) DO NOTHING`,
+      eventId,
+      now.toISOString(),
+      NO_ERROR_RECORDED,
+    ),
+    statement("DELETE FROM notice_outbox WHERE event_id = ?1 AND delivered_at IS NULL", eventId),
+  ];
+}
+
+/**
+ * Every failed event, oldest failure first. Rows: `event_id`, `receipt_id`, `failed_at`,
+ * `attempts`, `last_error`.
+ */
+export function listFailed(): Statement {
+  return statement(
+    "SELECT event_id, receipt_id, failed_at, attempts, last_error FROM failed_notices ORDER BY failed_at, event_id",
+  );
+}
+
+/**
+ * failed → recorded: moves failed events back into the outbox as neither enqueued nor delivered,
+ * with fresh attempts, as one batch of two; the cron job then sends them within a minute. No
+ * `eventIds` means every failed event. The second statement's rows are the replayed events:
+ * `event_id`, `receipt_id`.
+ */
+export function replayFailed(eventIds: readonly string[]): [Statement, Statement] {
+  const chosen = "(json_array_length(?1) = 0 OR event_id IN (SELECT value FROM json_each(?1)))";
+  const ids = JSON.stringify(eventIds);
+  return [
+    statement(
+      `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at, attempts, last_error)
+      SELECT event_id, receipt_id, payload, created_at, 0, last_error FROM failed_notices WHERE ${chosen}
+      ON CONFLICT (event_id) DO UPDATE SET enqueued_at = NULL, delivered_at = NULL, claimed_until = NULL, attempts = 0`,
+      ids,
+    ),
+    statement(`DELETE FROM failed_notices WHERE ${chosen} RETURNING event_id, receipt_id`, ids),
+  ];
+}
+
+/** delivered → purged: up to `limit` events delivered at or before `before`, so that one statement stays small. */
+export function purgeDelivered(before: Date, limit: number): Statement {
+  return statement(
+    `DELETE FROM notice_outbox WHERE event_id IN
+    (SELECT event_id FROM notice_outbox WHERE delivered_at <= ?1 LIMIT ?2)`,
+    before.toISOString(),
+    limit,
+  );
+}
+
+/**
+ * → purged: every event, in the outbox and among the failed ones, of the receipts that
+ * `receipts` selects (a query of one column, receipt_id, with its own parameters).
+ */
+export function eraseEventsOfReceipts(receipts: Statement): [Statement, Statement] {
+  return [
+    enclose(receipts, (ids) => `DELETE FROM notice_outbox WHERE receipt_id IN (${ids})`),
+    // failed_notices holds dead letters until an operator replays them: few rows, no index.
+    enclose(receipts, (ids) => `DELETE FROM failed_notices WHERE receipt_id IN (${ids})`),
+  ];
+}
+
+/**
+ * → purged: a page of up to `limit` events of each table, of the receipts that `receipts`
+ * selects (as in {@link eraseEventsOfReceipts}). Each statement returns a row per event erased.
+ */
+export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number): [Statement, Statement] {
+  return [
+    enclose(
+      receipts,
+      (ids, rows) => `DELETE FROM notice_outbox WHERE event_id IN (SELECT event_id FROM notice_outbox
+      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      limit,
+    ),
+    enclose(
+      receipts,
+      (ids, rows) => `DELETE FROM failed_notices WHERE event_id IN (SELECT event_id FROM failed_notices
+      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      limit,
+    ),
+  ];
+}
+
+/** How many events are not delivered yet. Row: `n`. */
+export function countUndelivered(): Statement {
+  return statement("SELECT COUNT(*) AS n FROM notice_outbox WHERE delivered_at IS NULL");
+}
+
+/** How many failed events wait for a replay. Row: `n`. */
+export function countFailed(): Statement {
+  return statement("SELECT COUNT(*) AS n FROM failed_notices");
+}
+
+/**
+ * Every event in the outbox, as a reconciliation reads it. Rows: `event_id`, `receipt_id`,
+ * `type`, `delivered_at`, `app_user_id`.
+ */
+export function everyEvent(): Statement {
+  return statement(
+    `SELECT event_id, receipt_id, json_extract(payload, '$.type') AS type, delivered_at,
+      json_extract(payload, '$.app_user_id') AS app_user_id FROM notice_outbox`,
+  );
+}
+
+/** Every failed event. Rows: `event_id`, `receipt_id`. */
+export function everyFailedEvent(): Statement {
+  return statement("SELECT event_id, receipt_id FROM failed_notices");
+}

@@ -1,0 +1,216 @@
+/**
+ * The outbox's life of an event (src/storage/outbox/), operation by operation against one
+ * shard's real local D1: recorded → enqueued → claimed → delivered or failed → purged or
+ * replayed, and the order rule that holds a receipt's deleted event behind its created event.
+ */
+import { describe, expect, it } from "vitest";
+import type { AppUserErasedEvent } from "../../src/shared/schemas.ts";
+import type { CreationNotice, DeletionNotice } from "../../src/shared/types.ts";
+import {
+  claimEvents,
+  deadLetter,
+  markEnqueued,
+  pendingEvents,
+  purgeDelivered,
+  settleEvents,
+} from "../../src/storage/outbox/operations.ts";
+import {
+  eraseEventsOfReceipts,
+  recordCreatedIfStored,
+  recordDeletedIfOwned,
+  recordErasedEvent,
+  replayFailed,
+  stateOfRow,
+  type EventState,
+} from "../../src/storage/outbox/statements.ts";
+import { bound, runBatch, statement } from "../../src/storage/statement.ts";
+import { uniqueId } from "../support/api.ts";
+import { SHARDS, idOn } from "../support/shards.ts";
+
+const shard = SHARDS[0]!;
+const db = shard.db;
+const LEASE_MS = 60_000;
+const SECOND = 1000;
+
+/** Where an event is in its life at `now`, read from the two tables. */
+async function stateOf(eventId: string, now: Date): Promise<EventState> {
+  const row = await db
+    .prepare("SELECT enqueued_at, claimed_until, delivered_at FROM notice_outbox WHERE event_id = ?1")
+    .bind(eventId)
+    .first<{ enqueued_at: string | null; claimed_until: string | null; delivered_at: string | null }>();
+  if (row) return stateOfRow(row, now);
+  const failed = await db.prepare("SELECT 1 FROM failed_notices WHERE event_id = ?1").bind(eventId).first();
+  return failed ? "failed" : "purged";
+}
+
+/** An erasure's event: recorded with no receipt behind it. */
+async function recordedEvent(at: Date): Promise<AppUserErasedEvent> {
+  const event: AppUserErasedEvent = {
+    event_id: idOn(shard),
+    type: "app_user.erased",
+    occurred_at: at.toISOString(),
+    app_user_id: uniqueId("au"),
+    receipts: 0,
+  };
+  await bound(db, recordErasedEvent(event)).run();
+  return event;
+}
+
+/** A receipt row on the shard, and its created and deleted events (not recorded yet). */
+async function storedReceiptEvents(at: Date): Promise<{ created: CreationNotice; deleted: DeletionNotice }> {
+  const owner = { receipt_id: idOn(shard), chain_id: "chain-1", client_id: "pos-1", app_user_id: uniqueId("au") };
+  await bound(
+    db,
+    statement(
+      `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
+      VALUES (?1, ?2, ?3, ?4, '{"total":1}', ?5)`,
+      owner.receipt_id,
+      owner.chain_id,
+      owner.client_id,
+      owner.app_user_id,
+      at.toISOString(),
+    ),
+  ).run();
+  const created: CreationNotice = { ...owner, event_id: idOn(shard), type: "receipt.created", occurred_at: at.toISOString(), created_at: at.toISOString() };
+  const deleted: DeletionNotice = { ...owner, event_id: idOn(shard), type: "receipt.deleted", occurred_at: new Date(at.getTime() + SECOND).toISOString() };
+  return { created, deleted };
+}
+
+describe("outbox: an event's life from its record to its delivery and purge", () => {
+  it("recorded → enqueued → claimed → (failed attempt) → claimed again → delivered → purged", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    expect(await stateOf(event.event_id, t0)).toBe("recorded");
+
+    const pending = await pendingEvents(db, { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: t0, limit: 1000 });
+    expect(pending).toContainEqual({ event_id: event.event_id, payload: JSON.stringify(event) });
+    await markEnqueued(db, [event.event_id], t0);
+    expect(await stateOf(event.event_id, t0)).toBe("enqueued");
+    const notYetLost = await pendingEvents(db, { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: new Date(t0.getTime() - 1), limit: 1000 });
+    expect(notYetLost.map(({ event_id }) => event_id)).not.toContain(event.event_id);
+
+    const [first] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, body: null });
+    expect(await stateOf(event.event_id, t0)).toBe("claimed");
+    // A second delivery of the same event waits until the claim runs out.
+    expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
+
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service" }] }, t0);
+    expect(await stateOf(event.event_id, t0)).toBe("enqueued");
+    const [second] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    expect(second).toMatchObject({ status: "claimed", attempts: 2 });
+
+    const t1 = new Date(t0.getTime() + SECOND);
+    await settleEvents(db, { delivered: [event.event_id], failed: [] }, t1);
+    expect(await stateOf(event.event_id, t1)).toBe("delivered");
+    expect(await claimEvents(db, [event.event_id], t1, LEASE_MS)).toEqual([{ status: "delivered" }]);
+    expect(await deadLetter(db, event.event_id, t1)).toBe(false);
+    expect(await stateOf(event.event_id, t1)).toBe("delivered");
+
+    await purgeDelivered(db, new Date(t1.getTime() - 1), 1000);
+    expect(await stateOf(event.event_id, t1)).toBe("delivered");
+    expect(await purgeDelivered(db, t1, 1000)).toBeGreaterThanOrEqual(1);
+    expect(await stateOf(event.event_id, t1)).toBe("purged");
+    expect(await claimEvents(db, [event.event_id], t1, LEASE_MS)).toEqual([{ status: "gone" }]);
+  });
+
+  it("a claim that ran out is taken over by the next delivery", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    const later = new Date(t0.getTime() + LEASE_MS);
+    expect(await stateOf(event.event_id, later)).toBe("recorded");
+    expect(await claimEvents(db, [event.event_id], later, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 2 }]);
+  });
+
+  it("two copies of one event in one batch: the first is claimed, the second finds it held", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    const claims = await claimEvents(db, [event.event_id, event.event_id], t0, LEASE_MS);
+    expect(claims.map(({ status }) => status)).toEqual(["claimed", "held"]);
+  });
+});
+
+describe("outbox: dead letters and their replay", () => {
+  it("failed keeps the attempts and last error; a second dead letter moves nothing; replay brings it back as recorded", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    await markEnqueued(db, [event.event_id], t0);
+    await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 410 from the push service" }] }, t0);
+
+    expect(await deadLetter(db, event.event_id, t0)).toBe(true);
+    expect(await stateOf(event.event_id, t0)).toBe("failed");
+    const failed = await db.prepare("SELECT attempts, last_error, failed_at FROM failed_notices WHERE event_id = ?1").bind(event.event_id).first();
+    expect(failed).toEqual({ attempts: 1, last_error: "HTTP 410 from the push service", failed_at: t0.toISOString() });
+    expect(await deadLetter(db, event.event_id, t0)).toBe(false);
+    expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "gone" }]);
+
+    const [, removed] = await runBatch(db, replayFailed([event.event_id]));
+    expect(removed!.results).toEqual([{ event_id: event.event_id, receipt_id: event.event_id }]);
+    expect(await stateOf(event.event_id, t0)).toBe("recorded");
+    expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 1 }]);
+  });
+
+  it("an event dead-lettered before any failed attempt gets a stand-in for its last error", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    expect(await deadLetter(db, event.event_id, t0)).toBe(true);
+    const failed = await db.prepare("SELECT last_error FROM failed_notices WHERE event_id = ?1").bind(event.event_id).first();
+    expect(failed).toEqual({ last_error: "dead-lettered with no failed attempt recorded" });
+  });
+
+  it("replay without event ids replays every failed event; with ids only those", async () => {
+    const t0 = new Date();
+    const [one, two] = [await recordedEvent(t0), await recordedEvent(t0)];
+    for (const event of [one, two]) await deadLetter(db, event.event_id, t0);
+    const [, some] = await runBatch(db, replayFailed([one.event_id]));
+    expect(some!.results).toEqual([{ event_id: one.event_id, receipt_id: one.event_id }]);
+    expect(await stateOf(two.event_id, t0)).toBe("failed");
+    const [, rest] = await runBatch(db, replayFailed([]));
+    expect(rest!.results).toContainEqual({ event_id: two.event_id, receipt_id: two.event_id });
+    expect(await stateOf(two.event_id, t0)).toBe("recorded");
+  });
+});
+
+describe("outbox: a receipt's events", () => {
+  it("its created event is recorded only while the receipt is stored, its deleted event only for the receipt's owner", async () => {
+    const t0 = new Date();
+    const { created, deleted } = await storedReceiptEvents(t0);
+    const unstored = { ...created, event_id: idOn(shard), receipt_id: idOn(shard) };
+    await runBatch(db, [recordCreatedIfStored(created), recordCreatedIfStored(unstored)]);
+    expect(await stateOf(created.event_id, t0)).toBe("recorded");
+    expect(await stateOf(unstored.event_id, t0)).toBe("purged");
+
+    const stranger = { ...deleted, event_id: idOn(shard), client_id: "pos-2" };
+    await runBatch(db, [recordDeletedIfOwned(stranger), recordDeletedIfOwned(deleted), recordDeletedIfOwned(deleted)]);
+    expect(await stateOf(stranger.event_id, t0)).toBe("purged");
+    expect(await stateOf(deleted.event_id, t0)).toBe("recorded");
+  });
+
+  it("a deleted event waits while its receipt's created event is claimed, and goes once that one is delivered", async () => {
+    const t0 = new Date();
+    const { created, deleted } = await storedReceiptEvents(t0);
+    await runBatch(db, [recordCreatedIfStored(created), recordDeletedIfOwned(deleted)]);
+
+    const [createdClaim] = await claimEvents(db, [created.event_id], t0, LEASE_MS);
+    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, body: '{"total":1}' });
+    // Looked at again soon: a push ends long before its claim does.
+    expect(await claimEvents(db, [deleted.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + 3 * SECOND) }]);
+    expect(await stateOf(deleted.event_id, t0)).toBe("recorded");
+
+    await settleEvents(db, { delivered: [created.event_id], failed: [] }, t0);
+    expect(await claimEvents(db, [deleted.event_id], t0, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 1 }]);
+  });
+
+  it("an erasure purges every event of the receipts it selects, in the outbox and among the failed ones", async () => {
+    const t0 = new Date();
+    const { created, deleted } = await storedReceiptEvents(t0);
+    await runBatch(db, [recordCreatedIfStored(created), recordDeletedIfOwned(deleted)]);
+    await deadLetter(db, deleted.event_id, t0);
+    const theReceipt = statement("SELECT ?1", created.receipt_id);
+    await runBatch(db, eraseEventsOfReceipts(theReceipt));
+    expect(await stateOf(created.event_id, t0)).toBe("purged");
+    expect(await stateOf(deleted.event_id, t0)).toBe("purged");
+  });
+});
