@@ -81,7 +81,17 @@ function rfc3339(value: string): string {
   const [year, month, day] = (match?.slice(1, 4) ?? []).map(Number);
   // Date.parse would roll 2026-02-31 over into March rather than refuse it.
   const dayExists = match !== null && new Date(Date.UTC(year!, month! - 1, day!)).getUTCDate() === day && month! <= 12;
-  const time = dayExists ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : value) : Number.NaN;
+  const time = dayExists ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : withoutLeapSecond(value)) : Number.NaN;
   if (Number.isNaN(time)) throw new UsageError(`--since is not an RFC 3339 date or time: ${JSON.stringify(value)}`);
   return new Date(time).toISOString();
+}
+
+/**
+ * RFC 3339 allows a leap second (…:60), which Date.parse refuses. The records' times, written by
+ * JavaScript, never fall inside one, so "at or after a leap second" means from the next second on.
+ */
+function withoutLeapSecond(value: string): string {
+  const leap = /^(.{17})60(?:\.\d+)?(.*)$/.exec(value);
+  if (!leap) return value;
+  return new Date(Date.parse(`${leap[1]}59${leap[2]}`) + 1000).toISOString();
 }
