@@ -7,12 +7,13 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { ensureDevVars } from "./lib/dev-vars.ts";
-import { configPaths, readShards } from "./lib/shards.ts";
+import { localConfigPaths, readShards } from "./lib/shards.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 
-const API_CONFIG = "wrangler.toml";
-const NOTIFIER_CONFIG = "src/notifier/wrangler.toml";
+// The committed configs, or their git-ignored local copies once `npm run shards -- add` added a
+// shard locally.
+const { api: API_CONFIG, notifier: NOTIFIER_CONFIG } = localConfigPaths();
 
 const extra = process.argv.slice(2);
 const port = flagValue(extra, "--port") ?? "8787";
@@ -26,14 +27,14 @@ ensureSettings(".dev.vars", "# Local settings of the API Worker; never commit th
   AUDIT_HASH_KEY: newAuditHashKey,
 });
 ensureSettings(
-  path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars"),
+  path.relative(PROJECT_ROOT, path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars")),
   "# Local settings of the notifier Worker; never commit this file.\n" +
     "# Without APP_PUSH_URL the notifier logs each notice as one JSON line.\n" +
     "# APP_PUSH_URL='http://127.0.0.1:9999/push'\n",
   { APP_PUSH_SECRET: () => `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}` },
 );
 
-for (const shard of readShards(configPaths().api)) {
+for (const shard of readShards(API_CONFIG)) {
   console.log(`Applying local D1 migrations to shard ${shard.name} (${shard.binding})...`);
   process.stdout.write(
     wrangler([
