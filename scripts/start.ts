@@ -5,7 +5,10 @@
  */
 import { spawn } from "node:child_process";
 import path from "node:path";
+import { createInterface } from "node:readline";
+import type { Readable, Writable } from "node:stream";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
+import { devOutputFilter, migrationSummary } from "./lib/dev-output.ts";
 import { ensureDevVars } from "./lib/dev-vars.ts";
 import { localConfigPaths, readShards } from "./lib/shards.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
@@ -35,19 +38,17 @@ ensureSettings(
 );
 
 for (const shard of readShards(API_CONFIG)) {
-  console.log(`Applying local D1 migrations to shard ${shard.name} (${shard.binding})...`);
-  process.stdout.write(
-    wrangler([
-      "d1",
-      "migrations",
-      "apply",
-      shard.binding,
-      "--local",
-      "-c",
-      API_CONFIG,
-      ...(persistTo ? ["--persist-to", persistTo] : []),
-    ]),
-  );
+  const output = wrangler([
+    "d1",
+    "migrations",
+    "apply",
+    shard.binding,
+    "--local",
+    "-c",
+    API_CONFIG,
+    ...(persistTo ? ["--persist-to", persistTo] : []),
+  ]);
+  console.log(migrationSummary(`${shard.name} (${shard.binding})`, output));
 }
 
 console.log(`
@@ -76,8 +77,11 @@ const dev = spawn(
     "--test-scheduled",
     ...withoutFlags(extra, ["--port", "--ip"]),
   ],
-  { cwd: PROJECT_ROOT, stdio: "inherit" },
+  // Piped, not inherited, so that the lines repeated every minute can be left out.
+  { cwd: PROJECT_ROOT, stdio: ["inherit", "pipe", "pipe"] },
 );
+showLines(dev.stdout!, process.stdout);
+showLines(dev.stderr!, process.stderr);
 
 // wrangler dev never fires cron triggers, so the API Worker's every-minute jobs (the re-send of
 // notices whose queue send failed among them) are triggered here, as the deployed trigger would.
@@ -102,6 +106,14 @@ dev.on("exit", (code) => {
   clearInterval(cronTicker);
   process.exit(code ?? 0);
 });
+
+/** Copies `from` to `to` line by line, without the routine lines (scripts/lib/dev-output.ts). */
+function showLines(from: Readable, to: Writable): void {
+  const show = devOutputFilter();
+  createInterface({ input: from, crlfDelay: Infinity }).on("line", (line) => {
+    if (show(line)) to.write(`${line}\n`);
+  });
+}
 
 function ensureSettings(relative: string, header: string, settings: Record<string, () => string>): void {
   const written = ensureDevVars(path.join(PROJECT_ROOT, relative), header, settings);
