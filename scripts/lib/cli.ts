@@ -92,3 +92,14 @@ function asksForHelp(argv: readonly string[]): boolean {
   const end = argv.indexOf("--");
   return (end === -1 ? argv : argv.slice(0, end)).some((arg) => arg === "--help" || arg === "-h");
 }
+
+/**
+ * Rows as plain text for a person: a header row, then one line per row, each column padded to
+ * its widest cell and two spaces apart. Scripts that read the output use --json instead.
+ *
+ * @example table(["CLIENT_ID", "STATE"], [["pos-1", "enabled"]]) // "CLIENT_ID  STATE\npos-1      enabled"
+ */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]!.length)));
+  return [header, ...rows].map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
+}
