@@ -7,7 +7,7 @@ import { tagOfId } from "../src/shared/shard-ids.ts";
 import { AUDIT_SUBJECTS, auditPageSql, type AuditCursor, type AuditRecord, type AuditSubject } from "../src/storage/audit-sql.ts";
 import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
-import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
+import { targetShards, type ConfigShard } from "./lib/shards.ts";
 import { TARGET_OPTIONS, targetOf, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run audit -- receipt <receipt_id> | client <client_id> | chain <chain_id>
@@ -57,7 +57,7 @@ await runCli(USAGE, (argv) => {
  * (none for an ID that names no shard); a client's or chain's on any shard.
  */
 function auditRecords(target: Target, subject: AuditSubject, id: string, since: string | undefined): AuditRecord[] {
-  const all = readShards(configPaths().api);
+  const all = targetShards(target);
   const shards = subject === "receipt" ? all.filter((shard) => shard.tag === tagOfId(id)) : all;
   const records = shards.flatMap((shard) => shardRecords(target, shard, subject, id, since));
   // Each shard's records come newest first; ISO times of one format sort as time does.

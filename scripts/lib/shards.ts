@@ -9,7 +9,7 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { SHARD_NAME_PATTERN, shardBinding, shardNameOfBinding, shardTag } from "../../src/shared/shard-ids.ts";
 import { UsageError } from "./cli.ts";
-import { PROJECT_ROOT } from "./wrangler.ts";
+import { PROJECT_ROOT, type Target } from "./wrangler.ts";
 
 /** A shard as a config declares it. */
 export interface ConfigShard {
@@ -19,6 +19,8 @@ export interface ConfigShard {
   database_id: string;
   migrations_dir?: string;
   tag: number;
+  /** The config that binds it, for wrangler's -c; set by {@link targetShards}. */
+  config?: string;
 }
 
 /** The two Workers' configs under a project directory (the project root unless tests say otherwise). */
@@ -75,6 +77,16 @@ export function localConfigPaths(dir: string = PROJECT_ROOT): ConfigPaths {
   replaceIfChanged(local.notifier, configWithShards(committed.notifier, shards));
   replaceIfChanged(local.api, configWithShards(committed.api, shards));
   return local;
+}
+
+/**
+ * The shards an operator command acts on: the deployment's, or locally those of the configs
+ * `npm start` runs with, local shards included. Each names the config that binds it, since
+ * wrangler finds a database only through a config.
+ */
+export function targetShards(target: Target, dir?: string): ConfigShard[] {
+  const { api } = target.remote ? configPaths(dir) : localConfigPaths(dir);
+  return readShards(api).map((shard) => ({ ...shard, config: api }));
 }
 
 /** A committed config's text with a block for each of these shards. */

@@ -13,6 +13,7 @@ import {
   countAndSize,
   createdDatabaseId,
   shardsOfConfigText,
+  targetShards,
   withShardBlock,
 } from "../../scripts/lib/shards.ts";
 import { ROOT, freshState, runScript } from "../support/run-script.ts";
@@ -192,6 +193,12 @@ describe("docs/operations.md#shards list, close, open, add", () => {
       expect.objectContaining({ name: "s2", state: "open" }),
       { name: "s3", binding: "DB_S3", state: "closed", receipts: 0, bytes: expect.any(Number) },
     ]);
+
+    // The other operator commands (notices, audit, app-users) reach it locally, through the config that binds it.
+    expect(targetShards({ remote: false }, configDir).map(({ name, config }) => [name, config])).toEqual(
+      ["s1", "s2", "s3"].map((name) => [name, path.join(configDir, "wrangler.local.toml")]),
+    );
+    expect(targetShards({ remote: true }, configDir).map(({ name }) => name)).toEqual(["s1", "s2"]);
 
     const again = shards("add", "s3");
     expect(again.status).toBe(2);
