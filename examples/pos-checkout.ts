@@ -3,19 +3,29 @@
  * make the return code the app shows as a QR code, read it back as the till's scanner would,
  * and delete the receipt, as a return at the till does.
  *
- *     npm start                 # in one terminal
- *     npm run example           # in another
+ *     npm start                                   # in one terminal
+ *     npm run example                             # in another
+ *     npm run example -- --base-url http://127.0.0.1:9000   # after npm start -- --port 9000
  *
  * Settings, all optional:
- * - RECEIPTS_BASE_URL: where the service answers (default http://127.0.0.1:8787).
+ * - --base-url, else RECEIPTS_BASE_URL: where the service answers (default http://127.0.0.1:8787).
  * - RECEIPTS_CLIENT_ID, RECEIPTS_CLIENT_SECRET and RECEIPTS_CHAIN_ID: the client to act as.
- *   Without them the example issues a client for chain c1 into the local state of `npm start`,
- *   as an operator would: `npm run clients -- issue --chain c1 --json`.
+ *   Without them, once the service has answered, the example issues a client for chain c1 into
+ *   the local state of `npm start`, as an operator would (`npm run clients -- issue --chain c1
+ *   --json`), and keeps it in .wrangler/example-client.json for the next runs.
  */
 import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { parseArgs } from "node:util";
 import { ReceiptsClient, ReceiptsError, makeReturnCode, parseReturnCode, type Receipt } from "../src/client/index.ts";
+import { PATHS } from "../src/shared/paths.ts";
 
-const baseUrl = process.env.RECEIPTS_BASE_URL ?? "http://127.0.0.1:8787";
+const USAGE = "Usage: npm run example [-- --base-url <http(s) URL of receipts.v2>]";
+// Beside npm start's own local state, which the saved client belongs to, and git-ignored with it.
+const SAVED_CLIENT = path.join(import.meta.dirname, "..", ".wrangler", "example-client.json");
+
+const baseUrl = baseUrlArgument();
 
 try {
   await checkout();
@@ -30,10 +40,22 @@ try {
 
 async function checkout(): Promise<void> {
   console.log(`receipts.v2 at ${baseUrl}`);
-  const { clientId, clientSecret, chainId } = credentials();
-  const client = new ReceiptsClient({ baseUrl, clientId, clientSecret });
+  // Nothing is issued for a run that cannot reach the service.
+  const answered = await fetch(new URL(PATHS.openapi, baseUrl)).then((response) => (void response.body?.cancel(), response.ok), () => false);
+  if (!answered) throw new Error(`No receipts.v2 answers at ${baseUrl}.`);
+  const { clientId, clientSecret, chainId, saved } = credentials();
+  let client = new ReceiptsClient({ baseUrl, clientId, clientSecret });
 
-  const token = await client.login();
+  let token;
+  try {
+    token = await client.login();
+  } catch (error) {
+    // A saved client from an earlier local state (wiped, or another --persist-to) is unknown here.
+    if (!(saved && error instanceof ReceiptsError && error.status === 403)) throw error;
+    const issued = issueClient(chainId);
+    client = new ReceiptsClient({ baseUrl, clientId: issued.clientId, clientSecret: issued.clientSecret });
+    token = await client.login();
+  }
   console.log(`2. Logged in: a ${token.token_type} token for ${token.expires_in} s; the client renews it by itself.`);
 
   const appUserId = `au-${crypto.randomUUID().slice(0, 8)}`;
@@ -63,12 +85,30 @@ async function checkout(): Promise<void> {
   }
 }
 
-function credentials(): { clientId: string; clientSecret: string; chainId: string } {
+interface Credentials {
+  clientId: string;
+  clientSecret: string;
+  chainId: string;
+}
+
+function credentials(): Credentials & { saved: boolean } {
   const { RECEIPTS_CLIENT_ID: clientId, RECEIPTS_CLIENT_SECRET: clientSecret, RECEIPTS_CHAIN_ID: chainId = "c1" } = process.env;
   if (clientId && clientSecret) {
     console.log(`1. Acting as client ${clientId} for chain ${chainId} (from RECEIPTS_CLIENT_ID).`);
-    return { clientId, clientSecret, chainId };
+    return { clientId, clientSecret, chainId, saved: false };
   }
+  if (existsSync(SAVED_CLIENT)) {
+    const saved = JSON.parse(readFileSync(SAVED_CLIENT, "utf8")) as Credentials;
+    if (saved.chainId === chainId) {
+      console.log(`1. Acting as client ${saved.clientId} for chain ${chainId}, issued by an earlier run (${path.relative(process.cwd(), SAVED_CLIENT)}).`);
+      return { ...saved, saved: true };
+    }
+  }
+  return { ...issueClient(chainId), saved: false };
+}
+
+/** Issues a client as an operator would, and keeps it for the next runs. */
+function issueClient(chainId: string): Credentials {
   // npm run puts the project's Node and wrangler first on PATH; the operator command needs both.
   const output = execFileSync("npm", ["run", "-s", "clients", "--", "issue", "--chain", chainId, "--json"], {
     encoding: "utf8",
@@ -76,7 +116,23 @@ function credentials(): { clientId: string; clientSecret: string; chainId: strin
   });
   const issued = JSON.parse(output.trim().split("\n").at(-1)!) as { client_id: string; client_secret: string };
   console.log(`1. Issued client ${issued.client_id} for chain ${chainId}: npm run clients -- issue --chain ${chainId} --json`);
-  return { clientId: issued.client_id, clientSecret: issued.client_secret, chainId };
+  const credentials = { clientId: issued.client_id, clientSecret: issued.client_secret, chainId };
+  mkdirSync(path.dirname(SAVED_CLIENT), { recursive: true });
+  writeFileSync(SAVED_CLIENT, `${JSON.stringify(credentials)}\n`, { mode: 0o600 });
+  return credentials;
+}
+
+/** --base-url, else RECEIPTS_BASE_URL, else npm start's default; anything but an http(s) URL is a usage error (exit 2). */
+function baseUrlArgument(): string {
+  try {
+    const { values } = parseArgs({ options: { "base-url": { type: "string" } } });
+    const url = values["base-url"] ?? process.env.RECEIPTS_BASE_URL ?? "http://127.0.0.1:8787";
+    if (!/^https?:$/.test(new URL(url).protocol)) throw new Error(`not an http(s) URL: ${url}`);
+    return url;
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
 }
 
 function sampleReceipt(): Receipt & { total: number; currency: string; pos_receipt_number: string } {

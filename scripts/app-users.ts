@@ -10,7 +10,7 @@ import type { Statement } from "../src/storage/statement.ts";
 import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 import { readDevVars } from "./lib/dev-vars.ts";
-import { configPaths, readShards } from "./lib/shards.ts";
+import { configPaths, targetShards } from "./lib/shards.ts";
 import { TARGET_OPTIONS, targetOf, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--remote]
@@ -45,7 +45,7 @@ async function erase(argv: string[]): Promise<void> {
   const target = targetOf(values);
   const hashKey = auditHashKey(target);
 
-  const shards = readShards(configPaths().api).map((shard) => ({
+  const shards = targetShards(target).map((shard) => ({
     name: shard.name,
     tag: shard.tag,
     run: async (statements: readonly Statement[]) => execute<unknown>(target, shard, statements),

@@ -7,7 +7,7 @@ import { tagOfId } from "../src/shared/shard-ids.ts";
 import { AUDIT_SUBJECTS, auditPage, type AuditCursor, type AuditRecord, type AuditSubject } from "../src/storage/audit.ts";
 import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
-import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
+import { targetShards, type ConfigShard } from "./lib/shards.ts";
 import { TARGET_OPTIONS, targetOf, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run audit -- receipt <receipt_id> | client <client_id> | chain <chain_id>
@@ -57,7 +57,7 @@ await runCli(USAGE, (argv) => {
  * (none for an ID that names no shard); a client's or chain's on any shard.
  */
 function auditRecords(target: Target, subject: AuditSubject, id: string, since: string | undefined): AuditRecord[] {
-  const all = readShards(configPaths().api);
+  const all = targetShards(target);
   const shards = subject === "receipt" ? all.filter((shard) => shard.tag === tagOfId(id)) : all;
   const records = shards.flatMap((shard) => shardRecords(target, shard, subject, id, since));
   // Each shard's records come newest first; ISO times of one format sort as time does.
@@ -81,7 +81,17 @@ function rfc3339(value: string): string {
   const [year, month, day] = (match?.slice(1, 4) ?? []).map(Number);
   // Date.parse would roll 2026-02-31 over into March rather than refuse it.
   const dayExists = match !== null && new Date(Date.UTC(year!, month! - 1, day!)).getUTCDate() === day && month! <= 12;
-  const time = dayExists ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : value) : Number.NaN;
+  const time = dayExists ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : withoutLeapSecond(value)) : Number.NaN;
   if (Number.isNaN(time)) throw new UsageError(`--since is not an RFC 3339 date or time: ${JSON.stringify(value)}`);
   return new Date(time).toISOString();
+}
+
+/**
+ * RFC 3339 allows a leap second (…:60), which Date.parse refuses. The records' times, written by
+ * JavaScript, never fall inside one, so "at or after a leap second" means from the next second on.
+ */
+function withoutLeapSecond(value: string): string {
+  const leap = /^(.{17})60(?:\.\d+)?(.*)$/.exec(value);
+  if (!leap) return value;
+  return new Date(Date.parse(`${leap[1]}59${leap[2]}`) + 1000).toISOString();
 }

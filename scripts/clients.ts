@@ -11,7 +11,7 @@ import { base64url } from "jose";
 import { newClientRecord, revokingIssuedTokens } from "../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
 import { clientKey, type ClientRecord } from "../src/shared/types.ts";
-import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
+import { UsageError, parse, runCommands, table, usableId } from "./lib/cli.ts";
 import { TARGET_OPTIONS, targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run clients -- <command> [options]
@@ -109,7 +109,10 @@ function list(argv: string[]): void {
   const records = readRecords(target, keys.map(({ name }) => name)).map(publicView);
   if (values.json) console.log(JSON.stringify(records));
   else if (records.length === 0) console.log("No clients.");
-  else for (const record of records) console.log(describe(record));
+  else {
+    const rows = records.map((record) => [record.client_id, stateOf(record), record.chains.join(","), record.scopes.join(","), record.updated_at]);
+    console.log(table(["CLIENT_ID", "STATE", "CHAINS", "SCOPES", "UPDATED"], rows));
+  }
 }
 
 async function onOneClient(command: "show" | "disable" | "enable" | "rotate", argv: string[]): Promise<void> {
@@ -156,8 +159,12 @@ function publicView({ secret_hash: _hash, ...rest }: ClientRecord): Omit<ClientR
   return rest;
 }
 
+function stateOf(record: Omit<ClientRecord, "secret_hash">): string {
+  return record.disabled ? "disabled" : "enabled";
+}
+
 function describe(record: Omit<ClientRecord, "secret_hash">): string {
-  const state = record.disabled ? "disabled" : "enabled";
+  const state = stateOf(record);
   return `${record.client_id}\t${state}\tchains=${record.chains.join(",")}\tscopes=${record.scopes.join(",")}\tupdated=${record.updated_at}`;
 }
 

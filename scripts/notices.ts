@@ -9,7 +9,7 @@ import { tagOfId } from "../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, listFailed, replayFailed } from "../src/storage/outbox/statements.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 import { execute, onEachShard } from "./lib/d1.ts";
-import { configPaths, readShards, type ConfigShard } from "./lib/shards.ts";
+import { targetShards, type ConfigShard } from "./lib/shards.ts";
 import { TARGET_OPTIONS, targetOf } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run notices -- <command> [options]
@@ -43,7 +43,7 @@ function failed(argv: string[]): void {
   const target = targetOf(values);
   const notices: FailedNotice[] = [];
   // A shard that cannot be read keeps none of the others from being listed.
-  const failures = onEachShard(shards(), (shard) => {
+  const failures = onEachShard(targetShards(target), (shard) => {
     for (const row of execute<Omit<FailedNotice, "shard">>(target, shard, [listFailed()]).at(-1) ?? []) {
       notices.push({ event_id: row.event_id, shard: shard.name, receipt_id: row.receipt_id, failed_at: row.failed_at, attempts: row.attempts, last_error: row.last_error });
     }
@@ -64,7 +64,7 @@ function replay(argv: string[]): void {
   const bad = positionals.find((id) => !EVENT_ID_PATTERN.test(id));
   if (bad !== undefined) throw new UsageError(`Not an event_id: ${JSON.stringify(bad)} (a UUIDv7 as 'failed' lists them).`);
   const target = targetOf(values);
-  const all = shards();
+  const all = targetShards(target);
   const wanted = [...new Set(positionals)];
   // Every id is checked before anything runs: one that names no shard changes nothing.
   const byShard = new Map<ConfigShard, string[]>();
@@ -95,9 +95,4 @@ function replay(argv: string[]): void {
     ...(missing.length > 0 ? [`No failed notice ${missing.join(", ")}; see 'npm run notices -- failed'.`] : []),
   ];
   if (problems.length > 0) throw new Error(problems.join("\n"));
-}
-
-/** The shards of the API Worker's wrangler.toml. */
-function shards(): ConfigShard[] {
-  return readShards(configPaths().api);
 }

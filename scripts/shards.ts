@@ -15,7 +15,12 @@ import {
   configPaths,
   countAndSize,
   createdDatabaseId,
+  localConfigFiles,
+  localConfigPaths,
+  localShardsFile,
+  readLocalShards,
   readShards,
+  replaceIfChanged,
   shardDatabaseName,
   shardNameArgument,
   withShardBlock,
@@ -28,7 +33,8 @@ const USAGE = `Usage: npm run shards -- <command> [options]
 
   list [--json]   every shard of wrangler.toml: name, binding, state, receipts, bytes
                   (--json: one JSON array of {"name","binding","state","receipts","bytes"})
-  close <name>    the shard takes no new receipts; delete, replays and events go on
+  close <name>    the shard takes no new receipts; delete, replays and events go on.
+                  The last open shard closes only with --force: then every add fails.
   open <name>     the shard takes new receipts (again)
                   Either lands within 65 s, without a deploy.
   add <name>      a new shard, closed: database receipts-v2-<name> bound as DB_<NAME> in
@@ -70,7 +76,7 @@ async function list(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { ...COMMON, json: { type: "boolean" } });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
-  const configs = configPaths(values["config-dir"]);
+  const configs = configsFor(target, values["config-dir"]);
   const shards = readShards(configs.api);
   const states = readStates(target, configs, shards);
   const sizes = target.remote ? remoteSizes(configs, shards) : await localSizes(target, configs, shards);
@@ -97,11 +103,11 @@ async function list(argv: string[]): Promise<void> {
 }
 
 function setState(command: "open" | "close", argv: string[]): void {
-  const { values, positionals } = parse(argv, COMMON);
+  const { values, positionals } = parse(argv, command === "close" ? { ...COMMON, force: { type: "boolean" } } : COMMON);
   if (positionals.length !== 1) throw new UsageError(`${command} needs exactly one shard name.`);
   const name = shardNameArgument(positionals[0]);
   const target = targetOf(values);
-  const configs = configPaths(values["config-dir"]);
+  const configs = configsFor(target, values["config-dir"]);
   const shards = readShards(configs.api);
   if (!shards.some((shard) => shard.name === name)) {
     throw new UsageError(`No shard ${name} in wrangler.toml (shards: ${shards.map((shard) => shard.name).join(", ")}).`);
@@ -109,12 +115,16 @@ function setState(command: "open" | "close", argv: string[]): void {
   const state: ShardState = { state: command === "open" ? "open" : "closed", changed_at: new Date().toISOString(), by: "operator" };
   // Read before the write: remotely, a read right after it might not see it yet.
   const others = command === "close" ? readStates(target, configs, shards) : new Map<string, ShardState>();
+  const stillOpen = shards.filter((shard) => shard.name !== name && (others.get(shard.name)?.state ?? "open") === "open");
+  // With no open shard every new add is refused, so that takes a second, deliberate word.
+  if (command === "close" && stillOpen.length === 0 && !("force" in values && values.force)) {
+    throw new UsageError(`Shard ${name} is the last open shard: closing it stops every new add. Add --force to close it anyway.`);
+  }
   writeState(target, configs, name, state);
   console.log(
     `Shard ${name} is now ${state.state} (${target.remote ? "deployed" : "local"} SHARD_STATES, ${state.changed_at}). ` +
       `The API Worker ${state.state === "open" ? "places new receipts on it" : "stops placing new receipts on it"} within 65 s.`,
   );
-  const stillOpen = shards.filter((shard) => shard.name !== name && (others.get(shard.name)?.state ?? "open") === "open");
   if (command === "close" && stillOpen.length === 0) {
     console.error(`Warning: no shard is open now; adds fail until one is opened ('npm run shards -- open <name>').`);
   }
@@ -125,10 +135,10 @@ function add(argv: string[]): void {
   if (positionals.length !== 1) throw new UsageError("add needs exactly one shard name.");
   const name = shardNameArgument(positionals[0]);
   const target = targetOf(values);
-  const configs = configPaths(values["config-dir"]);
-  const apiText = readFileSync(configs.api, "utf8");
-  const notifierText = readFileSync(configs.notifier, "utf8");
-  const conflict = addConflict(name, [...readShards(configs.api), ...readShards(configs.notifier)]);
+  const dir = values["config-dir"];
+  const committed = configPaths(dir);
+  const current = configsFor(target, dir);
+  const conflict = addConflict(name, [...readShards(current.api), ...readShards(current.notifier)]);
   if (conflict) throw new UsageError(conflict);
   const databaseName = shardDatabaseName(name);
   const binding = shardBinding(name);
@@ -136,43 +146,66 @@ function add(argv: string[]): void {
   let databaseId: string;
   if (target.remote) {
     console.log(`Creating D1 database ${databaseName}...`);
-    databaseId = createdDatabaseId(wrangler(["d1", "create", databaseName, "-c", configs.api]));
+    databaseId = createdDatabaseId(wrangler(["d1", "create", databaseName, "-c", committed.api]));
   } else {
     databaseId = crypto.randomUUID();
   }
-  // Both configs are computed before either is written, so a config that cannot take the block
-  // leaves both unchanged.
-  const newApi = withShardBlock(apiText, { name, database_id: databaseId }, configs.api);
-  const newNotifier = withShardBlock(notifierText, { name, database_id: databaseId }, configs.notifier);
-  writeFileSync(configs.api, newApi);
-  writeFileSync(configs.notifier, newNotifier);
-  console.log(`Added ${binding} (database ${databaseName}, id ${databaseId}) to ${relative(configs.api)} and ${relative(configs.notifier)}.`);
+  const shard = { name, database_id: databaseId };
+  // Both configs are computed before anything is written, so a config that cannot take the block
+  // leaves everything unchanged.
+  const newApi = withShardBlock(readFileSync(current.api, "utf8"), shard, current.api);
+  const newNotifier = withShardBlock(readFileSync(current.notifier, "utf8"), shard, current.notifier);
 
-  // Closed before any Worker has its binding: it takes no receipt until an operator opens it.
+  // A running service (wrangler dev reloads a changed config within seconds; a deploy) must never
+  // see the shard before it is recorded closed and migrated, or it places receipts on a database
+  // without tables. So the configs it reads gain the binding last, and the migrations run on a
+  // staged copy of the new config beside it (its relative paths hold there too).
   const state: ShardState = { state: "closed", changed_at: new Date().toISOString(), by: "operator" };
-  writeState(target, configs, name, state);
+  writeState(target, committed, name, state);
   console.log(`Shard ${name} is closed in SHARD_STATES until opened.`);
 
-  console.log(`Applying the migrations to ${databaseName}...`);
+  const staged = current.api.replace(/\.toml$/, ".adding.local.toml");
+  writeFileSync(staged, newApi);
   try {
-    wrangler(["d1", "migrations", "apply", databaseName, "-c", configs.api, ...targetFlags(target)]);
+    console.log(`Applying the migrations to ${databaseName}...`);
+    wrangler(["d1", "migrations", "apply", databaseName, "-c", staged, ...targetFlags(target)]);
   } catch (error) {
     throw new Error(
-      `${(error as Error).message}\nThe shard is in both configs and closed; apply the migrations again with\n` +
-        `  npx wrangler d1 migrations apply ${databaseName} ${targetFlags(target).join(" ")}`,
+      `${(error as Error).message}\nNo config binds shard ${name} yet; fix the cause and run the same add again.`,
     );
+  } finally {
+    rmSync(staged, { force: true });
   }
 
   if (target.remote) {
+    // The notifier first: it only reads a shard the API Worker places receipts on.
+    replaceIfChanged(committed.notifier, newNotifier);
+    replaceIfChanged(committed.api, newApi);
+  } else {
+    writeFileSync(localShardsFile(dir), `${JSON.stringify([...readLocalShards(dir), shard], null, 2)}\n`);
+    localConfigPaths(dir);
+  }
+  const written = target.remote ? committed : localConfigFiles(dir);
+  console.log(`Added ${binding} (database ${databaseName}, id ${databaseId}) to ${relative(written.api)} and ${relative(written.notifier)}.`);
+
+  if (target.remote) {
     console.log(`Shard ${name} is created, migrated and closed. What is left, in this order:
-  1. Commit ${relative(configs.api)} and ${relative(configs.notifier)}.
+  1. Commit ${relative(committed.api)} and ${relative(committed.notifier)}.
   2. npx wrangler deploy -c src/notifier/wrangler.toml     # the notifier first
   3. npx wrangler deploy                                    # then the API Worker
   4. npm run shards -- open ${name} --remote                # within 65 s it takes new receipts`);
   } else {
-    console.log(`Shard ${name} is ready and closed locally. Restart 'npm start' so both Workers bind it, then:
-  npm run shards -- open ${name}`);
+    console.log(`Shard ${name} is ready and closed locally, in the git-ignored ${relative(localShardsFile(dir))}
+(the committed wrangler.toml files are unchanged). Restart 'npm start' if it runs, so both Workers
+bind it, then:
+  npm run shards -- open ${name}
+To undo: delete ${relative(localShardsFile(dir))} and the wrangler.local.toml files.`);
   }
+}
+
+/** The configs a command acts on: the committed ones for the deployment, the local ones otherwise. */
+function configsFor(target: Target, dir: string | undefined): ConfigPaths {
+  return target.remote ? configPaths(dir) : localConfigPaths(dir);
 }
 
 /** The states of these shards in SHARD_STATES, by name; a shard without a record has none here. */

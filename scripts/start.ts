@@ -5,14 +5,18 @@
  */
 import { spawn } from "node:child_process";
 import path from "node:path";
+import { createInterface } from "node:readline";
+import type { Readable, Writable } from "node:stream";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
+import { devOutputFilter, migrationSummary } from "./lib/dev-output.ts";
 import { ensureDevVars } from "./lib/dev-vars.ts";
-import { configPaths, readShards } from "./lib/shards.ts";
+import { localConfigPaths, readShards } from "./lib/shards.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 
-const API_CONFIG = "wrangler.toml";
-const NOTIFIER_CONFIG = "src/notifier/wrangler.toml";
+// The committed configs, or their git-ignored local copies once `npm run shards -- add` added a
+// shard locally.
+const { api: API_CONFIG, notifier: NOTIFIER_CONFIG } = localConfigPaths();
 
 const extra = process.argv.slice(2);
 const port = flagValue(extra, "--port") ?? "8787";
@@ -26,27 +30,25 @@ ensureSettings(".dev.vars", "# Local settings of the API Worker; never commit th
   AUDIT_HASH_KEY: newAuditHashKey,
 });
 ensureSettings(
-  path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars"),
+  path.relative(PROJECT_ROOT, path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars")),
   "# Local settings of the notifier Worker; never commit this file.\n" +
     "# Without APP_PUSH_URL the notifier logs each notice as one JSON line.\n" +
     "# APP_PUSH_URL='http://127.0.0.1:9999/push'\n",
   { APP_PUSH_SECRET: () => `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}` },
 );
 
-for (const shard of readShards(configPaths().api)) {
-  console.log(`Applying local D1 migrations to shard ${shard.name} (${shard.binding})...`);
-  process.stdout.write(
-    wrangler([
-      "d1",
-      "migrations",
-      "apply",
-      shard.binding,
-      "--local",
-      "-c",
-      API_CONFIG,
-      ...(persistTo ? ["--persist-to", persistTo] : []),
-    ]),
-  );
+for (const shard of readShards(API_CONFIG)) {
+  const output = wrangler([
+    "d1",
+    "migrations",
+    "apply",
+    shard.binding,
+    "--local",
+    "-c",
+    API_CONFIG,
+    ...(persistTo ? ["--persist-to", persistTo] : []),
+  ]);
+  console.log(migrationSummary(`${shard.name} (${shard.binding})`, output));
 }
 
 console.log(`
@@ -75,8 +77,11 @@ const dev = spawn(
     "--test-scheduled",
     ...withoutFlags(extra, ["--port", "--ip"]),
   ],
-  { cwd: PROJECT_ROOT, stdio: "inherit" },
+  // Piped, not inherited, so that the lines repeated every minute can be left out.
+  { cwd: PROJECT_ROOT, stdio: ["inherit", "pipe", "pipe"] },
 );
+showLines(dev.stdout!, process.stdout);
+showLines(dev.stderr!, process.stderr);
 
 // wrangler dev never fires cron triggers, so the API Worker's every-minute jobs (the re-send of
 // notices whose queue send failed among them) are triggered here, as the deployed trigger would.
@@ -101,6 +106,14 @@ dev.on("exit", (code) => {
   clearInterval(cronTicker);
   process.exit(code ?? 0);
 });
+
+/** Copies `from` to `to` line by line, without the routine lines (scripts/lib/dev-output.ts). */
+function showLines(from: Readable, to: Writable): void {
+  const show = devOutputFilter();
+  createInterface({ input: from, crlfDelay: Infinity }).on("line", (line) => {
+    if (show(line)) to.write(`${line}\n`);
+  });
+}
 
 function ensureSettings(relative: string, header: string, settings: Record<string, () => string>): void {
   const written = ensureDevVars(path.join(PROJECT_ROOT, relative), header, settings);

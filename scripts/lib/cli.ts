@@ -45,12 +45,17 @@ export function usableId(flag: string, value: string, { optionLike = false } = {
 }
 
 /**
- * Runs a command's main function: a UsageError prints the usage and exits 2, any other failure
- * prints its message and exits 1.
+ * Runs a command's main function: `--help` or `-h` prints the usage (exit 0), a UsageError prints
+ * it and exits 2, any other failure prints its message and exits 1.
  */
 export async function runCli(usage: string, main: (args: string[]) => Promise<void> | void): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (asksForHelp(argv)) {
+    console.log(usage);
+    return;
+  }
   try {
-    await main(process.argv.slice(2));
+    await main(argv);
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`${error.message}\n\n${usage}`);
@@ -77,4 +82,24 @@ export async function runCommands(
     if (!run) throw new UsageError(command ? `Unknown command: ${command}` : "No command given.");
     return run(rest);
   });
+}
+
+/**
+ * Whether the arguments ask for the usage: `--help` or `-h` anywhere before a `--`, after which
+ * every argument is a value (an app_user_id may well be "-h").
+ */
+function asksForHelp(argv: readonly string[]): boolean {
+  const end = argv.indexOf("--");
+  return (end === -1 ? argv : argv.slice(0, end)).some((arg) => arg === "--help" || arg === "-h");
+}
+
+/**
+ * Rows as plain text for a person: a header row, then one line per row, each column padded to
+ * its widest cell and two spaces apart. Scripts that read the output use --json instead.
+ *
+ * @example table(["CLIENT_ID", "STATE"], [["pos-1", "enabled"]]) // "CLIENT_ID  STATE\npos-1      enabled"
+ */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]!.length)));
+  return [header, ...rows].map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n");
 }

@@ -10,7 +10,8 @@ import { targetFlags, wrangler, type Target } from "./wrangler.ts";
 /** Runs statements on one shard as one batch and returns each statement's rows. */
 export function execute<Row>(target: Target, shard: ConfigShard, statements: readonly Statement[]): Row[][] {
   const command = statements.map(inlined).join(";\n");
-  const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", command, ...targetFlags(target)]);
+  const config = shard.config === undefined ? [] : ["-c", shard.config];
+  const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", command, ...config, ...targetFlags(target)]);
   return (JSON.parse(output) as { results: Row[] }[]).map(({ results }) => results);
 }
 

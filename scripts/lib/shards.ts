@@ -5,11 +5,11 @@
  * reads only the form they use: one `[[d1_databases]]` table per database, one `key = "value"`
  * line per field.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { SHARD_NAME_PATTERN, shardBinding, shardNameOfBinding, shardTag } from "../../src/shared/shard-ids.ts";
 import { UsageError } from "./cli.ts";
-import { PROJECT_ROOT } from "./wrangler.ts";
+import { PROJECT_ROOT, type Target } from "./wrangler.ts";
 
 /** A shard as a config declares it. */
 export interface ConfigShard {
@@ -19,6 +19,8 @@ export interface ConfigShard {
   database_id: string;
   migrations_dir?: string;
   tag: number;
+  /** The config that binds it, for wrangler's -c; set by {@link targetShards}. */
+  config?: string;
 }
 
 /** The two Workers' configs under a project directory (the project root unless tests say otherwise). */
@@ -28,9 +30,82 @@ export interface ConfigPaths {
   notifier: string;
 }
 
+/** The committed configs: what is deployed, and what the tests read. */
 export function configPaths(dir: string = PROJECT_ROOT): ConfigPaths {
   const root = path.resolve(PROJECT_ROOT, dir);
   return { dir: root, api: path.join(root, "wrangler.toml"), notifier: path.join(root, "src/notifier/wrangler.toml") };
+}
+
+/**
+ * A shard added locally only (`npm run shards -- add` without --remote). These are kept out of
+ * the committed configs, which the test suite reads, in this git-ignored file beside them.
+ */
+export interface LocalShard {
+  name: string;
+  database_id: string;
+}
+
+/** The git-ignored list of locally added shards, in the project directory. */
+export function localShardsFile(dir: string = PROJECT_ROOT): string {
+  return path.join(configPaths(dir).dir, "shards.local.json");
+}
+
+/** The git-ignored configs local tools run with when shards were added locally, beside the committed ones. */
+export function localConfigFiles(dir: string = PROJECT_ROOT): ConfigPaths {
+  const { dir: root, api, notifier } = configPaths(dir);
+  const local = (file: string) => file.replace(/\.toml$/, ".local.toml");
+  return { dir: root, api: local(api), notifier: local(notifier) };
+}
+
+/** The shards added locally, oldest first; none without the file. */
+export function readLocalShards(dir: string = PROJECT_ROOT): LocalShard[] {
+  const file = localShardsFile(dir);
+  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as LocalShard[]) : [];
+}
+
+/**
+ * The configs the local tools (`npm start`, the operator scripts without --remote) run with: the
+ * committed ones, or, once a shard was added locally, generated copies beside them that also bind
+ * the local shards. Each copy is brought up to date here, so a change to a committed config
+ * reaches it, and written only when it changes, since `wrangler dev` reloads on every write.
+ */
+export function localConfigPaths(dir: string = PROJECT_ROOT): ConfigPaths {
+  const committed = configPaths(dir);
+  const shards = readLocalShards(dir);
+  if (shards.length === 0) return committed;
+  const local = localConfigFiles(dir);
+  replaceIfChanged(local.notifier, configWithShards(committed.notifier, shards));
+  replaceIfChanged(local.api, configWithShards(committed.api, shards));
+  return local;
+}
+
+/**
+ * The shards an operator command acts on: the deployment's, or locally those of the configs
+ * `npm start` runs with, local shards included. Each names the config that binds it, since
+ * wrangler finds a database only through a config.
+ */
+export function targetShards(target: Target, dir?: string): ConfigShard[] {
+  const { api } = target.remote ? configPaths(dir) : localConfigPaths(dir);
+  return readShards(api).map((shard) => ({ ...shard, config: api }));
+}
+
+/** A committed config's text with a block for each of these shards. */
+export function configWithShards(file: string, shards: readonly LocalShard[]): string {
+  const header =
+    `# Generated from ${path.basename(file)} and shards.local.json by the scripts: edit those, not this.\n` +
+    "# Undo a local shard: delete shards.local.json and every wrangler.local.toml (see README).\n";
+  return header + shards.reduce((text, shard) => withShardBlock(text, shard, file), readFileSync(file, "utf8"));
+}
+
+/**
+ * Writes `file` through a rename, so that a `wrangler dev` watching it never reads half a file;
+ * leaves it alone when it already holds `text`.
+ */
+export function replaceIfChanged(file: string, text: string): void {
+  if (existsSync(file) && readFileSync(file, "utf8") === text) return;
+  const next = `${file}.next`;
+  writeFileSync(next, text);
+  renameSync(next, file);
 }
 
 /** The name every shard's D1 database has: `receipts-v2-<name>`. */

@@ -32,11 +32,32 @@ export const authorizationHeader = usableHeader().check(
 );
 
 /** A header value with its documentation. */
-function documentedHeader(description: string, example?: string) {
-  return headerText.check(z.meta(example === undefined ? { description } : { description, example }));
+function documentedHeader(description: string, example?: string, schema = headerText) {
+  return schema.check(z.meta(example === undefined ? { description } : { description, example }));
 }
 
-export const clientIdHeader = documentedHeader("Client ID issued by the operator", "pos-acme-01");
+/**
+ * A header that names who or what a request is about (docs/api.md#common-rules). The runtime
+ * joins a header sent more than once into one value with ", ", so a comma is refused: otherwise
+ * two app_user_id headers would store a receipt for a shopper called "user-42, user-43".
+ */
+function identifying(schema: z.ZodMiniString<string>) {
+  return schema.check(
+    z.refine((value) => !value.includes(","), "was sent more than once or holds a comma"),
+    // Printable ASCII but the comma (0x2C), with one character that is not a space.
+    z.meta({ pattern: "^[\\x20-\\x2B\\x2D-\\x7E]*[\\x21-\\x2B\\x2D-\\x7E][\\x20-\\x2B\\x2D-\\x7E]*$" }),
+  );
+}
+
+/** An identifying header value of at most 256 characters. */
+const identifyingText = identifying(headerText);
+
+/** A documented identifying header. */
+function identifyingHeader(description: string, example: string) {
+  return documentedHeader(`${description}. Sent once, without a comma.`, example, identifyingText);
+}
+
+export const clientIdHeader = identifyingHeader("Client ID issued by the operator", "pos-acme-01");
 
 /** Headers of `POST /receipts/v2/login` (docs/api.md#login). */
 export const loginHeaders = z.object({
@@ -63,14 +84,14 @@ export type LoginResponse = z.infer<typeof loginResponse>;
 export const addHeaders = z.object({
   Authorization: authorizationHeader,
   client_id: clientIdHeader,
-  chain_id: documentedHeader("ID of the retail chain the receipt belongs to; one of the client's chains", "chain-nord"),
-  app_user_id: documentedHeader("Internal ID of the app user who holds the receipt", "au-7f3c9e"),
+  chain_id: identifyingHeader("ID of the retail chain the receipt belongs to; one of the client's chains", "chain-nord"),
+  app_user_id: identifyingHeader("Internal ID of the app user who holds the receipt", "au-7f3c9e"),
   "Content-Type": documentedHeader("application/json; a charset parameter, if sent, must be utf-8", "application/json"),
   "Idempotency-Key": z.optional(
-    usableHeader(255).check(
+    identifying(usableHeader(255)).check(
       z.meta({
         description:
-          "Optional, 1–255 printable ASCII characters chosen by the client. Repeating it within 24 hours returns the first answer instead of adding a second receipt.",
+          "Optional, 1–255 printable ASCII characters but the comma, chosen by the client and sent once. Repeating it within 24 hours returns the first answer instead of adding a second receipt.",
         example: "till-7-20261122-000123",
       }),
     ),
@@ -245,16 +266,16 @@ export type ErrorResponse = z.infer<typeof errorResponse>;
 /** Headers of `POST /receipts/v2/delete` (docs/api.md#delete), in the documented order. */
 export const deleteHeaders = z.object({
   Authorization: authorizationHeader,
-  receipt_id: documentedHeader(
+  receipt_id: identifyingHeader(
     "Internal document ID of the receipt to remove: the receipt_id add returned, shown in the app's return QR code",
     "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17",
   ),
   client_id: clientIdHeader,
-  chain_id: documentedHeader(
+  chain_id: identifyingHeader(
     "ID of the requesting chain; must equal the receipt's chain_id, so that a chain removes only its own receipts",
     "chain-nord",
   ),
-  app_user_id: documentedHeader("Internal ID of the app user; must equal the receipt's app_user_id", "au-7f3c9e"),
+  app_user_id: identifyingHeader("Internal ID of the app user; must equal the receipt's app_user_id", "au-7f3c9e"),
 });
 export type DeleteHeaders = z.infer<typeof deleteHeaders>;
 

@@ -248,6 +248,8 @@ const ATTACKS: Record<string, Attack[]> = {
     },
     { name: "no exp", make: async (t) => bearer(await signTestToken({ ...claimsOf(t), exp: undefined })) },
     { name: "exp as a string", make: async (t) => bearer(await signTestToken({ ...claimsOf(t), exp: String(now() + 3600) })) },
+    { name: "a fractional exp", make: async (t) => bearer(await signTestToken({ ...claimsOf(t), exp: now() + 3599.5 })) },
+    { name: "a fractional iat", make: async (t) => bearer(await signTestToken({ ...claimsOf(t), iat: now() - 0.5 })) },
     { name: "nbf beyond the skew", make: async (t) => bearer(await signTestToken({ ...claimsOf(t), nbf: now() + 60 })) },
     { name: "iat beyond the skew", make: async (t) => bearer(await signTestToken({ ...claimsOf(t), iat: now() + 60, exp: now() + 3660 })) },
     { name: "iat an hour ahead", make: async (t) => bearer(await signTestToken({ ...claimsOf(t), iat: now() + 3600, exp: now() + 7200 })) },

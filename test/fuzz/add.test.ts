@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { call, issueClient, loginToken, rowCounts, type TestClient } from "../support/api.ts";
-import { asReceived, headerSet, headerValue, receiptBody, times } from "./arbitraries.ts";
+import { IDENTIFYING_HEADERS, asReceived, headerSet, headerValue, receiptBody, times } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { rowsOnEveryShard } from "../support/shards.ts";
@@ -53,6 +53,8 @@ describe("fuzzing: add", () => {
           if (answer.status === 200) {
             const data = answer.body.data;
             const received = (name: string) => asReceived(headers, name);
+            const joined = IDENTIFYING_HEADERS.find((name) => received(name)?.includes(","));
+            if (joined) throw new Error(`200 for ${joined} sent twice or holding a comma`);
             const caller = clients.find((client) => client.clientId === received("client_id"));
             const token = /^Bearer +(\S+)$/i.exec(received("authorization") ?? "")?.[1];
             if (!caller || token !== tokens[clients.indexOf(caller)]) throw new Error("200 without the client's own token");

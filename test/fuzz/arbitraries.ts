@@ -176,6 +176,17 @@ export function asReceived(headers: Record<string, string>, name: string): strin
   return value === "" ? null : value;
 }
 
+/**
+ * docs/api.md#common-rules: the headers that name who or what a request is about; a comma in one
+ * (a header sent twice arrives joined with ", ") is refused with 406.
+ */
+export const IDENTIFYING_HEADERS: readonly string[] = ["client_id", "chain_id", "app_user_id", "receipt_id", "Idempotency-Key"];
+
+/** Whether header `name` as received is usable: {@link usable}, and no comma in an identifying header. */
+export function usableHeader(name: string, value: string | null, maxLength = 256): value is string {
+  return usable(value, maxLength) && !(IDENTIFYING_HEADERS.includes(name) && value.includes(","));
+}
+
 /** docs/api.md#common-rules: a value a route can use as a string (`Authorization` has no length limit). */
 export function usable(value: string | null, maxLength = 256): value is string {
   return value !== null && /^[\x20-\x7e]*$/.test(value) && value.trim() !== "" && value.length <= maxLength;

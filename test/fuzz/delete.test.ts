@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { call, issueClient, loginToken, rowCounts, uniqueId, type TestClient } from "../support/api.ts";
 import { seedReceipt, type SeededReceipt } from "../support/notices.ts";
-import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
+import { asReceived, headerSet, headerValue, strayBody, times, usableHeader } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, FUZZ_RUNS, FUZZ_SECONDS, runCampaign, type FuzzRequest } from "./harness.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 
@@ -128,7 +128,7 @@ function expectedDelete(
   const names = ["Authorization", "receipt_id", ...OWNER_FIELDS];
   const values = Object.fromEntries(names.map((name) => [name, asReceived(sent, name)]));
   if (names.some((name) => values[name] === null)) return [400];
-  if (names.some((name) => !usable(values[name]!, name === "Authorization" ? Infinity : 256))) return [406];
+  if (names.some((name) => !usableHeader(name, values[name]!, name === "Authorization" ? Infinity : 256))) return [406];
   const token = /^Bearer +(\S+)$/i.exec(values.Authorization!)?.[1];
   const caller = clients[tokens.indexOf(token ?? "")];
   if (!caller || caller.clientId !== values.client_id) return [403];

@@ -7,7 +7,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { call, issueClient, rowCounts, uniqueId, type TestClient } from "../support/api.ts";
-import { asReceived, headerSet, headerValue, strayBody, times, usable } from "./arbitraries.ts";
+import { asReceived, headerSet, headerValue, strayBody, times, usableHeader } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 
@@ -74,7 +74,7 @@ function expectedLogin(sent: Record<string, string>, client: TestClient, disable
   const names = ["client_id", "client_secret", "token_type", "scope"];
   const values = Object.fromEntries(names.map((name) => [name, asReceived(sent, name)]));
   if (names.some((name) => values[name] === null)) return [400];
-  if (names.some((name) => !usable(values[name]!))) return [406];
+  if (names.some((name) => !usableHeader(name, values[name]!))) return [406];
   if (values.token_type !== "Bearer" || values.scope !== "service.pos") return [403];
   // The right secret of the enabled client logs in, however many failures its client_id has had;
   // the right secret of the disabled one is refused, and not counted as a failed guess.

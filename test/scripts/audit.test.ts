@@ -71,6 +71,12 @@ describe("docs/api.md#audit npm run audit: records of every shard, newest first"
     expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord" && record.at >= "2026-11-02T09:00:00.000Z")));
   });
 
+  it("chain --since a leap second keeps the records from the second after it", () => {
+    const result = audit("chain", "chain-nord", "--json", "--since", "2026-11-20T10:59:60+01:00");
+    expect(result.status, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord" && record.at >= "2026-11-20T10:00:00.000Z")));
+  });
+
   it("client --since a date", () => {
     const result = audit("client", "pos-1", "--json", "--since", "2026-11-01");
     expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.client_id === "pos-1" && record.at >= "2026-11-01")));

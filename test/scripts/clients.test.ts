@@ -72,7 +72,12 @@ describe("docs/api.md#operators npm run clients", () => {
     const records = JSON.parse(listed.stdout) as Record<string, unknown>[];
     expect(records.map((record) => record.client_id)).toContain(client.client_id);
     expect(listed.stdout).not.toContain("sha256:");
-    expect(clients("list").stdout).toContain(`${client.client_id}\tenabled\tchains=c1`);
+    const [header, ...lines] = clients("list").stdout.trimEnd().split("\n");
+    expect(header).toMatch(/^CLIENT_ID +STATE +CHAINS +SCOPES +UPDATED$/);
+    const line = lines.find((text) => text.startsWith(`${client.client_id} `))!;
+    // Aligned: each cell starts where its column's header does.
+    expect(line.slice(header!.indexOf("STATE"))).toMatch(/^enabled +c1 +service\.pos +\d{4}-/);
+    expect(line.slice(header!.indexOf("CHAINS"))).toMatch(/^c1 /);
   });
 
   it("disable and enable flip the record; rotate replaces the hash and prints a new secret", async () => {

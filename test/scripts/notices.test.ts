@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, replayFailed } from "../../src/storage/outbox/statements.ts";
@@ -7,6 +9,18 @@ import { freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
 const notices = (...args: string[]) => runScript("notices", [...args, "--persist-to", state]);
+
+/**
+ * The fields docs/api.md names for a command's JSON rows: the first `{"a", "b"}` after the
+ * command's name in the text, so that a script reading the output can rely on the page.
+ */
+function documentedFields(command: string): string[] {
+  const page = readFileSync(path.join(import.meta.dirname, "../../docs/api.md"), "utf8");
+  const from = page.indexOf(`\`${command}\` prints`);
+  expect(from, `docs/api.md says what \`${command}\` prints`).toBeGreaterThan(-1);
+  const fields = /`\{([^}]*)\}`/.exec(page.slice(from))![1]!;
+  return [...fields.matchAll(/"([a-z_]+)"/g)].map((match) => match[1]!);
+}
 
 /** Runs SQL on a shard of the throwaway local D1, as an operator's shell would; returns the last statement's rows. */
 const d1 = (shard: string, sql: string) => localD1(state, shard, sql);
@@ -69,6 +83,7 @@ describe("docs/api.md#operators npm run notices: failed and replay across shards
       { event_id: SECOND, shard: "s2", receipt_id: "r-second", failed_at: "2026-11-22T10:51:00.000Z", attempts: 11, last_error: "HTTP 503 from the push service" },
       { event_id: THIRD, shard: "s1", receipt_id: "r-third", failed_at: "2026-11-22T10:52:00.000Z", attempts: 11, last_error: "HTTP 400 from the push service" },
     ]);
+    expect(Object.keys(JSON.parse(listed.stdout)[0])).toEqual(documentedFields("notices -- failed --json"));
 
     const replayed = notices("replay", FIRST);
     expect(replayed.status, replayed.stderr).toBe(0);

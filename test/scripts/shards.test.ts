@@ -3,7 +3,7 @@
  * Workers' configs (--config-dir), so that no test ever edits the project's wrangler.toml files.
  */
 import { spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -13,6 +13,7 @@ import {
   countAndSize,
   createdDatabaseId,
   shardsOfConfigText,
+  targetShards,
   withShardBlock,
 } from "../../scripts/lib/shards.ts";
 import { ROOT, freshState, runScript } from "../support/run-script.ts";
@@ -142,24 +143,47 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "open"], ["s2", "open"]]);
   });
 
-  it("add s3: a block in both configs after s2's, comments kept, migrated, closed until opened", () => {
+  it("close of the last open shard: refused with exit 2 and nothing changed, unless --force", () => {
+    expect(shards("close", "s1").status).toBe(0);
+    const refused = shards("close", "s2");
+    expect(refused.status, refused.stderr).toBe(2);
+    expect(refused.stderr).toContain("last open shard");
+    expect(refused.stderr).toContain("--force");
+    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "open"]]);
+
+    const forced = shards("close", "s2", "--force");
+    expect(forced.status, forced.stderr).toBe(0);
+    expect(forced.stderr).toContain("no shard is open now");
+    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "closed"]]);
+    for (const name of ["s1", "s2"]) expect(shards("open", name).status).toBe(0);
+  }, 240_000);
+
+  it("add s3: kept out of the committed configs, in git-ignored local copies that bind it after s2; migrated, closed until opened", () => {
     const added = shards("add", "s3");
     expect(added.status, added.stderr).toBe(0);
     expect(added.stdout).toContain("open s3");
+    expect(added.stdout).toContain("To undo");
+
+    // The committed configs, which the test suite reads, are untouched.
+    expect(readFileSync(API_CONFIG, "utf8")).toBe(ORIGINAL_API);
+    expect(readFileSync(NOTIFIER_CONFIG, "utf8")).toBe(ORIGINAL_NOTIFIER);
+    const local = JSON.parse(readFileSync(path.join(configDir, "shards.local.json"), "utf8")) as { name: string; database_id: string }[];
+    expect(local).toEqual([{ name: "s3", database_id: expect.stringMatching(/^[0-9a-f-]{36}$/) }]);
+    const id = local[0]!.database_id;
 
     for (const [file, original, migrations] of [
-      [API_CONFIG, ORIGINAL_API, "migrations"],
-      [NOTIFIER_CONFIG, ORIGINAL_NOTIFIER, "../../migrations"],
+      [path.join(configDir, "wrangler.local.toml"), ORIGINAL_API, "migrations"],
+      [path.join(configDir, "src/notifier/wrangler.local.toml"), ORIGINAL_NOTIFIER, "../../migrations"],
     ] as const) {
       const text = readFileSync(file, "utf8");
-      const id = /binding = "DB_S3"\ndatabase_name = "receipts-v2-s3"\ndatabase_id = "([0-9a-f-]{36})"\n/.exec(text)?.[1];
-      expect(id, file).toBeDefined();
       const block = `\n[[d1_databases]]\nbinding = "DB_S3"\ndatabase_name = "receipts-v2-s3"\ndatabase_id = "${id}"\nmigrations_dir = "${migrations}"\n`;
-      // Right after s2's block, and nothing else changed.
+      // Right after s2's block, and nothing else changed but a header saying where it comes from.
       const s2End = original.indexOf("\n", original.indexOf(`migrations_dir = "${migrations}"`, original.indexOf('"DB_S2"'))) + 1;
-      expect(text).toBe(original.slice(0, s2End) + block + original.slice(s2End));
+      expect(text).toMatch(/^# Generated from wrangler\.toml and shards\.local\.json/);
+      expect(text.endsWith(original.slice(0, s2End) + block + original.slice(s2End)), file).toBe(true);
       expect(shardsOfConfigText(text).map(({ name }) => name)).toEqual(["s1", "s2", "s3"]);
     }
+    expect(readdirSync(configDir).filter((name) => name.includes("adding"))).toEqual([]);
     // The project's own configs are untouched.
     expect(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
     expect(readFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
@@ -170,10 +194,32 @@ describe("docs/operations.md#shards list, close, open, add", () => {
       { name: "s3", binding: "DB_S3", state: "closed", receipts: 0, bytes: expect.any(Number) },
     ]);
 
+    // The other operator commands (notices, audit, app-users) reach it locally, through the config that binds it.
+    expect(targetShards({ remote: false }, configDir).map(({ name, config }) => [name, config])).toEqual(
+      ["s1", "s2", "s3"].map((name) => [name, path.join(configDir, "wrangler.local.toml")]),
+    );
+    expect(targetShards({ remote: true }, configDir).map(({ name }) => name)).toEqual(["s1", "s2"]);
+
     const again = shards("add", "s3");
     expect(again.status).toBe(2);
     expect(again.stderr).toContain("exists already");
-  });
+  }, 240_000);
+
+  it("add whose migrations fail: no config binds the shard, so a running service never sees it unmigrated", () => {
+    const brokenDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
+    copyFileSync(API_CONFIG, path.join(brokenDir, "wrangler.toml"));
+    mkdirSync(path.join(brokenDir, "src/notifier"), { recursive: true });
+    copyFileSync(NOTIFIER_CONFIG, path.join(brokenDir, "src/notifier/wrangler.toml"));
+    mkdirSync(path.join(brokenDir, "migrations"));
+    writeFileSync(path.join(brokenDir, "migrations/0001_broken.sql"), "CREATE TABLE receipts (;\n");
+
+    const result = runScript("shards", ["add", "s4", "--persist-to", freshState(), "--config-dir", brokenDir]);
+    expect(result.status, result.stdout).toBe(1);
+    expect(result.stderr).toContain("No config binds shard s4");
+    expect(readdirSync(brokenDir).sort()).toEqual(["migrations", "src", "wrangler.toml"]);
+    expect(readFileSync(path.join(brokenDir, "wrangler.toml"), "utf8")).toBe(ORIGINAL_API);
+    expect(readdirSync(path.join(brokenDir, "src/notifier"))).toEqual(["wrangler.toml"]);
+  }, 120_000);
 });
 
 describe("scripts/lib/shards.ts", () => {

@@ -23,7 +23,7 @@ export interface Answer {
 /** Calls the API Worker through its real fetch handler. */
 export async function call(
   path: string,
-  init: { method?: string; headers?: Record<string, string>; body?: BodyInit } = {},
+  init: { method?: string; headers?: HeadersInit; body?: BodyInit } = {},
 ): Promise<Answer> {
   const response = await exports.default.fetch(
     new Request(BASE + path, { method: init.method ?? "POST", headers: init.headers, body: init.body }),

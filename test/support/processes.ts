@@ -8,12 +8,16 @@ import { ROOT } from "./run-script.ts";
  * Starts `command` in a process group of its own, so that a test sees every descendant and can end
  * them all; `output()` is what it has printed so far.
  */
-export function startGroup(command: string, args: string[]): { child: ChildProcess; output: () => string } {
+export function startGroup(
+  command: string,
+  args: string[],
+  extraEnv: Record<string, string> = {},
+): { child: ChildProcess; output: () => string } {
   const child = spawn(command, args, {
     cwd: ROOT,
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, NO_COLOR: "1", WRANGLER_SEND_METRICS: "false" },
+    env: { ...process.env, NO_COLOR: "1", WRANGLER_SEND_METRICS: "false", ...extraEnv },
   });
   let output = "";
   for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => void (output += chunk));

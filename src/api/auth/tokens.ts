@@ -83,7 +83,10 @@ export async function verifyAccessToken(config: ApiConfig, token: string): Promi
     if (
       typeof claims.scope !== "string" ||
       typeof claims.sub !== "string" ||
-      (claims.epoch !== undefined && typeof claims.epoch !== "number")
+      (claims.epoch !== undefined && typeof claims.epoch !== "number") ||
+      // jose takes any number; this service issues whole seconds only, so a fraction is a token it never signed.
+      !Number.isInteger(claims.iat) ||
+      !Number.isInteger(claims.exp)
     ) {
       return { ok: false, reason: "invalid", cause: "claim types" };
     }

@@ -1,0 +1,27 @@
+/** docs/api.md#operators: every operator command prints its usage on --help and -h, and exits 0. */
+import { describe, expect, it } from "vitest";
+import { runScript } from "../support/run-script.ts";
+
+const COMMANDS: [script: string, args: string[]][] = [
+  ["clients", []],
+  ["clients", ["issue"]],
+  ["keys", []],
+  ["notices", ["failed"]],
+  ["shards", []],
+  ["shards", ["close", "s1"]],
+  ["app-users", ["erase"]],
+  ["audit", []],
+  ["audit", ["chain", "c1"]],
+];
+
+describe("docs/api.md#operators --help and -h on every operator command", () => {
+  it.each(COMMANDS.flatMap(([script, args]) => ["--help", "-h"].map((flag) => [script, [...args, flag].join(" "), [...args, flag]] as const)))(
+    "npm run %s -- %s: the usage on standard output, exit 0, nothing done",
+    (script, _label, args) => {
+      const result = runScript(script, [...args]);
+      expect(result.status, result.stderr).toBe(0);
+      expect(result.stdout).toMatch(new RegExp(`^Usage: npm run ${script}`));
+      expect(result.stderr).toBe("");
+    },
+  );
+});
