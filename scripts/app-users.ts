@@ -45,8 +45,7 @@ async function erase(argv: string[]): Promise<void> {
   const hashKey = auditHashKey(target);
 
   const shards = readShards(configPaths().api).map((shard) => ({
-    name: shard.name,
-    tag: shard.tag,
+    ...shard,
     run: async (statements: readonly string[]) => execute<unknown>(target, shard, statements),
   }));
   const erasure = await eraseAppUser(appUserId, shards, hashKey);

@@ -13,16 +13,14 @@
  */
 import { v7 as uuidv7 } from "uuid";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
-import { stampShardTag } from "../shared/shard-ids.ts";
+import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { sqlText } from "./sql-text.ts";
 
 /** Runs SQL statements on one shard as one batch and returns each statement's rows. */
 export type RunStatements = (statements: readonly string[]) => Promise<unknown[][]>;
 
-/** A shard as the erasure sees it. */
-export interface ErasureShard {
-  name: string;
-  tag: number;
+/** A shard as the erasure sees it: the shard, and a way to run SQL on it. */
+export interface ErasureShard extends ShardBase {
   run: RunStatements;
 }
 

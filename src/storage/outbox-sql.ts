@@ -4,13 +4,14 @@
  * Workers runtime's types, runs the same text through `wrangler d1 execute`. So this file must
  * stay free of Workers types.
  */
+import { UUID_V7_PATTERN } from "../shared/shard-ids.ts";
 
 /**
  * An event_id as the API Worker makes them (UUIDv7, lower-case). The operator script inlines
  * event ids into SQL, because `wrangler d1 execute` takes no bind parameters; only text that
  * matches this pattern, which holds no quote or other SQL syntax, is ever inlined.
  */
-export const EVENT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+export const EVENT_ID_PATTERN = UUID_V7_PATTERN;
 
 /** SQL of the outbox's life between the delete and the push. */
 export const OUTBOX_SQL = {
