@@ -8,7 +8,8 @@ import { clientKey, type ClientRecord } from "../../shared/types.ts";
 // client is refused within about a minute of the operator's write (docs/api.md says so).
 const KV_CACHE_TTL_SECONDS = 30;
 
-interface CachedRecord {
+/** One client record as this isolate read it. */
+export interface CachedRecord {
   record: ClientRecord | null;
   /**
    * When the KV read began. A token issued later came from a login that read KV later, through
@@ -18,7 +19,8 @@ interface CachedRecord {
   until: number;
 }
 
-const isolateCache = new Map<string, CachedRecord>();
+/** An isolate's copies of client records, by client_id (the isolate's state object holds it). */
+export type ClientCache = Map<string, CachedRecord>;
 
 /**
  * Reads a client record straight from KV. Login uses this: a rotated or disabled secret must
@@ -38,6 +40,7 @@ export async function readClientRecord(kv: KVNamespace, clientId: string): Promi
  */
 export async function cachedClientRecord(
   kv: KVNamespace,
+  isolateCache: ClientCache,
   clientId: string,
   maxAgeMs: number,
   tokenIssuedAt: number,
