@@ -36,7 +36,7 @@ function documentedHeader(description: string, example?: string) {
   return headerText.check(z.meta(example === undefined ? { description } : { description, example }));
 }
 
-export const clientIdHeader = documentedHeader("Client ID issued by the operator", "pos-acme-01");
+const clientIdHeader = documentedHeader("Client ID issued by the operator", "pos-acme-01");
 
 /** Headers of `POST /receipts/v2/login` (docs/api.md#login). */
 export const loginHeaders = z.object({
