@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { shardBinding, shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
+import { isShardOpen, shardBinding, shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 import {
   addConflict,
@@ -80,7 +80,7 @@ async function list(argv: string[]): Promise<void> {
       name: shard.name,
       binding: shard.binding,
       // As the API Worker reads it: open unless a record says otherwise.
-      state: (states.get(shard.name)?.state ?? "open") === "open" ? "open" : "closed",
+      state: isShardOpen(states, shard.name) ? "open" : "closed",
       ...("error" in size ? { receipts: null, bytes: null, error: size.error } : size),
     };
   });
@@ -114,7 +114,7 @@ function setState(command: "open" | "close", argv: string[]): void {
     `Shard ${name} is now ${state.state} (${target.remote ? "deployed" : "local"} SHARD_STATES, ${state.changed_at}). ` +
       `The API Worker ${state.state === "open" ? "places new receipts on it" : "stops placing new receipts on it"} within 65 s.`,
   );
-  const stillOpen = shards.filter((shard) => shard.name !== name && (others.get(shard.name)?.state ?? "open") === "open");
+  const stillOpen = shards.filter((shard) => shard.name !== name && isShardOpen(others, shard.name));
   if (command === "close" && stillOpen.length === 0) {
     console.error(`Warning: no shard is open now; adds fail until one is opened ('npm run shards -- open <name>').`);
   }
