@@ -8,8 +8,8 @@ import { clientKey, type ClientRecord } from "../../shared/types.ts";
 // client is refused within about a minute of the operator's write (docs/api.md says so).
 const KV_CACHE_TTL_SECONDS = 30;
 
-/** One client record as this isolate read it. */
-export interface CachedRecord {
+// One client record as this isolate read it.
+interface CachedRecord {
   record: ClientRecord | null;
   /**
    * When the KV read began. A token issued later came from a login that read KV later, through
