@@ -111,7 +111,7 @@ export async function placeAndStore(
     );
   }
   if (outcome.kind === "added") return { kind: "added", response, shard: target, event };
-  return outcome.kind === "replayed" ? { kind: "replayed", response: outcome.response } : outcome;
+  return outcome.kind === "replayed" ? { kind: "replayed", response: outcome.response } : { kind: "conflict" };
 }
 
 /** Where a new receipt goes, and where an earlier call with its key may have gone instead. */
