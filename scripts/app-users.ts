@@ -46,8 +46,7 @@ async function erase(argv: string[]): Promise<void> {
   const hashKey = auditHashKey(target);
 
   const shards = targetShards(target).map((shard) => ({
-    name: shard.name,
-    tag: shard.tag,
+    ...shard,
     run: async (statements: readonly Statement[]) => execute<unknown>(target, shard, statements),
   }));
   const erasure = await eraseAppUser(appUserId, shards, hashKey);

@@ -3,7 +3,7 @@
  * receipt?"): the records of one receipt, client or chain on every shard, newest first, with the
  * queries of src/storage/audit.ts run through `wrangler d1 execute`.
  */
-import { tagOfId } from "../src/shared/shard-ids.ts";
+import { shardOfId } from "../src/shared/shard-ids.ts";
 import { AUDIT_SUBJECTS, auditPage, type AuditCursor, type AuditRecord, type AuditSubject } from "../src/storage/audit.ts";
 import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
@@ -58,7 +58,7 @@ await runCli(USAGE, (argv) => {
  */
 function auditRecords(target: Target, subject: AuditSubject, id: string, since: string | undefined): AuditRecord[] {
   const all = targetShards(target);
-  const shards = subject === "receipt" ? all.filter((shard) => shard.tag === tagOfId(id)) : all;
+  const shards = subject === "receipt" ? [shardOfId(all, id) ?? []].flat() : all;
   const records = shards.flatMap((shard) => shardRecords(target, shard, subject, id, since));
   // Each shard's records come newest first; ISO times of one format sort as time does.
   return records.sort((a, b) => b.at.localeCompare(a.at));

@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
-import { parseTokenKeys } from "../src/api/config.ts";
+import { parseTokenKeys } from "../src/shared/config.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 

@@ -5,7 +5,7 @@
  * (src/storage/outbox/statements.ts), which the Workers run too. An event_id names its shard, so
  * a replay goes straight to it.
  */
-import { tagOfId } from "../src/shared/shard-ids.ts";
+import { shardOfId } from "../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, listFailed, replayFailed } from "../src/storage/outbox/statements.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 import { execute, onEachShard } from "./lib/d1.ts";
@@ -69,7 +69,7 @@ function replay(argv: string[]): void {
   // Every id is checked before anything runs: one that names no shard changes nothing.
   const byShard = new Map<ConfigShard, string[]>();
   for (const id of wanted) {
-    const shard = all.find((candidate) => candidate.tag === tagOfId(id));
+    const shard = shardOfId(all, id);
     if (!shard) throw new UsageError(`event_id ${id} names no shard of wrangler.toml (shards: ${all.map(({ name }) => name).join(", ")}).`);
     byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
   }

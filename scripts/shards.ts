@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { shardBinding, shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
+import { isShardOpen, shardBinding, shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
 import { UsageError, parse, runCommands } from "./lib/cli.ts";
 import {
   addConflict,
@@ -86,7 +86,7 @@ async function list(argv: string[]): Promise<void> {
       name: shard.name,
       binding: shard.binding,
       // As the API Worker reads it: open unless a record says otherwise.
-      state: (states.get(shard.name)?.state ?? "open") === "open" ? "open" : "closed",
+      state: isShardOpen(states, shard.name) ? "open" : "closed",
       ...("error" in size ? { receipts: null, bytes: null, error: size.error } : size),
     };
   });
@@ -115,7 +115,7 @@ function setState(command: "open" | "close", argv: string[]): void {
   const state: ShardState = { state: command === "open" ? "open" : "closed", changed_at: new Date().toISOString(), by: "operator" };
   // Read before the write: remotely, a read right after it might not see it yet.
   const others = command === "close" ? readStates(target, configs, shards) : new Map<string, ShardState>();
-  const stillOpen = shards.filter((shard) => shard.name !== name && (others.get(shard.name)?.state ?? "open") === "open");
+  const stillOpen = shards.filter((shard) => shard.name !== name && isShardOpen(others, shard.name));
   // With no open shard every new add is refused, so that takes a second, deliberate word.
   if (command === "close" && stillOpen.length === 0 && !("force" in values && values.force)) {
     throw new UsageError(`Shard ${name} is the last open shard: closing it stops every new add. Add --force to close it anyway.`);

@@ -9,7 +9,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { newAuditHashKey, parseAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { eraseAppUser, type ErasureShard } from "../src/storage/erasure.ts";
 import { runBatch, type Statement } from "../src/storage/statement.ts";
-import { shardTag } from "../src/shared/shard-ids.ts";
 import type { AppUserErasure, ErasureRecord } from "./load.ts";
 import type { SoakRuntime } from "./runtime.ts";
 
@@ -48,11 +47,10 @@ export function soakErasure(
 
 async function shardsOf(runtime: SoakRuntime): Promise<ErasureShard[]> {
   return Promise.all(
-    runtime.shards.map(async ({ name, binding }) => {
-      const db = await runtime.database(binding);
+    runtime.shards.map(async (shard) => {
+      const db = await runtime.database(shard.binding);
       return {
-        name,
-        tag: shardTag(name),
+        ...shard,
         run: async (statements: readonly Statement[]) =>
           (await runBatch(db, statements)).map(({ results }) => results as unknown[]),
       };

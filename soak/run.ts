@@ -23,7 +23,7 @@ import { PROBLEMS, reconcile } from "./reconcile.ts";
 import { countFaults, printReport } from "./report.ts";
 import { SOAK_VARS, startSoakRuntime, type SoakBundles } from "./runtime.ts";
 import { drain, snapshotStore } from "./store.ts";
-import { tagOfId } from "../src/shared/shard-ids.ts";
+import { shardOfId } from "../src/shared/shard-ids.ts";
 
 const USAGE = `Usage: npm run soak -- [--seconds <n>] [--concurrency <n>] [--seed <n>]
 
@@ -111,7 +111,7 @@ await runCli(USAGE, async (argv) => {
       deliveries: receiver.deliveries,
       faults: driver.windows,
       store,
-      shardOf: (id) => shards.find((shard) => shard.tag === tagOfId(id))?.name,
+      shardOf: (id) => shardOfId(shards, id)?.name,
       now: Date.now(),
     });
     const faults = countFaults(receiver.deliveries, await runtime.injected(), driver.windows, driver.restartsMidBatch);

@@ -14,7 +14,7 @@ import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "min
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueClient, type HarnessClient } from "../harness/miniflare.ts";
 import { readShards } from "../scripts/lib/shards.ts";
-import { shardStateKey, type ShardState } from "../src/shared/shard-ids.ts";
+import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 import { DEPLOYED_MODULE, FAULTS_PATH, INJECTED_MARK, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls } from "./protocol.ts";
 
@@ -52,10 +52,8 @@ export const SOAK_VARS = {
 export const SOAK_MAX_RETRIES = 3;
 
 /** A shard as the soak addresses it. */
-export interface SoakShard {
-  name: string;
-  binding: string;
-}
+/** A shard of the soak's runtime, as every part of the service knows one. */
+export type SoakShard = ShardBase;
 
 type D1 = Awaited<ReturnType<Miniflare["getD1Database"]>>;
 
@@ -130,7 +128,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
   });
   let mf = new Miniflare(options);
   await mf.ready;
-  const shards = readShards(API_CONFIG).map(({ name, binding }) => ({ name, binding }));
+  const shards = readShards(API_CONFIG).map(({ name }) => shardNamed(name));
   for (const { binding } of shards) await applyMigrations(await mf.getD1Database(binding, "api"));
 
   const totals: Record<WrappedWorker, InjectedCalls> = { api: {}, notifier: {} };

@@ -9,7 +9,7 @@
 import { SignJWT, base64url, jwtVerify } from "jose";
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../../src/shared/env.ts";
-import { parseTokenKeys } from "../../src/api/config.ts";
+import { parseTokenKeys } from "../../src/shared/config.ts";
 import { POS_SCOPE, clientKey, type ClientRecord, type CreationNotice, type DeletionNotice } from "../../src/shared/types.ts";
 import { idOnShard, shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { FLOOR_PATHS } from "../protocol.ts";

@@ -7,14 +7,19 @@
  */
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { SHARD_NAME_PATTERN, shardBinding, shardNameOfBinding, shardTag } from "../../src/shared/shard-ids.ts";
+import {
+  SHARD_NAME_PATTERN,
+  shardBinding,
+  shardNameOfBinding,
+  shardNamed,
+  shardTag,
+  type ShardBase,
+} from "../../src/shared/shard-ids.ts";
 import { UsageError } from "./cli.ts";
 import { PROJECT_ROOT, type Target } from "./wrangler.ts";
 
-/** A shard as a config declares it. */
-export interface ConfigShard {
-  name: string;
-  binding: string;
+/** A shard as a config declares it: the shard, and the D1 database its binding names. */
+export interface ConfigShard extends ShardBase {
   database_name: string;
   database_id: string;
   migrations_dir?: string;
@@ -160,7 +165,7 @@ function shardOfBlock(block: Block, file: string): ConfigShard | undefined {
   if (!database_name || !database_id) {
     throw new Error(`${file}: the [[d1_databases]] block of ${binding} lacks database_name or database_id.`);
   }
-  return { name, binding, database_name, database_id, migrations_dir, tag: shardTag(name) };
+  return { ...shardNamed(name), database_name, database_id, migrations_dir };
 }
 
 /** The shards a config's text declares, ordered by name as the Workers order them. */

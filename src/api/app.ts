@@ -5,8 +5,8 @@
 import { Hono } from "hono";
 import { describeError, logLine } from "../shared/log.ts";
 import { PATHS } from "../shared/paths.ts";
-import { apiConfig } from "./config.ts";
-import type { ApiBindings, ApiContext } from "./context.ts";
+import { apiConfig } from "../shared/config.ts";
+import { newIsolateState, type ApiBindings, type ApiContext, type IsolateState } from "./context.ts";
 import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type SupportPointer } from "./errors.ts";
 import { jsonResponse } from "./responses.ts";
 import { add } from "./routes/add.ts";
@@ -22,10 +22,13 @@ export const OPERATIONS = {
   [PATHS.delete]: deleteReceipt,
 } as const;
 
-/** Builds the Hono app; exported for tests that need a fresh one. */
-export function createApp(): Hono<ApiBindings> {
+/**
+ * Builds the Hono app over an isolate's memory: src/api/index.ts hands it the isolate's one;
+ * a test that calls it bare gets a cold isolate of its own.
+ */
+export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBindings> {
   const app = new Hono<ApiBindings>();
-  app.use(requestLog, releaseUnreadBody, loadConfig);
+  app.use(requestLog, releaseUnreadBody, loadIsolate(isolate));
   for (const [path, handler] of Object.entries(OPERATIONS)) {
     app.post(path, handler);
     app.all(path, methodNotAllowed("POST"));
@@ -78,9 +81,13 @@ function rayId(header: string | undefined): string | undefined {
   return header !== undefined && /^[0-9a-f]{16}-[A-Z]{3}$/.test(header) ? header : undefined;
 }
 
-async function loadConfig(c: ApiContext, next: () => Promise<void>): Promise<void> {
-  c.set("config", apiConfig(c.env));
-  await next();
+// Hands every route the isolate's memory and the settings parsed in it.
+function loadIsolate(isolate: IsolateState): (c: ApiContext, next: () => Promise<void>) => Promise<void> {
+  return async (c, next) => {
+    c.set("isolate", isolate);
+    c.set("config", apiConfig(c.env, isolate.settings));
+    await next();
+  };
 }
 
 function methodNotAllowed(method: string, allow = method): (c: ApiContext) => never {

@@ -1,10 +1,33 @@
 import type { Context } from "hono";
+import type { ApiConfig, ApiSettings, SettingsMemory } from "../shared/config.ts";
 import type { ApiEnv } from "../shared/env.ts";
-import type { ApiConfig } from "./config.ts";
+import { newPlacementMemory, type PlacementMemory } from "../storage/placement.ts";
+import type { ClientCache } from "./auth/clients.ts";
+
+/**
+ * Everything the API Worker keeps in memory between requests of one isolate, in one place:
+ * src/api/index.ts makes one beside the app, and a test that wants a cold isolate makes its own.
+ * Token keys imported for signing are kept in src/api/auth/tokens.ts, keyed by the key itself.
+ */
+export interface IsolateState {
+  /** The settings, parsed once. */
+  settings: SettingsMemory<ApiSettings, ApiConfig>;
+  /** Client records read from KV, reused for CLIENT_CACHE_SECONDS. */
+  clients: ClientCache;
+  /** The shard states, their fill and the failing shards, for placing new receipts. */
+  placement: PlacementMemory;
+}
+
+/** A fresh isolate's state: nothing read, nothing remembered. */
+export function newIsolateState(): IsolateState {
+  return { settings: {}, clients: new Map(), placement: newPlacementMemory() };
+}
 
 /** What the request-log middleware and the routes share about one request. */
 export interface RequestVariables {
   requestId: string;
+  /** The isolate's memory, handed down from the app. */
+  isolate: IsolateState;
   /** The checked settings; read before any route runs, so a bad setting fails every request. */
   config: ApiConfig;
   /** The caller's client_id once a route has read it, for the log line. */
@@ -17,4 +40,5 @@ export interface ApiBindings {
   Variables: RequestVariables;
 }
 
+/** The context every route and middleware of the API Worker gets. */
 export type ApiContext = Context<ApiBindings>;

@@ -57,8 +57,8 @@ export interface SupportPointer {
   supportContact: string;
 }
 
-/** The generic remark every client-error message ends with (docs/api.md#errors). */
-export function invalidSyntaxRemark(support: SupportPointer): string {
+// The generic remark every client-error message ends with (docs/api.md#errors).
+function invalidSyntaxRemark(support: SupportPointer): string {
   return `The request has invalid syntax. See ${support.docsUrl} or contact ${support.supportContact}.`;
 }
 

@@ -20,6 +20,9 @@ export interface Refusal {
 // Login's 403 keeps the status word "Not Acceptable": deployed clients match on it.
 const LOGIN_403 = { status: 403, statusWord: "Not Acceptable" } as const;
 
+// Login and the token-bearing routes refuse a disabled client in the same words.
+const DISABLED_CLIENT = "Header client_id names a disabled client.";
+
 /** How long a client that failed to log in too often waits; the limiter's period in wrangler.toml. */
 const LOGIN_RETRY_AFTER_SECONDS = 60;
 
@@ -31,7 +34,7 @@ export const REFUSALS = {
     ...LOGIN_403,
     detail: "Headers client_id and client_secret do not match a client issued by the operator.",
   },
-  loginDisabled: { ...LOGIN_403, detail: "Header client_id names a disabled client." },
+  loginDisabled: { ...LOGIN_403, detail: DISABLED_CLIENT },
   loginScopeNotGranted: { ...LOGIN_403, detail: `Header scope ${POS_SCOPE} is not granted to this client.` },
   tooManyLogins: {
     status: 429,
@@ -47,7 +50,7 @@ export const REFUSALS = {
   tokenInvalid: { status: 403, detail: "Header Authorization does not hold a valid access token." },
   tokenScope: { status: 403, detail: `Header Authorization holds a token without the ${POS_SCOPE} scope.` },
   unknownClient: { status: 403, detail: "Header client_id is unknown." },
-  disabledClient: { status: 403, detail: "Header client_id names a disabled client." },
+  disabledClient: { status: 403, detail: DISABLED_CLIENT },
   otherClient: { status: 403, detail: "Header client_id is not the client the access token was issued to." },
   tokenRevoked: {
     status: 403,

@@ -10,30 +10,33 @@ import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } f
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
-import { apiConfig, type ApiConfig } from "./config.ts";
+import { apiConfig, type ApiConfig } from "../shared/config.ts";
 
 /** A maintenance job run on every shard on every cron tick; returns what it did, for the log line. */
-type ScheduledJob = (env: ApiEnv, shard: Shard, now: Date) => Promise<Record<string, number>>;
+type ScheduledJob = (env: ApiEnv, shard: Shard, now: Date, config: ApiConfig) => Promise<Record<string, number>>;
 
 const JOBS: Record<string, ScheduledJob> = {
   "idempotency-keys.delete-expired": async (_env, shard, now) => ({
     deleted: await deleteExpiredIdempotencyKeys(shard.db, now),
   }),
-  "notices.resend": (env, shard, now) => resendPendingNotices(env, shard, now, apiConfig(env)),
+  "notices.resend": (env, shard, now, config) => resendPendingNotices(env, shard, now, config),
   "notices.purge-delivered": purgeDelivered,
-  "audit.purge-expired": async (env, shard, now) => {
-    const cutoff = new Date(now.getTime() - apiConfig(env).auditRetentionMs);
+  "audit.purge-expired": async (_env, shard, now, config) => {
+    const cutoff = new Date(now.getTime() - config.auditRetentionMs);
     return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
   },
 };
 
-/** Runs every job once on every shard. */
-export async function runScheduledJobs(env: ApiEnv, now = new Date()): Promise<void> {
+/**
+ * Runs every job once on every shard, with the settings the Worker parsed (src/api/index.ts);
+ * a test may leave them to be parsed from `env`.
+ */
+export async function runScheduledJobs(env: ApiEnv, now = new Date(), config = apiConfig(env)): Promise<void> {
   const runs = shardsOf(env).flatMap((shard) => Object.entries(JOBS).map(([name, job]) => ({ name, job, shard })));
   await Promise.all(
     runs.map(async ({ name, job, shard }) => {
       try {
-        logLine("info", "scheduled", { job: name, shard: shard.name, ...(await job(env, shard, now)) });
+        logLine("info", "scheduled", { job: name, shard: shard.name, ...(await job(env, shard, now, config)) });
       } catch (error) {
         logLine("error", "scheduled", { job: name, shard: shard.name, cause: describeError(error) });
       }

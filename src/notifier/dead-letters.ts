@@ -6,7 +6,7 @@ import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
 import { deadLetter } from "../storage/outbox/operations.ts";
-import { shardOfEvent } from "../storage/shards.ts";
+import { shardOfId, shardsOf } from "../storage/shards.ts";
 
 /** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
@@ -16,7 +16,11 @@ export async function storeDeadLetter(message: Message<QueuedNotice>, env: Notif
   const { event_id } = message.body;
   const receipt_id = receiptOf(message.body);
   try {
-    const stored = await deadLetter(shardOfEvent(env, event_id).db, event_id, now);
+    // Only a shard's binding removed while its events were on their way names none: retried
+    // until the binding is back.
+    const shard = shardOfId(shardsOf(env), event_id);
+    if (!shard) throw new Error(`event_id names no shard of this Worker: ${event_id}`);
+    const stored = await deadLetter(shard.db, event_id, now);
     logLine(stored ? "error" : "info", "notice-failed", {
       event_id,
       receipt_id,

@@ -8,7 +8,7 @@ import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
 import { claimEvents, settleEvents, type Claim } from "../storage/outbox/operations.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
-import type { DeliveryTiming, PushTarget } from "./config.ts";
+import type { DeliveryTiming, PushTarget } from "../shared/config.ts";
 import { pushNotice } from "./push.ts";
 import { retryDelaySeconds } from "./retry.ts";
 

@@ -4,11 +4,20 @@
  * queue (docs/api.md#receipt-events). Both queues come to this one handler; `batch.queue` tells
  * them apart.
  */
+import { deliveryTiming, pushTarget, type DeliveryTiming, type NotifierSettings, type PushTarget, type SettingsMemory } from "../shared/config.ts";
 import type { NotifierEnv } from "../shared/env.ts";
 import type { QueuedNotice } from "../shared/types.ts";
-import { deliveryTiming, pushTarget } from "./config.ts";
 import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
 import { deliverBatch } from "./deliver.ts";
+
+/** Everything the notifier keeps in memory between batches of one isolate: its parsed settings. */
+interface IsolateState {
+  timing: SettingsMemory<NotifierSettings, DeliveryTiming>;
+  /** The push target, its signing keys imported once. */
+  target: SettingsMemory<Pick<NotifierSettings, "APP_PUSH_URL" | "APP_PUSH_SECRET">, Promise<PushTarget>>;
+}
+
+const isolate: IsolateState = { timing: {}, target: {} };
 
 export default {
   async queue(batch, env) {
@@ -16,8 +25,8 @@ export default {
       await Promise.all(batch.messages.map((message) => storeDeadLetter(message, env)));
       return;
     }
-    const target = await pushTarget(env);
+    const target = await pushTarget(env, isolate.target);
     // Each message acks or retries on its own: one slow or failing push holds up no other.
-    await deliverBatch(batch.messages, env, target, deliveryTiming(env));
+    await deliverBatch(batch.messages, env, target, deliveryTiming(env, isolate.timing));
   },
 } satisfies ExportedHandler<NotifierEnv, QueuedNotice>;

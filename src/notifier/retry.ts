@@ -5,7 +5,7 @@
  * notice needs an operator.
  */
 
-/** The backoff, from RETRY_FIRST_DELAY_SECONDS and RETRY_MAX_DELAY_SECONDS (src/notifier/config.ts). */
+/** The backoff, from RETRY_FIRST_DELAY_SECONDS and RETRY_MAX_DELAY_SECONDS (src/shared/config.ts). */
 export interface RetrySchedule {
   firstDelaySeconds: number;
   maxDelaySeconds: number;

@@ -3,7 +3,7 @@
  * so that one file says it. Kept apart from types.ts because the operator scripts, which run on
  * Node, share those types but not the Workers runtime's.
  */
-import type { ApiSettings } from "../api/config.ts";
+import type { ApiSettings, NotifierSettings } from "./config.ts";
 import type { QueuedNotice } from "./types.ts";
 
 /**
@@ -25,17 +25,7 @@ export interface ApiEnv extends ApiSettings, ShardBindings {
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
-export interface NotifierEnv extends ShardBindings {
+export interface NotifierEnv extends NotifierSettings, ShardBindings {
   /** Producer side of the dead-letter queue, for notices that retrying cannot fix. */
   FAILED_NOTICES: Queue<QueuedNotice>;
-  /** Where notices are POSTed; unset in plain local development, where they are logged. */
-  APP_PUSH_URL?: string;
-  /** Standard Webhooks signing secret, `whsec_<base64 key>`. */
-  APP_PUSH_SECRET?: string;
-  /** How long one push may take, in seconds; a delivery claims its notice for three times that. */
-  PUSH_TIMEOUT_SECONDS: string;
-  /** The delay before the second attempt of a notice, in seconds; it doubles for each one after. */
-  RETRY_FIRST_DELAY_SECONDS: string;
-  /** The longest delay between two attempts of a notice, in seconds. */
-  RETRY_MAX_DELAY_SECONDS: string;
 }

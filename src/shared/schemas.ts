@@ -57,7 +57,7 @@ function identifyingHeader(description: string, example: string) {
   return documentedHeader(`${description}. Sent once, without a comma.`, example, identifyingText);
 }
 
-export const clientIdHeader = identifyingHeader("Client ID issued by the operator", "pos-acme-01");
+const clientIdHeader = identifyingHeader("Client ID issued by the operator", "pos-acme-01");
 
 /** Headers of `POST /receipts/v2/login` (docs/api.md#login). */
 export const loginHeaders = z.object({

@@ -1,13 +1,43 @@
 /**
- * How a shard is named, how an ID names its shard, and how its state is kept
- * (docs/api.md#shards). Shared by both Workers and the operator scripts, so it stays free of
- * Workers types.
+ * What a shard is, how it is named, how an ID names its shard, and whether it is open
+ * (docs/api.md#shards): the one home of these facts, asked by both Workers, the operator scripts
+ * and the soak, so it stays free of Workers types.
  *
  * Every ID the service makes (receipt_id, event_id) is a UUIDv7 whose 12 `rand_a` bits hold the
  * tag of the shard it lives on: `019aa8a4-3c1e-7TTT-...`. The ID stays a UUIDv7, time-ordered,
  * with the 62 random bits of `rand_b` left unguessable, and delete finds the receipt's database
  * without a lookup.
  */
+
+/**
+ * A shard as every part of the service knows it: its name, its D1 binding and the tag its IDs
+ * carry. A Worker's shard adds its database (src/storage/shards.ts), a config's its database's
+ * name and id (scripts/lib/shards.ts).
+ */
+export interface ShardBase {
+  name: string;
+  binding: string;
+  tag: number;
+}
+
+/** The shard of this name. */
+export function shardNamed(name: string): ShardBase {
+  return { name, binding: shardBinding(name), tag: shardTag(name) };
+}
+
+/**
+ * The shard an ID (receipt_id, event_id) names among these, or undefined when it names none,
+ * which callers treat like any unknown ID.
+ */
+export function shardOfId<S extends ShardBase>(shards: readonly S[], id: string): S | undefined {
+  const tag = tagOfId(id);
+  return tag === undefined ? undefined : shards.find((shard) => shard.tag === tag);
+}
+
+/** A fresh UUIDv7 made to live on `shard`: its `rand_a` bits replaced by the shard's tag. */
+export function idOnShard(uuid: string, shard: ShardBase): string {
+  return stampShardTag(uuid, shard.tag);
+}
 
 /** A shard's name: a lower-case letter, then up to 19 lower-case letters or digits. */
 export const SHARD_NAME_PATTERN = /^[a-z][a-z0-9]{0,19}$/;
@@ -32,19 +62,29 @@ export function shardNameOfBinding(binding: string): string | undefined {
  * `npm run shards -- add` refuses a name whose tag is taken.
  */
 export function shardTag(name: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < name.length; i += 1) {
-    hash ^= name.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193) >>> 0;
-  }
+  const hash = fnv1a(name);
   return ((hash >>> 12) ^ hash) & 0xfff;
 }
 
-const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+/**
+ * 32-bit FNV-1a of a text's UTF-16 code units: cheap, and the same in every isolate and script,
+ * which is all a shard's tag and its rendezvous rank need.
+ */
+export function fnv1a(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i += 1) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash;
+}
+
+/** A UUIDv7 in its canonical lower-case form: the form of every ID the service makes. */
+export const UUID_V7_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /** The shard tag an ID carries, or undefined for text that is not a UUIDv7. */
 export function tagOfId(id: string): number | undefined {
-  return UUID_V7.test(id) ? Number.parseInt(id.slice(15, 18), 16) : undefined;
+  return UUID_V7_PATTERN.test(id) ? Number.parseInt(id.slice(15, 18), 16) : undefined;
 }
 
 /** A UUIDv7 with its `rand_a` bits replaced by a shard's tag. */
@@ -62,6 +102,11 @@ export interface ShardState {
   changed_at?: string;
   /** Who made the change: `operator`, or `fill` when the shard closed itself. */
   by?: string;
+}
+
+/** Whether a shard takes new receipts: open unless its state says closed. */
+export function isShardOpen(states: ReadonlyMap<string, ShardState>, name: string): boolean {
+  return (states.get(name)?.state ?? "open") === "open";
 }
 
 /** KV key of a shard's state. */

@@ -1,7 +1,7 @@
 /**
  * Token signing keys (docs/api.md#login): the entries of the JSON Web Key Set held by the TOKEN_KEYS
  * secret. Made by `npm run keys` and `npm start`; parsed with the rest of the API Worker's
- * settings in src/api/config.ts.
+ * settings in src/shared/config.ts.
  */
 import { base64url } from "jose";
 

@@ -13,7 +13,7 @@
  */
 import { v7 as uuidv7 } from "uuid";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
-import { stampShardTag } from "../shared/shard-ids.ts";
+import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { auditErasedReceipts, auditErasure, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
@@ -21,10 +21,8 @@ import { enclose, statement, type Statement } from "./statement.ts";
 /** Runs statements on one shard as one batch and returns each statement's rows. */
 export type RunStatements = (statements: readonly Statement[]) => Promise<unknown[][]>;
 
-/** A shard as the erasure sees it. */
-export interface ErasureShard {
-  name: string;
-  tag: number;
+/** A shard as the erasure sees it: the shard, and a way to run SQL on it. */
+export interface ErasureShard extends ShardBase {
   run: RunStatements;
 }
 

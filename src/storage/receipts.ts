@@ -63,7 +63,7 @@ export async function storeReceipt(
 
 /**
  * What an earlier add with this key stored on a shard other than the one a retry now goes to
- * (src/storage/shards.ts `placeReceipt`): its answer, a conflict, or undefined when this shard
+ * (src/storage/placement.ts `placeReceipt`): its answer, a conflict, or undefined when this shard
  * holds no live record of the key.
  */
 export async function earlierAdd(

@@ -4,14 +4,16 @@
  * minute per isolate, in one bulk read, so a change needs no deploy and costs no storage call on
  * a warm isolate's response path.
  */
-import { shardStateKey, type ShardState } from "../shared/shard-ids.ts";
-import type { Shard } from "./shards.ts";
+import { shardStateKey, type ShardBase, type ShardState } from "../shared/shard-ids.ts";
 
 // KV's own edge cache at its minimum, so that the isolate's minute is most of the delay.
 const KV_CACHE_TTL_SECONDS = 30;
 
-// One isolate serves one deployment, so one copy of the states.
-let cache: { states: Map<string, ShardState>; until: number } | undefined;
+/** An isolate's copy of the shard states: one isolate serves one deployment, so one copy. */
+export interface ShardStatesMemory {
+  /** The states last read, and until when (epoch ms) they may be reused; none before the first read. */
+  statesCopy?: { states: Map<string, ShardState>; until: number };
+}
 
 /**
  * The states of these shards: from this isolate's copy while it is younger than `maxAgeMs`
@@ -19,11 +21,13 @@ let cache: { states: Map<string, ShardState>; until: number } | undefined;
  */
 export async function shardStates(
   kv: KVNamespace,
-  shards: readonly Shard[],
+  shards: readonly ShardBase[],
   maxAgeMs: number,
+  memory: ShardStatesMemory,
   now = Date.now(),
 ): Promise<Map<string, ShardState>> {
-  if (cache && cache.until > now) return cache.states;
+  const copy = memory.statesCopy;
+  if (copy && copy.until > now) return copy.states;
   const read = await kv.get<ShardState>(
     shards.map((shard) => shardStateKey(shard.name)),
     { type: "json", cacheTtl: KV_CACHE_TTL_SECONDS },
@@ -33,13 +37,18 @@ export async function shardStates(
     const state = read.get(shardStateKey(shard.name));
     if (state) states.set(shard.name, state);
   }
-  cache = { states, until: now + maxAgeMs };
+  memory.statesCopy = { states, until: now + maxAgeMs };
   return states;
 }
 
 /** Records that a shard closed itself past the fill threshold; this isolate sees it at once. */
-export async function closeFullShard(kv: KVNamespace, shard: Shard, now: Date): Promise<void> {
+export async function closeFullShard(
+  kv: KVNamespace,
+  shard: ShardBase,
+  now: Date,
+  memory: ShardStatesMemory,
+): Promise<void> {
   const state: ShardState = { state: "closed", changed_at: now.toISOString(), by: "fill" };
   await kv.put(shardStateKey(shard.name), JSON.stringify(state));
-  cache?.states.set(shard.name, state);
+  memory.statesCopy?.states.set(shard.name, state);
 }

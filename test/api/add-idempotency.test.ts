@@ -15,7 +15,7 @@ import {
   validReceiptBody,
 } from "../support/api.ts";
 import { SHARDS, idOn, receiptsOf, rowsOnEveryShard, storedReceipt } from "../support/shards.ts";
-import { placeReceipt } from "../../src/storage/shards.ts";
+import { placeReceipt } from "../../src/storage/placement.ts";
 import { newCreationNotice } from "../../src/api/events.ts";
 
 describe("docs/api.md#idempotency idempotency", () => {

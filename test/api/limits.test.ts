@@ -4,7 +4,7 @@
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { apiConfig } from "../../src/api/config.ts";
+import { apiConfig } from "../../src/shared/config.ts";
 import {
   call,
   callInContext,

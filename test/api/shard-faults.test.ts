@@ -4,7 +4,7 @@
  */
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardOfId, type Shard } from "../../src/storage/shards.ts";
@@ -14,10 +14,16 @@ import { SHARDS, idOn, receiptsOf } from "../support/shards.ts";
 
 const TRANSIENT = "D1_ERROR: Network connection lost.";
 
-/** Calls a fresh app whose shard bindings are replaced as given. */
+// Each test's own app: the shards it finds failing are remembered across the test's calls only.
+let app = createApp();
+beforeEach(() => {
+  app = createApp();
+});
+
+/** Calls the test's app with its shard bindings replaced as given. */
 async function callWith(shards: Record<string, D1Database>, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
   const ctx = createExecutionContext();
-  const response = await createApp().fetch(new Request(BASE + path, { method: "POST", headers, body }), { ...env, ...shards }, ctx);
+  const response = await app.fetch(new Request(BASE + path, { method: "POST", headers, body }), { ...env, ...shards }, ctx);
   const answer = { status: response.status, headers: response.headers, body: await response.json() };
   await waitOnExecutionContext(ctx);
   return answer;

@@ -4,7 +4,7 @@
  */
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
@@ -12,7 +12,13 @@ import { shardOfId } from "../../src/storage/shards.ts";
 import { BASE, consoleLines, newCaller, validReceiptBody, type Caller } from "../support/api.ts";
 import { SHARDS } from "../support/shards.ts";
 
-/** An add through an app whose fill threshold is one byte: every write passes it. */
+// Each test's own app: the sizes it sees and its last alarm are remembered across the test's calls only.
+let app = createApp();
+beforeEach(() => {
+  app = createApp();
+});
+
+/** An add through the test's app with a fill threshold of one byte: every write passes it. */
 async function addPastThreshold(caller: Caller): Promise<string> {
   const ctx = createExecutionContext();
   const request = new Request(BASE + PATHS.add, {
@@ -20,7 +26,7 @@ async function addPastThreshold(caller: Caller): Promise<string> {
     headers: caller.headers,
     body: JSON.stringify(validReceiptBody()),
   });
-  const response = await createApp().fetch(request, { ...env, SHARD_FILL_BYTES: "1" }, ctx);
+  const response = await app.fetch(request, { ...env, SHARD_FILL_BYTES: "1" }, ctx);
   const body = (await response.json()) as { data: { receipt_id: string } };
   await waitOnExecutionContext(ctx);
   expect(response.status).toBe(200);

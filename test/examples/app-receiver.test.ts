@@ -303,7 +303,7 @@ function sampleReceipt(): Record<string, unknown> {
 
 /**
  * A delivery as the notifier makes one: the notifier's own webhookSignature over the event's JSON,
- * with keys imported from `whsec_` secrets the way src/notifier/config.ts imports them.
+ * with keys imported from `whsec_` secrets the way src/shared/config.ts imports them.
  */
 async function signedDelivery(
   event: AppEvent,

@@ -6,7 +6,7 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { apiConfig } from "../../src/api/config.ts";
+import { apiConfig } from "../../src/shared/config.ts";
 import { DELIVERED_RETENTION_MS, purgeDelivered, resendPendingNotices } from "../../src/api/scheduled.ts";
 import { createApp } from "../../src/api/app.ts";
 import { runScheduledJobs } from "../../src/api/scheduled.ts";

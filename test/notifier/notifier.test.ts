@@ -8,14 +8,13 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { newDeletionNotice } from "../../src/api/events.ts";
 import { env } from "cloudflare:workers";
-import { apiConfig } from "../../src/api/config.ts";
+import { apiConfig, deliveryTiming } from "../../src/shared/config.ts";
 import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import type { DeletionNotice } from "../../src/shared/types.ts";
 import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import notifier from "../../src/notifier/index.ts";
 import { retryDelaySeconds } from "../../src/notifier/retry.ts";
-import { deliveryTiming } from "../../src/notifier/config.ts";
 import { replayFailed } from "../../src/storage/outbox/statements.ts";
 import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { runBatch } from "../../src/storage/statement.ts";

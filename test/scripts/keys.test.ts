@@ -2,7 +2,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
-import { parseTokenKeys } from "../../src/api/config.ts";
+import { parseTokenKeys } from "../../src/shared/config.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
 describe("docs/api.md#operators npm run keys", () => {

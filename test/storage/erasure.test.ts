@@ -19,8 +19,7 @@ const HASH_KEY = crypto.getRandomValues(new Uint8Array(32));
 /** The shards as the erasure takes them; `calls` counts the batches run on each. */
 function erasureShards(calls: { statements: number; erased: number }[] = []): ErasureShard[] {
   return SHARDS.map((shard) => ({
-    name: shard.name,
-    tag: shard.tag,
+    ...shard,
     run: async (statements) => {
       const results = await runBatch(shard.db, statements);
       calls.push({ statements: statements.length, erased: results[4]?.results.length ?? 0 });

@@ -4,6 +4,7 @@ import { env, exports } from "cloudflare:workers";
 import { SignJWT, base64url } from "jose";
 import { expect, vi } from "vitest";
 import { createApp } from "../../src/api/app.ts";
+import { newIsolateState, type IsolateState } from "../../src/api/context.ts";
 import { newClientRecord } from "../../src/shared/client-records.ts";
 import { POS_SCOPE, clientKey, type ClientRecord } from "../../src/shared/types.ts";
 import { TEST_TOKEN_KEYS } from "./keys.ts";
@@ -56,19 +57,21 @@ export async function callInContext(
 }
 
 /**
- * Calls a fresh app, like {@link callInContext}, with its storage bindings counted; the ledger
+ * Calls an app, like {@link callInContext}, with its storage bindings counted; the ledger
  * is complete when this returns, with every call after the answer marked as such. `settings`
- * override the test run's wrangler vars.
+ * override the test run's wrangler vars; `isolate` is the memory the app keeps between calls,
+ * a cold one unless a test hands over its own.
  */
 export async function countedCall(
   path: string,
   init: { method?: string; headers?: Record<string, string>; body?: BodyInit } = {},
   settings: Record<string, string> = {},
+  isolate: IsolateState = newIsolateState(),
 ): Promise<{ answer: Answer; ledger: StorageLedger }> {
   const ledger = new StorageLedger();
   const ctx = createExecutionContext();
   const request = new Request(BASE + path, { method: init.method ?? "POST", headers: init.headers, body: init.body });
-  const answer = await readAnswer(await createApp().fetch(request, ledger.instrumentEnv({ ...env, ...settings }), ctx));
+  const answer = await readAnswer(await createApp(isolate).fetch(request, ledger.instrumentEnv({ ...env, ...settings }), ctx));
   ledger.answered = true;
   await waitOnExecutionContext(ctx);
   await ledger.drain();
@@ -77,7 +80,8 @@ export async function countedCall(
 
 /**
  * Settings of a warm isolate for {@link countedCall}: shard states reused for a minute, as in
- * production, so that after one call the response path holds only the budgeted storage calls.
+ * production, so that after one call through an isolate the response path holds only the
+ * budgeted storage calls.
  */
 export const WARM_ISOLATE = { SHARD_STATES_SECONDS: "60" };
 

@@ -36,7 +36,7 @@ export async function authenticateClient(
     throw refuse(REFUSALS.tokenScope, "token scope");
   }
 
-  const record = await cachedClientRecord(c.env.CLIENTS, headers.client_id, config.clientCacheMs, check.claims.iat);
+  const record = await cachedClientRecord(c.env.CLIENTS, c.get("isolate").clients, headers.client_id, config.clientCacheMs, check.claims.iat);
   if (!record) throw refuse(REFUSALS.unknownClient, "unknown client");
   if (record.disabled) throw refuse(REFUSALS.disabledClient, "disabled client");
   if (check.claims.sub !== record.client_id) {

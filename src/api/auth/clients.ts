@@ -8,6 +8,7 @@ import { clientKey, type ClientRecord } from "../../shared/types.ts";
 // client is refused within about a minute of the operator's write (docs/api.md says so).
 const KV_CACHE_TTL_SECONDS = 30;
 
+// One client record as this isolate read it.
 interface CachedRecord {
   record: ClientRecord | null;
   /**
@@ -18,7 +19,8 @@ interface CachedRecord {
   until: number;
 }
 
-const isolateCache = new Map<string, CachedRecord>();
+/** An isolate's copies of client records, by client_id (the isolate's state object holds it). */
+export type ClientCache = Map<string, CachedRecord>;
 
 /**
  * Reads a client record straight from KV. Login uses this: a rotated or disabled secret must
@@ -38,6 +40,7 @@ export async function readClientRecord(kv: KVNamespace, clientId: string): Promi
  */
 export async function cachedClientRecord(
   kv: KVNamespace,
+  isolateCache: ClientCache,
   clientId: string,
   maxAgeMs: number,
   tokenIssuedAt: number,

@@ -5,7 +5,7 @@
  */
 import { SignJWT, base64url, decodeProtectedHeader, errors, jwtVerify } from "jose";
 import type { TokenKey } from "../../shared/token-keys.ts";
-import type { ApiConfig } from "../config.ts";
+import type { ApiConfig } from "../../shared/config.ts";
 
 /** docs/api.md#login: tokens live one hour. */
 export const TOKEN_LIFETIME_SECONDS = 3600;

@@ -4,15 +4,18 @@
  * service goes on writing and logs an error line an alert can match, at most once a minute.
  */
 import { describeError, logLine } from "../shared/log.ts";
-import { closeFullShard } from "../storage/shard-states.ts";
-import type { ShardState } from "../shared/shard-ids.ts";
-import type { Shard } from "../storage/shards.ts";
+import { isShardOpen, type ShardBase, type ShardState } from "../shared/shard-ids.ts";
+import { closeFullShard, type ShardStatesMemory } from "./shard-states.ts";
 
 const ALARM_INTERVAL_MS = 60_000;
 
-// The last size this isolate saw of each shard; a shard it has not seen counts as having room.
-const sizes = new Map<string, number>();
-let lastAlarm = 0;
+/** What an isolate remembers of the shards' fill, beside its copy of their states. */
+export interface FillMemory extends ShardStatesMemory {
+  /** The last size this isolate saw of each shard, by name; a shard it has not seen counts as having room. */
+  sizes: Map<string, number>;
+  /** When this isolate last raised the all-shards-full alarm (epoch ms). */
+  lastAlarm: number;
+}
 
 /**
  * Notes a shard's size after a write, and closes it or raises the alarm as the threshold says.
@@ -20,27 +23,28 @@ let lastAlarm = 0;
  */
 export async function checkShardFill(
   kv: KVNamespace,
-  written: { shard: Shard; bytes: number },
-  context: { shards: readonly Shard[]; states: ReadonlyMap<string, ShardState>; thresholdBytes: number; now: Date },
+  written: { shard: ShardBase; bytes: number },
+  context: { shards: readonly ShardBase[]; states: ReadonlyMap<string, ShardState>; thresholdBytes: number; now: Date },
+  memory: FillMemory,
 ): Promise<void> {
   const { shard, bytes } = written;
-  sizes.set(shard.name, bytes);
+  memory.sizes.set(shard.name, bytes);
   if (bytes < context.thresholdBytes) return;
-  const isOpen = (other: Shard) => (context.states.get(other.name)?.state ?? "open") === "open";
   const roomElsewhere = context.shards.some(
-    (other) => other !== shard && isOpen(other) && (sizes.get(other.name) ?? 0) < context.thresholdBytes,
+    (other) =>
+      other !== shard && isShardOpen(context.states, other.name) && (memory.sizes.get(other.name) ?? 0) < context.thresholdBytes,
   );
   if (roomElsewhere) {
     try {
-      await closeFullShard(kv, shard, context.now);
+      await closeFullShard(kv, shard, context.now, memory);
       logLine("warn", "shard-fill", { shard: shard.name, bytes, outcome: "closed: past the fill threshold" });
     } catch (error) {
       logLine("error", "shard-fill", { shard: shard.name, bytes, outcome: "close failed", cause: describeError(error) });
     }
     return;
   }
-  if (context.now.getTime() - lastAlarm < ALARM_INTERVAL_MS) return;
-  lastAlarm = context.now.getTime();
+  if (context.now.getTime() - memory.lastAlarm < ALARM_INTERVAL_MS) return;
+  memory.lastAlarm = context.now.getTime();
   logLine("error", "shards-full", {
     shard: shard.name,
     bytes,

@@ -1,0 +1,262 @@
+/**
+ * Both Workers' settings (their wrangler vars and secrets): what each is, one parser that checks
+ * them once per isolate, and one error that names a bad setting, so that it fails with its name
+ * rather than deep inside a request. Runs on Node too: `npm run keys` checks a key set with
+ * {@link parseTokenKeys}.
+ *
+ * AUDIT_HASH_KEY is a secret of the API Worker's deployment that no Worker reads: it is the
+ * operator's key, which `npm run app-users` takes from the environment (locally from .dev.vars)
+ * to key the hash that stands for an erased app user in the audit trail. Kept beside the Worker's
+ * secrets so that an operator finds it where the other keys are.
+ */
+import type { TokenKey } from "./token-keys.ts";
+
+/** The API Worker's wrangler vars and secrets, as the runtime hands them over. */
+export interface ApiSettings {
+  /** JSON Web Key Set of HS256 keys; the first key signs, every key verifies. */
+  TOKEN_KEYS: string;
+  TOKEN_ISSUER: string;
+  TOKEN_AUDIENCE: string;
+  DOCS_URL: string;
+  SUPPORT_CONTACT: string;
+  /** How long one isolate may reuse a client record read from KV, in seconds. */
+  CLIENT_CACHE_SECONDS: string;
+  /** Size in bytes past which a shard closes itself while another open shard has room. */
+  SHARD_FILL_BYTES: string;
+  /** How long one isolate may reuse the shard states read from KV, in seconds (at most 60). */
+  SHARD_STATES_SECONDS: string;
+  /** How long a client may take to send add's body before it is refused, in seconds. */
+  BODY_DEADLINE_SECONDS: string;
+  /** How long audit records are kept, in days, before the cron job purges them. */
+  AUDIT_RETENTION_DAYS: string;
+  /** How long after its change an event that never reached the queue waits for the cron re-send, in seconds. */
+  NOTICE_RESEND_GRACE_SECONDS: string;
+  /** How long after its queue send an undelivered event counts as lost and is sent again, in seconds. */
+  NOTICE_LOST_AFTER_SECONDS: string;
+}
+
+/** The notifier Worker's wrangler vars and secrets, as the runtime hands them over. */
+export interface NotifierSettings {
+  /** Where notices are POSTed; unset in plain local development, where they are logged. */
+  APP_PUSH_URL?: string;
+  /** Standard Webhooks signing secret, `whsec_<base64 key>`; several, separated by white space, while the app side rotates. */
+  APP_PUSH_SECRET?: string;
+  /** How long one push may take, in seconds; a delivery claims its notice for three times that. */
+  PUSH_TIMEOUT_SECONDS: string;
+  /** The delay before the second attempt of a notice, in seconds; it doubles for each one after. */
+  RETRY_FIRST_DELAY_SECONDS: string;
+  /** The longest delay between two attempts of a notice, in seconds. */
+  RETRY_MAX_DELAY_SECONDS: string;
+}
+
+/** A setting that is missing or malformed; the message names the setting, never its value. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+/** The API Worker's settings, checked. */
+export interface ApiConfig {
+  /** Signing order: the first key signs, every key verifies. */
+  tokenKeys: TokenKey[];
+  issuer: string;
+  audience: string;
+  docsUrl: string;
+  supportContact: string;
+  clientCacheMs: number;
+  shardFillBytes: number;
+  shardStatesMs: number;
+  bodyDeadlineMs: number;
+  auditRetentionMs: number;
+  noticeResendGraceMs: number;
+  noticeLostAfterMs: number;
+}
+
+/** How long a push may take, how long a delivery holds its notice, and when a failed one is tried again. */
+export interface DeliveryTiming {
+  pushTimeoutMs: number;
+  /**
+   * Longer than a push may take, so two copies of a message never push at once; short, so a copy
+   * whose Worker died frees the notice soon.
+   */
+  claimMs: number;
+  /** The backoff (src/notifier/retry.ts). */
+  retry: { firstDelaySeconds: number; maxDelaySeconds: number };
+}
+
+/** How notices leave the notifier. */
+export type PushTarget =
+  | { kind: "log" }
+  | { kind: "push"; url: string; keys: CryptoKey[] }
+  /** A URL is set but a setting is unusable: notices wait (retried) until an operator fixes it. */
+  | { kind: "misconfigured"; problem: string };
+
+/**
+ * An isolate's parsed settings, kept while the runtime hands over the same bindings object (one
+ * per deployment), so each is parsed once; the isolate's state object holds one per Worker.
+ */
+export interface SettingsMemory<Settings, Parsed> {
+  parsed?: { env: Settings; value: Parsed };
+}
+
+/**
+ * The API Worker's settings, parsed on first use in an isolate. A bad setting throws
+ * `ConfigError` naming it, which the error handler turns into a 500 with the cause in the log.
+ */
+export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, ApiConfig> = {}): ApiConfig {
+  return remembered(env, memory, (settings) => ({
+    tokenKeys: parseTokenKeys(settings.TOKEN_KEYS),
+    issuer: requiredText(settings, "TOKEN_ISSUER"),
+    audience: requiredText(settings, "TOKEN_AUDIENCE"),
+    docsUrl: requiredText(settings, "DOCS_URL"),
+    supportContact: requiredText(settings, "SUPPORT_CONTACT"),
+    clientCacheMs: seconds(settings, "CLIENT_CACHE_SECONDS") * 1000,
+    shardFillBytes: positiveNumber(settings, "SHARD_FILL_BYTES"),
+    shardStatesMs: seconds(settings, "SHARD_STATES_SECONDS") * 1000,
+    bodyDeadlineMs: positiveNumber(settings, "BODY_DEADLINE_SECONDS") * 1000,
+    auditRetentionMs: positiveNumber(settings, "AUDIT_RETENTION_DAYS") * DAY_MS,
+    noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
+    noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
+  }));
+}
+
+/** The notifier's delivery timing (src/notifier/wrangler.toml [vars]), parsed on first use in an isolate. */
+export function deliveryTiming(
+  env: NotifierSettings,
+  memory: SettingsMemory<NotifierSettings, DeliveryTiming> = {},
+): DeliveryTiming {
+  return remembered(env, memory, (settings) => {
+    const pushTimeoutMs = positiveSeconds(settings, "PUSH_TIMEOUT_SECONDS") * 1000;
+    return {
+      pushTimeoutMs,
+      claimMs: pushTimeoutMs * 3,
+      retry: {
+        firstDelaySeconds: positiveSeconds(settings, "RETRY_FIRST_DELAY_SECONDS"),
+        maxDelaySeconds: positiveSeconds(settings, "RETRY_MAX_DELAY_SECONDS"),
+      },
+    };
+  });
+}
+
+/**
+ * Where the notifier sends notices (docs/api.md#deletion-notices): a push URL with the signing
+ * keys, or the log when no URL is set (plain local development). Unlike the other settings, a bad
+ * push setting does not throw: notices wait, retried, until an operator fixes it. The keys are
+ * imported once per isolate, again only when the settings change.
+ */
+export function pushTarget(
+  env: NotifierSettings,
+  memory: SettingsMemory<Pick<NotifierSettings, "APP_PUSH_URL" | "APP_PUSH_SECRET">, Promise<PushTarget>> = {},
+): Promise<PushTarget> {
+  const { APP_PUSH_URL, APP_PUSH_SECRET } = env;
+  const parsed = memory.parsed;
+  if (parsed && parsed.env.APP_PUSH_URL === APP_PUSH_URL && parsed.env.APP_PUSH_SECRET === APP_PUSH_SECRET) return parsed.value;
+  const value = readPushTarget(env);
+  memory.parsed = { env: { APP_PUSH_URL, APP_PUSH_SECRET }, value };
+  return value;
+}
+
+const MIN_KEY_BYTES = 32;
+
+/** Parses a JSON Web Key Set of `oct` HS256 keys (docs/api.md#login). */
+export function parseTokenKeys(raw: string | undefined): TokenKey[] {
+  if (!raw) throw new ConfigError("TOKEN_KEYS is not set");
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError("TOKEN_KEYS is not JSON");
+  }
+  const keys = (parsed as { keys?: unknown })?.keys;
+  if (!Array.isArray(keys) || keys.length === 0) {
+    throw new ConfigError("TOKEN_KEYS has no keys array");
+  }
+  const seen = new Set<string>();
+  return keys.map((key: Record<string, unknown>, i) => {
+    const { kty, kid, alg, k } = key ?? {};
+    if (kty !== "oct" || alg !== "HS256" || typeof kid !== "string" || kid === "" || typeof k !== "string") {
+      throw new ConfigError(`TOKEN_KEYS key ${i} must be {kty:"oct", alg:"HS256", kid, k}`);
+    }
+    if (seen.has(kid)) throw new ConfigError(`TOKEN_KEYS repeats kid at key ${i}`);
+    seen.add(kid);
+    if (base64urlByteLength(k) < MIN_KEY_BYTES) {
+      throw new ConfigError(`TOKEN_KEYS key ${i} is shorter than 256 bits`);
+    }
+    return { kid, k };
+  });
+}
+
+function remembered<Settings, Parsed>(
+  env: Settings,
+  memory: SettingsMemory<Settings, Parsed>,
+  parse: (env: Settings) => Parsed,
+): Parsed {
+  if (memory.parsed?.env !== env) memory.parsed = { env, value: parse(env) };
+  return memory.parsed.value;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+type SettingName = keyof ApiSettings | keyof NotifierSettings;
+
+function requiredText<S>(env: S, name: keyof S & SettingName): string {
+  const value = env[name];
+  if (typeof value !== "string" || value.trim() === "") throw new ConfigError(`${name} is not set`);
+  return value;
+}
+
+function positiveNumber<S>(env: S, name: keyof S & SettingName): number {
+  const value = Number(requiredText(env, name));
+  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(`${name} must be a positive number`);
+  return value;
+}
+
+function seconds<S>(env: S, name: keyof S & SettingName): number {
+  const value = Number(requiredText(env, name));
+  if (!Number.isFinite(value) || value < 0) throw new ConfigError(`${name} must be a number of seconds`);
+  return value;
+}
+
+function positiveSeconds<S>(env: S, name: keyof S & SettingName): number {
+  const text = env[name];
+  const value = Number(text);
+  if (!text || !Number.isFinite(value) || value <= 0) throw new ConfigError(`${name} must be a positive number of seconds`);
+  return value;
+}
+
+function base64urlByteLength(text: string): number {
+  if (!/^[A-Za-z0-9_-]*$/.test(text)) return 0;
+  return Math.floor((text.length * 6) / 8);
+}
+
+const SECRET_PREFIX = "whsec_";
+
+async function readPushTarget(env: NotifierSettings): Promise<PushTarget> {
+  const url = env.APP_PUSH_URL?.trim();
+  if (!url) return { kind: "log" };
+  if (!/^https?:\/\//i.test(url) || !URL.canParse(url)) {
+    return { kind: "misconfigured", problem: "APP_PUSH_URL is not an http(s) URL" };
+  }
+  // Several secrets, separated by white space, sign side by side while the app side rotates
+  // (Standard Webhooks lists one signature per secret).
+  const secrets = env.APP_PUSH_SECRET?.trim().split(/\s+/).filter(Boolean) ?? [];
+  if (secrets.length === 0) return { kind: "misconfigured", problem: "APP_PUSH_SECRET is not set" };
+  const keys: CryptoKey[] = [];
+  for (const secret of secrets) {
+    const bytes = secret.startsWith(SECRET_PREFIX) ? decodeBase64(secret.slice(SECRET_PREFIX.length)) : undefined;
+    if (!bytes || bytes.byteLength < 24) {
+      // The message never quotes the secret: logs must not hold it.
+      return { kind: "misconfigured", problem: "APP_PUSH_SECRET is not whsec_<base64 of 24 or more bytes>" };
+    }
+    keys.push(await crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]));
+  }
+  return { kind: "push", url, keys };
+}
+
+function decodeBase64(text: string): Uint8Array | undefined {
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(text)) return undefined;
+  try {
+    return Uint8Array.from(atob(text), (char) => char.charCodeAt(0));
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,226 @@
+/**
+ * Where a new receipt goes (docs/api.md#shards), and storing it there: the one operation add
+ * calls. A new receipt goes to an open shard, the same one for every retry of one
+ * Idempotency-Key (rendezvous hashing), with a look at the shards whose state changed within the
+ * idempotency window, where a first call may have gone instead; a shard whose call failed is
+ * passed over for a while.
+ */
+import { base64url } from "jose";
+import { v7 as uuidv7 } from "uuid";
+import type { AddResponse } from "../shared/schemas.ts";
+import { fnv1a, idOnShard, isShardOpen, type ShardState } from "../shared/shard-ids.ts";
+import type { CreationNotice } from "../shared/types.ts";
+import {
+  IDEMPOTENCY_WINDOW_MS,
+  storeReceipt,
+  earlierAdd,
+  type AddOutcome,
+  type IdempotencyClaim,
+  type StoredReceipt,
+} from "./receipts.ts";
+import { checkShardFill, type FillMemory } from "./shard-fill.ts";
+import { shardStates } from "./shard-states.ts";
+import { shardsOf, type Shard } from "./shards.ts";
+
+/** How long an isolate sends no new receipt to a shard whose call failed. */
+const FAILING_SHARD_PAUSE_MS = 30_000;
+
+/** What an isolate remembers for placing receipts: the shard states, their fill, the failing shards. */
+export interface PlacementMemory extends FillMemory {
+  /** Until when (epoch ms) each shard whose call failed gets no new receipt, by name. */
+  failingUntil: Map<string, number>;
+}
+
+/** A fresh isolate's placement memory: no states read, no sizes seen, no shard failing. */
+export function newPlacementMemory(): PlacementMemory {
+  return { sizes: new Map(), lastAlarm: 0, failingUntil: new Map() };
+}
+
+/** Every shard is closed: a new receipt has nowhere to go. */
+export class NoOpenShardError extends Error {
+  override name = "NoOpenShardError";
+  constructor() {
+    super("no open shard: every shard is closed");
+  }
+}
+
+/** What placing and storing a receipt needs of the Worker beside the request. */
+export interface PlacementContext {
+  /** The Worker's bindings: its shards (`DB_<NAME>`) and their states. */
+  env: { SHARD_STATES: KVNamespace };
+  settings: { shardStatesMs: number; shardFillBytes: number };
+  memory: PlacementMemory;
+  /** Runs work after the response: the fill check. */
+  waitUntil: (work: Promise<unknown>) => void;
+}
+
+/** A new receipt as the client sent it; its ID and time are given where it is placed. */
+export type NewReceipt = Omit<StoredReceipt, "receipt_id" | "created_at">;
+
+/** What became of an add, with the answer it gets. */
+export type Stored =
+  | { kind: "added"; response: AddResponse; shard: Shard; event: CreationNotice }
+  | { kind: "replayed"; response: AddResponse }
+  | { kind: "conflict" };
+
+/**
+ * Places a new receipt on a shard and stores it there with its created event and, under an
+ * Idempotency-Key, its key record; a retry of the key gets the first call's answer from
+ * whichever shard holds it. Throws {@link NoOpenShardError} when every shard is closed.
+ *
+ * @param newEvent makes the receipt's created event, whose event_id names the shard.
+ * @example const stored = await placeAndStore(context, { chain_id, client_id, app_user_id, body }, key, newCreationNotice);
+ */
+export async function placeAndStore(
+  context: PlacementContext,
+  receipt: NewReceipt,
+  key: string | undefined,
+  newEvent: (data: AddResponse["data"], shard: Shard) => CreationNotice,
+): Promise<Stored> {
+  // One clock reading for both: the ID's time is created_at (docs/api.md), also when the clock
+  // moves on between two readings.
+  const now = Date.now();
+  const { env, memory, settings } = context;
+  const shards = shardsOf(env);
+  const states = await shardStates(env.SHARD_STATES, shards, settings.shardStatesMs, memory, now);
+  const placement = placeReceipt(shards, states, { key, now, failing: failingShards(memory, now) });
+  if (!placement) throw new NoOpenShardError();
+  const { target } = placement;
+
+  const data: AddResponse["data"] = {
+    receipt_id: newReceiptId(now, target),
+    chain_id: receipt.chain_id,
+    client_id: receipt.client_id,
+    app_user_id: receipt.app_user_id,
+    created_at: new Date(now).toISOString(),
+  };
+  const response: AddResponse = { data, status: "OK", status_code: 200 };
+  const claim = key === undefined ? undefined : { key, fingerprint: await requestFingerprint(receipt), response };
+  const event = newEvent(data, target);
+  const outcome: AddOutcome & { sizeAfter?: number } =
+    (claim && (await earlierAddElsewhere(placement.lookups, receipt.client_id, claim, now))) ??
+    (await addOnShard(target, { ...data, body: receipt.body }, event, claim, memory));
+  if (outcome.sizeAfter !== undefined) {
+    context.waitUntil(
+      checkShardFill(
+        env.SHARD_STATES,
+        { shard: target, bytes: outcome.sizeAfter },
+        { shards, states, thresholdBytes: settings.shardFillBytes, now: new Date(now) },
+        memory,
+      ),
+    );
+  }
+  if (outcome.kind === "added") return { kind: "added", response, shard: target, event };
+  return outcome.kind === "replayed" ? { kind: "replayed", response: outcome.response } : { kind: "conflict" };
+}
+
+/** Where a new receipt goes, and where an earlier call with its key may have gone instead. */
+export interface Placement {
+  target: Shard;
+  /** Shards to ask for the key first; empty in the steady state (no change within 24 hours). */
+  lookups: Shard[];
+}
+
+/**
+ * Places a new receipt. Without a key: a random open shard that is not failing. With a key: the
+ * first open shard in the key's rendezvous order, so every retry lands there; and, since a
+ * shard that opened or closed within the idempotency window may have taken or lost the key's
+ * first call, every such shard ranked before the first one that stayed open all along is
+ * looked up first. Returns undefined when no shard is open.
+ */
+export function placeReceipt(
+  shards: readonly Shard[],
+  states: ReadonlyMap<string, ShardState>,
+  options: { key?: string; now: number; failing: ReadonlySet<string> },
+): Placement | undefined {
+  const isOpen = (shard: Shard) => isShardOpen(states, shard.name);
+  if (options.key === undefined) {
+    const open = shards.filter(isOpen);
+    const healthy = open.filter((shard) => !options.failing.has(shard.name));
+    const pool = healthy.length > 0 ? healthy : open;
+    const target = pool[Math.floor(Math.random() * pool.length)];
+    return target && { target, lookups: [] };
+  }
+  const key = options.key;
+  const ranked = shards
+    .map((shard) => ({ shard, score: rendezvousScore(key, shard.name) }))
+    .sort((a, b) => b.score - a.score)
+    .map(({ shard }) => shard);
+  const target = ranked.find(isOpen);
+  if (!target) return undefined;
+  const lookups: Shard[] = [];
+  for (const shard of ranked) {
+    const changedAt = Date.parse(states.get(shard.name)?.changed_at ?? "");
+    const openAllAlong = isOpen(shard) && !(options.now - changedAt < IDEMPOTENCY_WINDOW_MS);
+    // A shard closed for longer than the window holds no live key; any other may hold this one.
+    if (shard !== target && (openAllAlong || options.now - changedAt < IDEMPOTENCY_WINDOW_MS)) lookups.push(shard);
+    if (openAllAlong) break;
+  }
+  return { target, lookups };
+}
+
+// FNV-1a of key and shard, mixed so that every bit depends on every input bit: the order it
+// gives the shards is as good as random and the same in every isolate.
+function rendezvousScore(key: string, shardName: string): number {
+  let hash = fnv1a(`${key}\n${shardName}`);
+  hash ^= hash >>> 16;
+  hash = Math.imul(hash, 0x85ebca6b);
+  hash ^= hash >>> 13;
+  hash = Math.imul(hash, 0xc2b2ae35);
+  hash ^= hash >>> 16;
+  return hash >>> 0;
+}
+
+// Shards whose calls failed within the pause, by name.
+function failingShards(memory: PlacementMemory, now: number): Set<string> {
+  return new Set([...memory.failingUntil].filter(([, until]) => until > now).map(([name]) => name));
+}
+
+// A shard that opened or closed within the idempotency window may hold this key's first call
+// (placeReceipt); in the steady state there is none to ask.
+async function earlierAddElsewhere(
+  shards: readonly Shard[],
+  clientId: string,
+  claim: IdempotencyClaim,
+  now: number,
+): Promise<AddOutcome | undefined> {
+  for (const shard of shards) {
+    const earlier = await earlierAdd(shard.db, clientId, claim, new Date(now));
+    if (earlier) return earlier;
+  }
+  return undefined;
+}
+
+// A shard whose call fails is passed over by this isolate for a while, so that new receipts go
+// to the other open shards while it recovers.
+async function addOnShard(
+  shard: Shard,
+  receipt: StoredReceipt,
+  event: CreationNotice,
+  claim: IdempotencyClaim | undefined,
+  memory: PlacementMemory,
+): Promise<AddOutcome & { sizeAfter: number }> {
+  try {
+    return await storeReceipt(shard.db, receipt, event, claim);
+  } catch (error) {
+    memory.failingUntil.set(shard.name, Date.now() + FAILING_SHARD_PAUSE_MS);
+    throw error;
+  }
+}
+
+// UUIDv7: the time in front keeps inserts at the end of the primary key's b-tree. uuid's default
+// spends 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs
+// partly predictable; fresh random bits for every ID keep them unguessable: the 62 of rand_b, as
+// rand_a carries the shard's tag.
+function newReceiptId(msecs: number, shard: Shard): string {
+  return idOnShard(uuidv7({ msecs, random: crypto.getRandomValues(new Uint8Array(16)) }), shard);
+}
+
+// Everything that decides what a retry would store: the client is part of the key already, and
+// Authorization changes when a token is renewed, so neither belongs here. Header values are
+// printable ASCII, so a line feed separates the parts unambiguously without escaping a 40 KB body.
+async function requestFingerprint(receipt: NewReceipt): Promise<string> {
+  const request = `${receipt.chain_id}\n${receipt.app_user_id}\n${receipt.body}`;
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(request));
+  return base64url.encode(new Uint8Array(digest));
+}

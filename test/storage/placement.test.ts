@@ -1,0 +1,190 @@
+/**
+ * Placement of a new receipt (docs/api.md#shards), called directly: the rendezvous order of a
+ * key, the shards looked up for a key when states changed within the idempotency window, failing
+ * shards passed over, and the one operation add calls.
+ */
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { newCreationNotice } from "../../src/api/events.ts";
+import { shardOfId, type ShardState } from "../../src/shared/shard-ids.ts";
+import {
+  NoOpenShardError,
+  newPlacementMemory,
+  placeAndStore,
+  placeReceipt,
+  type NewReceipt,
+  type PlacementContext,
+  type PlacementMemory,
+} from "../../src/storage/placement.ts";
+import { IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
+import type { Shard } from "../../src/storage/shards.ts";
+import { uniqueId } from "../support/api.ts";
+import { SHARDS, receiptsOf } from "../support/shards.ts";
+
+const NOW = Date.parse("2026-11-20T12:00:00.000Z");
+const HOUR_MS = 60 * 60 * 1000;
+const NO_FAILURES: ReadonlySet<string> = new Set();
+
+/** A shard's state as it was changed `agoMs` before NOW. */
+function changed(state: ShardState["state"], agoMs: number): ShardState {
+  return { state, changed_at: new Date(NOW - agoMs).toISOString(), by: "operator" };
+}
+
+/** The shards in a key's rendezvous order, read off placement by closing them one after another. */
+function rankOf(key: string): Shard[] {
+  const states = new Map<string, ShardState>();
+  const ranked: Shard[] = [];
+  for (let placement = placeReceipt(SHARDS, states, { key, now: NOW, failing: NO_FAILURES }); placement; ) {
+    ranked.push(placement.target);
+    states.set(placement.target.name, changed("closed", 2 * IDEMPOTENCY_WINDOW_MS));
+    placement = placeReceipt(SHARDS, states, { key, now: NOW, failing: NO_FAILURES });
+  }
+  return ranked;
+}
+
+describe("placement: the rendezvous order of an Idempotency-Key", () => {
+  it("every retry of a key goes to the same shard, and keys spread over every shard", () => {
+    const firsts = new Set<string>();
+    for (let i = 0; i < 60; i += 1) {
+      const key = `key-${i}`;
+      const first = placeReceipt(SHARDS, new Map(), { key, now: NOW, failing: NO_FAILURES });
+      const again = placeReceipt(SHARDS, new Map(), { key, now: NOW + HOUR_MS, failing: NO_FAILURES });
+      expect(again).toEqual(first);
+      expect(first!.lookups).toEqual([]);
+      firsts.add(first!.target.name);
+    }
+    expect([...firsts].sort()).toEqual(SHARDS.map((shard) => shard.name));
+  });
+
+  it("a key goes to the first open shard of its order, whatever the failing shards", () => {
+    const [first, second] = rankOf("key-order");
+    const states = new Map([[first!.name, changed("closed", 2 * IDEMPOTENCY_WINDOW_MS)]]);
+    const failing = new Set([second!.name]);
+    expect(placeReceipt(SHARDS, states, { key: "key-order", now: NOW, failing })!.target).toBe(second);
+  });
+});
+
+describe("placement: shards looked up for a key when states changed within the idempotency window", () => {
+  const key = "key-lookups";
+
+  it("a shard that closed within the window, ranked first, is looked up; one closed longer ago is not", () => {
+    const [first, second] = rankOf(key);
+    const recent = placeReceipt(SHARDS, new Map([[first!.name, changed("closed", HOUR_MS)]]), { key, now: NOW, failing: NO_FAILURES });
+    expect(recent).toEqual({ target: second, lookups: [first] });
+    const old = placeReceipt(SHARDS, new Map([[first!.name, changed("closed", 2 * IDEMPOTENCY_WINDOW_MS)]]), {
+      key,
+      now: NOW,
+      failing: NO_FAILURES,
+    });
+    expect(old).toEqual({ target: second, lookups: [] });
+  });
+
+  it("a shard that opened within the window takes the key, and the next shard open all along is looked up", () => {
+    const [first, second] = rankOf(key);
+    const placement = placeReceipt(SHARDS, new Map([[first!.name, changed("open", HOUR_MS)]]), { key, now: NOW, failing: NO_FAILURES });
+    expect(placement).toEqual({ target: first, lookups: [second] });
+  });
+
+  it("lookups stop at the first shard open all along", () => {
+    const [first, second, third] = rankOf(key);
+    const states = new Map([
+      [first!.name, changed("closed", HOUR_MS)],
+      [second!.name, changed("open", HOUR_MS)],
+    ]);
+    expect(placeReceipt(SHARDS, states, { key, now: NOW, failing: NO_FAILURES })).toEqual({
+      target: second,
+      lookups: [first, third],
+    });
+  });
+});
+
+describe("placement: without a key", () => {
+  it("failing shards are passed over while another shard is open, and used when none is", () => {
+    const [healthy, ...failingShards] = SHARDS;
+    const failing = new Set(failingShards.map((shard) => shard.name));
+    for (let i = 0; i < 20; i += 1) {
+      expect(placeReceipt(SHARDS, new Map(), { now: NOW, failing })!.target).toBe(healthy);
+    }
+    const everyShard = new Set(SHARDS.map((shard) => shard.name));
+    expect(everyShard.has(placeReceipt(SHARDS, new Map(), { now: NOW, failing: everyShard })!.target.name)).toBe(true);
+  });
+
+  it("with every shard closed there is no placement", () => {
+    const states = new Map(SHARDS.map((shard) => [shard.name, changed("closed", HOUR_MS)]));
+    expect(placeReceipt(SHARDS, states, { now: NOW, failing: NO_FAILURES })).toBeUndefined();
+    expect(placeReceipt(SHARDS, states, { key: "key-closed", now: NOW, failing: NO_FAILURES })).toBeUndefined();
+  });
+});
+
+describe("placeAndStore", () => {
+  /** A context over the test run's bindings, its memory fresh unless given, its deferred work collected. */
+  function contextOf(bindings: object = env, memory: PlacementMemory = newPlacementMemory()) {
+    const deferred: Promise<unknown>[] = [];
+    const context: PlacementContext = {
+      env: bindings as PlacementContext["env"],
+      settings: { shardStatesMs: 0, shardFillBytes: 9e9 },
+      memory,
+      waitUntil: (work) => deferred.push(work),
+    };
+    return { context, settled: () => Promise.all(deferred) };
+  }
+
+  function receipt(clientId: string, body = '{"total":1}'): NewReceipt {
+    return { chain_id: "chain-1", client_id: clientId, app_user_id: "app-user-1", body };
+  }
+
+  it("stores a receipt with its created event on the shard its ID names; a retry of the key gets the first answer", async () => {
+    const clientId = uniqueId("pos-placement");
+    const idempotencyKey = uniqueId("key");
+    const { context, settled } = contextOf();
+    const first = await placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice);
+    expect(first.kind).toBe("added");
+    if (first.kind !== "added") return;
+    expect(shardOfId(SHARDS, first.response.data.receipt_id)).toBe(first.shard);
+    expect(shardOfId(SHARDS, first.event.event_id)).toBe(first.shard);
+
+    expect(await placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice)).toEqual({
+      kind: "replayed",
+      response: first.response,
+    });
+    expect(await placeAndStore(context, receipt(clientId, '{"total":2}'), idempotencyKey, newCreationNotice)).toEqual({
+      kind: "conflict",
+    });
+    await settled();
+    expect(await receiptsOf(clientId)).toBe(1);
+  });
+
+  it("a shard whose call failed gets no new receipt from this isolate for a while", async () => {
+    const clientId = uniqueId("pos-placement");
+    const idempotencyKey = uniqueId("key");
+    const [down] = rankOf(idempotencyKey);
+    const broken = {
+      prepare: (sql: string) => down!.db.prepare(sql),
+      batch: () => Promise.reject(new Error("shard unavailable")),
+    };
+    const { context, settled } = contextOf({ ...env, [down!.binding]: broken });
+    await expect(placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice)).rejects.toThrow("shard unavailable");
+    expect([...context.memory.failingUntil.keys()]).toEqual([down!.name]);
+
+    for (let i = 0; i < 10; i += 1) {
+      const stored = await placeAndStore(context, receipt(clientId), undefined, newCreationNotice);
+      expect(stored.kind).toBe("added");
+      expect(stored.kind === "added" && stored.shard.name).not.toBe(down!.name);
+    }
+    await settled();
+    expect(await receiptsOf(clientId)).toBe(10);
+  });
+
+  it("with every shard closed, throws NoOpenShardError and stores nothing", async () => {
+    const clientId = uniqueId("pos-placement");
+    const memory = newPlacementMemory();
+    // The isolate's copy of the states, still fresh: no KV read decides here.
+    memory.statesCopy = {
+      states: new Map(SHARDS.map((shard) => [shard.name, changed("closed", HOUR_MS)])),
+      until: Number.POSITIVE_INFINITY,
+    };
+    const { context } = contextOf(env, memory);
+    await expect(placeAndStore(context, receipt(clientId), undefined, newCreationNotice)).rejects.toBeInstanceOf(NoOpenShardError);
+    expect(await receiptsOf(clientId)).toBe(0);
+  });
+});
