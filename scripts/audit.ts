@@ -5,7 +5,7 @@
  */
 import { shardOfId } from "../src/shared/shard-ids.ts";
 import { AUDIT_SUBJECTS, auditPage, type AuditCursor, type AuditRecord, type AuditSubject } from "../src/storage/audit.ts";
-import { UsageError, parse, runCli, usableId } from "./lib/cli.ts";
+import { UsageError, parse, runCli, table, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 import { targetShards, type ConfigShard } from "./lib/shards.ts";
 import { TARGET_OPTIONS, targetOf, type Target } from "./lib/wrangler.ts";
@@ -14,10 +14,11 @@ const USAGE = `Usage: npm run audit -- receipt <receipt_id> | client <client_id>
                       [--since <RFC 3339 date>] [--json] [--remote]
 
   Prints the audit records (deletes and erasures) of one receipt, POS client or chain on
-  every shard, newest first: at, action, receipt_id, chain_id, client_id, app_user,
-  request_id. With --json one JSON array of objects with those fields. --since keeps the
-  records at or after a date (2026-11-01) or a time (2026-11-01T09:30:00Z, or with an
-  offset). Erasures are recorded with client_id 'operator': 'client operator' lists them.
+  every shard, newest first, as a header row and aligned columns: at, action, receipt_id,
+  chain_id, client_id, app_user, request_id ('-' for none). With --json one JSON array of
+  objects with those fields. --since keeps the records at or after a date (2026-11-01) or a
+  time (2026-11-01T09:30:00Z, or with an offset). Erasures are recorded with client_id
+  'operator': 'client operator' lists them.
 
 Acts on the local state of 'npm start' unless --remote is given (--persist-to <dir> picks
 another local state directory).`;
@@ -46,9 +47,8 @@ await runCli(USAGE, (argv) => {
   if (values.json) console.log(JSON.stringify(records));
   else if (records.length === 0) console.log(`No audit records for ${subject} ${JSON.stringify(id)}.`);
   else {
-    for (const record of records) {
-      console.log([record.at, record.action, record.receipt_id ?? "-", record.chain_id ?? "-", record.client_id, record.app_user, record.request_id].join("\t"));
-    }
+    const rows = records.map((record) => [record.at, record.action, record.receipt_id ?? "-", record.chain_id ?? "-", record.client_id, record.app_user, record.request_id]);
+    console.log(table(["AT", "ACTION", "RECEIPT_ID", "CHAIN_ID", "CLIENT_ID", "APP_USER", "REQUEST_ID"], rows));
   }
 });
 

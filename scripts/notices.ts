@@ -7,7 +7,7 @@
  */
 import { shardOfId } from "../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, listFailed, replayFailed } from "../src/storage/outbox/statements.ts";
-import { UsageError, parse, runCommands } from "./lib/cli.ts";
+import { UsageError, parse, runCommands, table } from "./lib/cli.ts";
 import { execute, onEachShard } from "./lib/d1.ts";
 import { targetShards, type ConfigShard } from "./lib/shards.ts";
 import { TARGET_OPTIONS, targetOf } from "./lib/wrangler.ts";
@@ -15,8 +15,8 @@ import { TARGET_OPTIONS, targetOf } from "./lib/wrangler.ts";
 const USAGE = `Usage: npm run notices -- <command> [options]
 
   failed [--json]          notices that could not be delivered, on every shard, oldest
-                           failure first: event_id, shard, receipt_id, failed_at, attempts,
-                           last_error
+                           failure first: event_id, type, shard, receipt_id, failed_at,
+                           attempts, last_error
   replay [<event_id>...]   send failed notices again; every one on every shard when no
                            event_id is given. Each goes back to the outbox of the shard its
                            event_id names, and the API Worker's cron job sends it within a
@@ -28,6 +28,7 @@ Every command acts on the local state of 'npm start' unless --remote is given
 /** A row of `listFailed`, with the shard it was found on. */
 interface FailedNotice {
   event_id: string;
+  type: string;
   shard: string;
   receipt_id: string;
   failed_at: string;
@@ -45,16 +46,15 @@ function failed(argv: string[]): void {
   // A shard that cannot be read keeps none of the others from being listed.
   const failures = onEachShard(targetShards(target), (shard) => {
     for (const row of execute<Omit<FailedNotice, "shard">>(target, shard, [listFailed()]).at(-1) ?? []) {
-      notices.push({ event_id: row.event_id, shard: shard.name, receipt_id: row.receipt_id, failed_at: row.failed_at, attempts: row.attempts, last_error: row.last_error });
+      notices.push({ event_id: row.event_id, type: row.type, shard: shard.name, receipt_id: row.receipt_id, failed_at: row.failed_at, attempts: row.attempts, last_error: row.last_error });
     }
   });
   notices.sort((a, b) => a.failed_at.localeCompare(b.failed_at) || a.event_id.localeCompare(b.event_id));
   if (values.json) console.log(JSON.stringify(notices));
   else if (notices.length === 0) console.log(failures.length === 0 ? "No failed notices." : "No failed notices on the shards that answered.");
   else {
-    for (const notice of notices) {
-      console.log(`${notice.event_id}\tshard=${notice.shard}\treceipt=${notice.receipt_id}\tfailed=${notice.failed_at}\tattempts=${notice.attempts}\t${notice.last_error}`);
-    }
+    const rows = notices.map((notice) => [notice.event_id, notice.type, notice.shard, notice.receipt_id, notice.failed_at, String(notice.attempts), notice.last_error]);
+    console.log(table(["EVENT_ID", "TYPE", "SHARD", "RECEIPT_ID", "FAILED_AT", "ATTEMPTS", "LAST_ERROR"], rows));
   }
   if (failures.length > 0) throw new Error(failures.map((failure) => failure.message).join("\n"));
 }

@@ -1,6 +1,6 @@
 /** What every operator command shares: argument parsing and the usage exit (status 2). */
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { headerText } from "../../src/shared/schemas.ts";
+import { identifyingText } from "../../src/shared/schemas.ts";
 
 /** Thrown for bad arguments; `runCli` prints the usage and exits 2 without writing anything. */
 export class UsageError extends Error {}
@@ -22,17 +22,18 @@ export function positiveInteger(flag: string, text: string): number {
 }
 
 /**
- * Checks an ID (client_id, chain_id, app_user_id) that POS requests carry as a header value: one
- * that no request could carry as given is a UsageError, so nothing is written for a client that
- * can never log in. Beyond the header rule (docs/api.md#common-rules) it refuses white space at
- * either end, which HTTP strips, and a leading "-", which a later command would read as an option
- * (`disable --remote` names no client but the deployed namespace); `optionLike` allows that for
- * an ID the command takes after `--`.
+ * Checks an ID (client_id, chain_id, app_user_id, receipt_id) that POS requests carry as an
+ * identifying header value: one that no request could carry as given is a UsageError, so nothing
+ * is written for a client that can never log in or add. The identifying-header rule
+ * (docs/api.md#common-rules) is the API's own schema, comma included; beyond it this refuses
+ * white space at either end, which HTTP strips, and a leading "-", which a later command would
+ * read as an option (`disable --remote` names no client but the deployed namespace);
+ * `optionLike` allows that for an ID the command takes after `--`.
  *
  * @example usableId("--client-id", values["client-id"]) // returns the value, or throws UsageError
  */
 export function usableId(flag: string, value: string, { optionLike = false } = {}): string {
-  const result = headerText.safeParse(value);
+  const result = identifyingText.safeParse(value);
   const problem = !result.success
     ? result.error.issues[0]!.message
     : value !== value.trim()

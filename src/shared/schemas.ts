@@ -49,8 +49,11 @@ function identifying(schema: z.ZodMiniString<string>) {
   );
 }
 
-/** An identifying header value of at most 256 characters. */
-const identifyingText = identifying(headerText);
+/**
+ * An identifying header value of at most 256 characters: what a client_id, chain_id, app_user_id
+ * or receipt_id must be to travel in a request, which the operator scripts ask of an ID too.
+ */
+export const identifyingText = identifying(headerText);
 
 /** A documented identifying header. */
 function identifyingHeader(description: string, example: string) {

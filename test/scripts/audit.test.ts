@@ -92,12 +92,16 @@ describe("docs/api.md#audit npm run audit: records of every shard, newest first"
     expect(JSON.parse(result.stdout)).toEqual([printed(RECORDS[1]!)]);
   });
 
-  it("plain output: one tab-separated line per record, '-' for what an erasure's own record lacks", () => {
+  it("plain output: a header row and aligned columns, '-' for what an erasure's own record lacks", () => {
     const result = audit("client", "operator");
     expect(result.status, result.stderr).toBe(0);
-    expect(result.stdout.trim().split("\n")).toEqual([
-      ["2026-11-20T10:00:01.000Z", "app_user.erased", "-", "-", "operator", ERASED, "019abcde-0000-7000-8000-000000000009"].join("\t"),
-      ["2026-11-20T10:00:00.000Z", "app_user.erased", RECORDS[2]!.receipt_id, "chain-nord", "operator", ERASED, "019abcde-0000-7000-8000-000000000009"].join("\t"),
+    const receiptId = RECORDS[2]!.receipt_id!;
+    const request = "019abcde-0000-7000-8000-000000000009";
+    expect(result.stdout.split("\n")).toEqual([
+      `AT                        ACTION           ${"RECEIPT_ID".padEnd(receiptId.length)}  CHAIN_ID    CLIENT_ID  ${"APP_USER".padEnd(ERASED.length)}  REQUEST_ID`,
+      `2026-11-20T10:00:01.000Z  app_user.erased  ${"-".padEnd(receiptId.length)}  -           operator   ${ERASED}  ${request}`,
+      `2026-11-20T10:00:00.000Z  app_user.erased  ${receiptId}  chain-nord  operator   ${ERASED}  ${request}`,
+      "",
     ]);
   });
 

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { UsageError, usableId } from "../../scripts/lib/cli.ts";
+import { addHeaders } from "../../src/shared/schemas.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -28,6 +29,8 @@ const UNCARRIABLE_IDS: readonly (readonly [label: string, value: string])[] = [
   ["a control character", "pos-\u0007lead"],
   ["a non-ASCII character", "pos-léad"],
   ["257 characters", `pos-${"x".repeat(253)}`],
+  ["a comma", "pos,lead"],
+  ["two IDs joined, as a header sent twice arrives", "pos-1, pos-2"],
 ];
 
 /** Values a request could carry, but that a later command would read as an option. */
@@ -53,6 +56,21 @@ describe("operator arguments: which IDs are usable (docs/operations.md#clients)"
 
   it("the refusal names the flag and the value as sent", () => {
     expect(() => usableId("--chain", " c1")).toThrow('--chain has white space at either end, which HTTP strips: " c1"');
+    expect(() => usableId("--chain", "c1,c2")).toThrow('--chain was sent more than once or holds a comma: "c1,c2"');
+  });
+
+  // app-users erase takes an app_user_id after `--`: it must refuse none that add stores a receipt
+  // for, and accept none that add refuses (white space at the ends aside, which HTTP strips first).
+  const SAMPLES: readonly (readonly [label: string, value: string])[] = [
+    ...UNCARRIABLE_IDS,
+    ...OPTION_LIKE_IDS,
+    ["usable", "au-7f3c9e"],
+    ["256 characters", "a".repeat(256)],
+  ];
+  it.each(SAMPLES)("%s: usable after `--` exactly when add accepts it as app_user_id", (_label, value) => {
+    const addAccepts = addHeaders.shape.app_user_id.safeParse(value).success && value === value.trim();
+    if (addAccepts) expect(usableId("app_user_id", value, { optionLike: true })).toBe(value);
+    else expect(() => usableId("app_user_id", value, { optionLike: true })).toThrow(UsageError);
   });
 });
 
@@ -71,6 +89,14 @@ describe("operator arguments: every clients command checks its IDs before it wri
 
   it("--chain ' c1' --client-id ' lead', as a copied command line might hold them, is refused", () => {
     expectBadArgument(clients("issue", "--chain", " c1", "--client-id", " lead"));
+  });
+
+  it("issue --chain a,b (a list where --chain is given once per chain): usage, exit 2", () => {
+    expectBadArgument(clients("issue", "--chain", "c1,c2", "--client-id", "pos-comma-chain"));
+  });
+
+  it("issue --client-id a,b, which could never log in: usage, exit 2", () => {
+    expectBadArgument(clients("issue", "--chain", "c1", "--client-id", "pos-a,pos-b"));
   });
 
   it("no record was written by any of them", () => {
@@ -93,6 +119,20 @@ describe("notices: event ids that read as options or carry white space", () => {
     const result = notices(value);
     expect(result.status, result.stderr).toBe(2);
     expect(result.stderr).toContain("Usage: npm run notices --");
+    expect(result.stdout).toBe("");
+  });
+});
+
+describe("app-users and audit: an ID holding a comma names nobody a request could name", () => {
+  it.each([
+    ["app-users", ["erase", "--persist-to", state, "--", "au-1,au-2"]],
+    ["audit", ["chain", "c1,c2", "--persist-to", state]],
+    ["audit", ["client", "--persist-to", state, "--", "pos-1, pos-2"]],
+  ])("%s %j: usage, exit 2, nothing read or written", (script, args) => {
+    const result = runScript(script, args);
+    expect(result.status, result.stderr).toBe(2);
+    expect(result.stderr).toContain(`Usage: npm run ${script} --`);
+    expect(result.stderr).toContain("holds a comma");
     expect(result.stdout).toBe("");
   });
 });

@@ -26,9 +26,9 @@ function documentedFields(command: string): string[] {
 const d1 = (shard: string, sql: string) => localD1(state, shard, sql);
 
 /** Dead letters as the notifier's dead-letter consumer stores them on a shard, in one wrangler call. */
-function storeFailed(shard: string, ...notices: [eventId: string, receiptId: string, failedAt: string, lastError: string][]): void {
-  const rows = notices.map(([eventId, receiptId, failedAt, lastError]) => {
-    const payload = JSON.stringify({ event_id: eventId, type: "receipt.deleted", receipt_id: receiptId });
+function storeFailed(shard: string, ...notices: [eventId: string, type: string, receiptId: string, failedAt: string, lastError: string][]): void {
+  const rows = notices.map(([eventId, type, receiptId, failedAt, lastError]) => {
+    const payload = JSON.stringify({ event_id: eventId, type, receipt_id: receiptId });
     return `('${eventId}', '${receiptId}', '${payload}', '2026-11-22T10:00:00.000Z', '${failedAt}', 11, '${lastError}')`;
   });
   d1(shard, `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES ${rows.join(", ")}`);
@@ -74,14 +74,18 @@ describe("docs/api.md#operators npm run notices: bad arguments", () => {
 
 describe("docs/api.md#operators npm run notices: failed and replay across shards", () => {
   it("failed lists the failed notices of every shard, naming each one's shard; replay moves one back to its shard's outbox", () => {
-    storeFailed("s1", [FIRST, "r-first", "2026-11-22T10:50:00.000Z", "HTTP 410 from the push service"], [THIRD, "r-third", "2026-11-22T10:52:00.000Z", "HTTP 400 from the push service"]);
-    storeFailed("s2", [SECOND, "r-second", "2026-11-22T10:51:00.000Z", "HTTP 503 from the push service"]);
+    storeFailed(
+      "s1",
+      [FIRST, "receipt.deleted", "r-first", "2026-11-22T10:50:00.000Z", "HTTP 410 from the push service"],
+      [THIRD, "receipt.created", "r-third", "2026-11-22T10:52:00.000Z", "HTTP 400 from the push service"],
+    );
+    storeFailed("s2", [SECOND, "receipt.deleted", "r-second", "2026-11-22T10:51:00.000Z", "HTTP 503 from the push service"]);
     const listed = notices("failed", "--json");
     expect(listed.status, listed.stderr).toBe(0);
     expect(JSON.parse(listed.stdout)).toEqual([
-      { event_id: FIRST, shard: "s1", receipt_id: "r-first", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 410 from the push service" },
-      { event_id: SECOND, shard: "s2", receipt_id: "r-second", failed_at: "2026-11-22T10:51:00.000Z", attempts: 11, last_error: "HTTP 503 from the push service" },
-      { event_id: THIRD, shard: "s1", receipt_id: "r-third", failed_at: "2026-11-22T10:52:00.000Z", attempts: 11, last_error: "HTTP 400 from the push service" },
+      { event_id: FIRST, type: "receipt.deleted", shard: "s1", receipt_id: "r-first", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 410 from the push service" },
+      { event_id: SECOND, type: "receipt.deleted", shard: "s2", receipt_id: "r-second", failed_at: "2026-11-22T10:51:00.000Z", attempts: 11, last_error: "HTTP 503 from the push service" },
+      { event_id: THIRD, type: "receipt.created", shard: "s1", receipt_id: "r-third", failed_at: "2026-11-22T10:52:00.000Z", attempts: 11, last_error: "HTTP 400 from the push service" },
     ]);
     expect(Object.keys(JSON.parse(listed.stdout)[0])).toEqual(documentedFields("notices -- failed --json"));
 
@@ -92,10 +96,14 @@ describe("docs/api.md#operators npm run notices: failed and replay across shards
     expect(d1("s1", "SELECT event_id, enqueued_at, delivered_at, attempts FROM notice_outbox")).toEqual([
       { event_id: FIRST, enqueued_at: null, delivered_at: null, attempts: 0 },
     ]);
-    const text = notices("failed").stdout;
-    expect(text).not.toContain(FIRST);
-    expect(text).toContain(`${SECOND}\tshard=s2\treceipt=r-second`);
-    expect(text).toContain("HTTP 503 from the push service");
+    const text = notices("failed");
+    expect(text.status, text.stderr).toBe(0);
+    expect(text.stdout.split("\n")).toEqual([
+      "EVENT_ID                              TYPE             SHARD  RECEIPT_ID  FAILED_AT                 ATTEMPTS  LAST_ERROR",
+      `${SECOND}  receipt.deleted  s2     r-second    2026-11-22T10:51:00.000Z  11        HTTP 503 from the push service`,
+      `${THIRD}  receipt.created  s1     r-third     2026-11-22T10:52:00.000Z  11        HTTP 400 from the push service`,
+      "",
+    ]);
   });
 
   it("replay of an event_id that is not a failed notice: exit 1 naming it; the others given are replayed on their shards", () => {

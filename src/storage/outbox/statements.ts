@@ -200,12 +200,13 @@ export function moveToFailed(eventId: string, now: Date): [Statement, Statement]
 }
 
 /**
- * Every failed event, oldest failure first. Rows: `event_id`, `receipt_id`, `failed_at`,
- * `attempts`, `last_error`.
+ * Every failed event, oldest failure first. Rows: `event_id`, `type` (the event's, from its
+ * payload), `receipt_id`, `failed_at`, `attempts`, `last_error`.
  */
 export function listFailed(): Statement {
   return statement(
-    "SELECT event_id, receipt_id, failed_at, attempts, last_error FROM failed_notices ORDER BY failed_at, event_id",
+    `SELECT event_id, json_extract(payload, '$.type') AS type, receipt_id, failed_at, attempts, last_error
+    FROM failed_notices ORDER BY failed_at, event_id`,
   );
 }
 
