@@ -4,7 +4,7 @@
  * Node, share those types but not the Workers runtime's.
  */
 import type { ApiSettings, NotifierSettings } from "./config.ts";
-import type { QueuedNotice } from "./types.ts";
+import type { QueuedNotice, SweepMessage } from "./types.ts";
 
 /**
  * The shards: receipts, idempotency keys, the notice outbox and failed notices, one D1 database
@@ -22,6 +22,8 @@ export interface ApiEnv extends ApiSettings, ShardBindings {
   NOTICES: Queue<QueuedNotice>;
   /** Slows down repeated failed logins for one client_id. */
   LOGIN_LIMITER: RateLimit;
+  /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
+  SWEEPS: Queue<SweepMessage>;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
