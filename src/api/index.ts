@@ -1,6 +1,7 @@
 /** Entry of the API Worker. */
 import { apiConfig } from "../shared/config.ts";
 import type { ApiEnv } from "../shared/env.ts";
+import { describeError, logLine } from "../shared/log.ts";
 import { createApp } from "./app.ts";
 import { newIsolateState } from "./context.ts";
 import type { SweepMessage } from "../shared/types.ts";
@@ -14,7 +15,12 @@ export default {
   fetch: app.fetch,
   // The tick only hands the shards out; the SWEEPS queue's consumer, below, sweeps them.
   async scheduled(controller, env, ctx) {
-    ctx.waitUntil(dispatchSweeps(env, new Date(controller.scheduledTime)));
+    ctx.waitUntil(
+      dispatchSweeps(env, new Date(controller.scheduledTime)).catch((error: unknown) => {
+        // No shard is swept this minute; the next tick sends them all again.
+        logLine("error", "scheduled", { job: "sweeps.dispatch", cause: describeError(error) });
+      }),
+    );
   },
   async queue(batch, env) {
     await consumeSweeps(batch.messages, env, apiConfig(env, isolate.settings));

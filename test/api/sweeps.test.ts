@@ -3,7 +3,7 @@
  * tick hands the shards out over the SWEEPS queue and issues no D1 query itself, and every
  * consumer invocation stays within SWEEP_QUERY_BUDGET however many shards there are.
  */
-import { createMessageBatch } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
@@ -13,6 +13,7 @@ import {
   consumeSweeps,
   dispatchSweeps,
 } from "../../src/api/scheduled.ts";
+import worker from "../../src/api/index.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { shardBinding } from "../../src/shared/shard-ids.ts";
 import type { SweepMessage } from "../../src/shared/types.ts";
@@ -149,6 +150,20 @@ describe("docs/scale.md §6 the cron's sweeps stay within a budget of D1 queries
     );
     expect(lines).toContainEqual(expect.objectContaining({ level: "warn", event: "scheduled", job: "sweep", shard: "gone" }));
     expect([...sweep.queriesPerBinding.keys()]).toEqual([SHARDS[0]!.binding]);
+  });
+
+  it("a tick whose queue send fails logs an error naming the dispatch, and sweeps nothing itself", async () => {
+    const tick = invocation(env);
+    const failing = { ...tick.env, SWEEPS: { sendBatch: () => Promise.reject(new Error("Queue send failed: service unavailable")) } };
+    const ctx = createExecutionContext();
+    const lines = await loggedRequests(async () => {
+      await worker.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "* * * * *" }), failing as unknown as ApiEnv, ctx);
+      await waitOnExecutionContext(ctx);
+    });
+    expect(lines).toContainEqual(
+      expect.objectContaining({ level: "error", event: "scheduled", job: "sweeps.dispatch", cause: "Error: Queue send failed: service unavailable" }),
+    );
+    expect(tick.queries()).toBe(0);
   });
 
   it("through the real queue: the tick's messages reach this Worker's consumer, which sweeps every shard", async () => {
