@@ -27,6 +27,8 @@ export function devOutputFilter(): (line: string) => boolean {
 export function isRoutineLine(line: string): boolean {
   // The request npm start sends every minute to fire the cron trigger.
   if (line.includes("/cdn-cgi/handler/scheduled")) return true;
+  // The cron's sweeps, consumed a group of shards per message: their job lines say what they did.
+  if (line.includes("QUEUE receipts-v2-sweeps ")) return true;
   const json = line.slice(line.indexOf("{"));
   if (!json.startsWith("{")) return false;
   let entry: Record<string, unknown>;

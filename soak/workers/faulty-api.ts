@@ -4,12 +4,13 @@
  * soak/runtime.ts bundles it and gives it the API Worker's bindings.
  */
 import type { ApiEnv } from "../../src/shared/env.ts";
+import type { SweepMessage } from "../../src/shared/types.ts";
 import { FAULTS_PATH } from "../protocol.ts";
 import { deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";
 
 const faults = new FaultInjector();
-const api = deployedWorker<ApiEnv>();
+const api = deployedWorker<ApiEnv, SweepMessage>();
 
 export default {
   async fetch(request, env, ctx): Promise<Response> {
@@ -19,4 +20,8 @@ export default {
   async scheduled(controller, env, ctx): Promise<void> {
     await (await api).scheduled!(controller, faults.wrap(env), ctx);
   },
-} satisfies ExportedHandler<ApiEnv>;
+  // The cron's sweeps arrive here from the tick, over the SWEEPS queue.
+  async queue(batch, env, ctx): Promise<void> {
+    await (await api).queue!(batch, faults.wrap(env), ctx);
+  },
+} satisfies ExportedHandler<ApiEnv, SweepMessage>;

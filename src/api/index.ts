@@ -1,9 +1,11 @@
 /** Entry of the API Worker. */
 import { apiConfig } from "../shared/config.ts";
 import type { ApiEnv } from "../shared/env.ts";
+import { describeError, logLine } from "../shared/log.ts";
 import { createApp } from "./app.ts";
 import { newIsolateState } from "./context.ts";
-import { runScheduledJobs } from "./scheduled.ts";
+import type { SweepMessage } from "../shared/types.ts";
+import { consumeSweeps, dispatchSweeps } from "./scheduled.ts";
 
 // One isolate serves many requests and cron ticks; what it remembers between them lives here.
 const isolate = newIsolateState();
@@ -11,8 +13,16 @@ const app = createApp(isolate);
 
 export default {
   fetch: app.fetch,
+  // The tick only hands the shards out; the SWEEPS queue's consumer, below, sweeps them.
   async scheduled(controller, env, ctx) {
-    const now = new Date(controller.scheduledTime);
-    ctx.waitUntil((async () => runScheduledJobs(env, now, apiConfig(env, isolate.settings)))());
+    ctx.waitUntil(
+      dispatchSweeps(env, new Date(controller.scheduledTime)).catch((error: unknown) => {
+        // No shard is swept this minute; the next tick sends them all again.
+        logLine("error", "scheduled", { job: "sweeps.dispatch", cause: describeError(error) });
+      }),
+    );
   },
-} satisfies ExportedHandler<ApiEnv>;
+  async queue(batch, env) {
+    await consumeSweeps(batch.messages, env, apiConfig(env, isolate.settings));
+  },
+} satisfies ExportedHandler<ApiEnv, SweepMessage>;

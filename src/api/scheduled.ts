@@ -1,52 +1,138 @@
 /**
- * The API Worker's cron trigger (wrangler.toml, every minute). Every job runs on every shard,
- * each run on its own: one that fails, or a shard that fails, is logged and stops no other.
+ * The API Worker's every-minute sweeps (wrangler.toml): the jobs below run on every shard, each
+ * run on its own, so that one that fails, or a shard that fails, is logged and stops no other.
+ *
+ * D1 allows 1,000 queries per Worker invocation, and a sweep of a few hundred shards in the cron
+ * invocation alone would pass it. So the cron tick only hands the shards out, a bounded group per
+ * message of the SWEEPS queue, and each consumer invocation sweeps at most SWEEP_QUERY_BUDGET
+ * queries' worth of shards (docs/scale.md §6 says why a queue and not a Workflow).
  */
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { QueuedNotice } from "../shared/types.ts";
+import type { QueuedNotice, SweepMessage } from "../shared/types.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
 import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } from "../storage/outbox/operations.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
-import { deleteInRounds } from "../storage/rounds.ts";
+import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
 import { apiConfig, type ApiConfig } from "../shared/config.ts";
 
+/**
+ * The most D1 queries one invocation of the sweeps may issue: half of Cloudflare's 1,000 per
+ * invocation, leaving room for a job whose query count grows before its declared maximum does.
+ */
+export const SWEEP_QUERY_BUDGET = 500;
+
 /** A maintenance job run on every shard on every cron tick; returns what it did, for the log line. */
-type ScheduledJob = (env: ApiEnv, shard: Shard, now: Date, config: ApiConfig) => Promise<Record<string, number>>;
+interface ScheduledJob {
+  run: (env: ApiEnv, shard: Shard, now: Date, config: ApiConfig) => Promise<Record<string, number>>;
+  /** The most D1 queries one run on one shard issues: what the sweeps' budget is planned with. */
+  maxQueries: number;
+}
+
+// sendBatch takes at most 100 messages; ten batches a minute is far above the rate of failed sends.
+const RESEND_PAGE = 100;
+const RESEND_PAGES_PER_RUN = 10;
 
 const JOBS: Record<string, ScheduledJob> = {
-  "idempotency-keys.delete-expired": async (_env, shard, now) => ({
-    deleted: await deleteExpiredIdempotencyKeys(shard.db, now),
-  }),
-  "notices.resend": (env, shard, now, config) => resendPendingNotices(env, shard, now, config),
-  "notices.purge-delivered": purgeDelivered,
-  "audit.purge-expired": async (_env, shard, now, config) => {
-    const cutoff = new Date(now.getTime() - config.auditRetentionMs);
-    return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
+  "idempotency-keys.delete-expired": {
+    run: async (_env, shard, now) => ({ deleted: await deleteExpiredIdempotencyKeys(shard.db, now) }),
+    maxQueries: MAX_ROUNDS,
+  },
+  "notices.resend": {
+    run: (env, shard, now, config) => resendPendingNotices(env, shard, now, config),
+    // Each page reads the pending events, then marks them enqueued.
+    maxQueries: RESEND_PAGES_PER_RUN * 2,
+  },
+  "notices.purge-delivered": { run: purgeDelivered, maxQueries: 1 },
+  "audit.purge-expired": {
+    run: async (_env, shard, now, config) => {
+      const cutoff = new Date(now.getTime() - config.auditRetentionMs);
+      return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
+    },
+    maxQueries: MAX_ROUNDS,
   },
 };
 
+/** The most D1 queries a sweep of one shard (every job once) issues. */
+export const SHARD_SWEEP_QUERIES = Object.values(JOBS).reduce((sum, job) => sum + job.maxQueries, 0);
+
+/** How many shards one invocation sweeps at most: as many as the budget covers at their worst. */
+export const SHARDS_PER_SWEEP = Math.floor(SWEEP_QUERY_BUDGET / SHARD_SWEEP_QUERIES);
+
+// Queues take at most 100 messages per sendBatch.
+const SEND_BATCH_MAX = 100;
+
 /**
- * Runs every job once on every shard, with the settings the Worker parsed (src/api/index.ts);
- * a test may leave them to be parsed from `env`.
+ * The cron tick: hands every shard out to the SWEEPS queue, SHARDS_PER_SWEEP to a message, and
+ * issues no D1 query itself, so it stays within the limit whatever the number of shards.
  */
-export async function runScheduledJobs(env: ApiEnv, now = new Date(), config = apiConfig(env)): Promise<void> {
-  const runs = shardsOf(env).flatMap((shard) => Object.entries(JOBS).map(([name, job]) => ({ name, job, shard })));
+export async function dispatchSweeps(env: ApiEnv, now: Date): Promise<void> {
+  await sendSweeps(env, shardsOf(env).map(({ name }) => name), now.toISOString());
+}
+
+/**
+ * The SWEEPS queue's consumer: sweeps the batch's shards in order while they fit in one
+ * invocation's budget, and hands the shards left over back to the queue in fresh messages, so
+ * that neither a batch of several messages nor a message planned with other constants (an
+ * earlier deploy) can take an invocation over SWEEP_QUERY_BUDGET.
+ */
+export async function consumeSweeps(
+  messages: readonly Message<SweepMessage>[],
+  env: ApiEnv,
+  config = apiConfig(env),
+): Promise<void> {
+  const known = new Map(shardsOf(env).map((shard) => [shard.name, shard]));
+  let room = SHARDS_PER_SWEEP;
+  const sweeps: Promise<void>[] = [];
+  const leftOver = new Map<string, string[]>();
+  for (const { body } of messages) {
+    const shards = body.shards.flatMap((name) => {
+      const shard = known.get(name);
+      // A shard removed from the bindings since the tick: nothing to sweep there any more.
+      if (!shard) logLine("warn", "scheduled", { job: "sweep", shard: name, cause: "no such shard binding" });
+      return shard ? [shard] : [];
+    });
+    const now = shards.slice(0, room);
+    room -= now.length;
+    if (now.length > 0) sweeps.push(runScheduledJobs(env, new Date(body.at), config, now));
+    const later = shards.slice(now.length).map(({ name }) => name);
+    if (later.length > 0) leftOver.set(body.at, [...(leftOver.get(body.at) ?? []), ...later]);
+  }
+  await Promise.all([...sweeps, ...[...leftOver].map(([at, names]) => sendSweeps(env, names, at))]);
+}
+
+async function sendSweeps(env: Pick<ApiEnv, "SWEEPS">, shardNames: readonly string[], at: string): Promise<void> {
+  const messages: MessageSendRequest<SweepMessage>[] = [];
+  for (let start = 0; start < shardNames.length; start += SHARDS_PER_SWEEP) {
+    messages.push({ body: { shards: shardNames.slice(start, start + SHARDS_PER_SWEEP), at }, contentType: "json" });
+  }
+  for (let start = 0; start < messages.length; start += SEND_BATCH_MAX) {
+    await env.SWEEPS.sendBatch(messages.slice(start, start + SEND_BATCH_MAX));
+  }
+}
+
+/**
+ * Runs every job once on each of `shards` (all of the Worker's unless told), with the settings
+ * the Worker parsed (src/api/index.ts); a test may leave them to be parsed from `env`.
+ */
+export async function runScheduledJobs(
+  env: ApiEnv,
+  now = new Date(),
+  config = apiConfig(env),
+  shards: readonly Shard[] = shardsOf(env),
+): Promise<void> {
+  const runs = shards.flatMap((shard) => Object.entries(JOBS).map(([name, job]) => ({ name, job, shard })));
   await Promise.all(
     runs.map(async ({ name, job, shard }) => {
       try {
-        logLine("info", "scheduled", { job: name, shard: shard.name, ...(await job(env, shard, now, config)) });
+        logLine("info", "scheduled", { job: name, shard: shard.name, ...(await job.run(env, shard, now, config)) });
       } catch (error) {
         logLine("error", "scheduled", { job: name, shard: shard.name, cause: describeError(error) });
       }
     }),
   );
 }
-
-// sendBatch takes at most 100 messages; ten batches a minute is far above the rate of failed sends.
-const RESEND_PAGE = 100;
-const RESEND_PAGES_PER_RUN = 10;
 
 /**
  * Cron job: sends every event the shard's outbox holds unsent after the grace period

@@ -1,31 +1,35 @@
 /**
- * What each Worker may touch: its bindings and settings, declared by hand rather than generated
- * so that one file says it. Kept apart from types.ts because the operator scripts, which run on
- * Node, share those types but not the Workers runtime's.
+ * What each Worker may touch. The bindings come from the types `npm run types` generates from
+ * each Worker's wrangler.toml (src/api/ and src/notifier/worker-configuration.d.ts), so that a
+ * binding renamed or dropped there fails the typecheck; this file adds only what the configs
+ * cannot say: the shards beyond the two placeholders, each queue's message, and the settings as
+ * src/shared/config.ts reads them. Kept apart from types.ts because the operator scripts, which
+ * run on Node, share those types but not the Workers runtime's.
  */
 import type { ApiSettings, NotifierSettings } from "./config.ts";
-import type { QueuedNotice } from "./types.ts";
+import type { QueuedNotice, SweepMessage } from "./types.ts";
 
 /**
  * The shards: receipts, idempotency keys, the notice outbox and failed notices, one D1 database
- * each, bound as `DB_<NAME>` (src/storage/shards.ts finds them).
+ * each, bound as `DB_<NAME>` (src/storage/shards.ts finds them). wrangler.toml holds two; local
+ * and later shards are found by name.
  */
 export type ShardBindings = { [binding: `DB_${string}`]: D1Database };
 
+// What a Worker's generated bindings leave to this file: the shards, the queues (generated
+// untyped), and the vars, which config.ts types together with the secrets.
+type Generated<Bindings, Settings, Queues extends string> = Omit<Bindings, `DB_${string}` | Queues | keyof Settings>;
+
 /** Bindings and settings of the API Worker (see wrangler.toml). */
-export interface ApiEnv extends ApiSettings, ShardBindings {
-  /** Shard states, written by operators (`npm run shards`) and by the fill check. */
-  SHARD_STATES: KVNamespace;
-  /** Client records, written only by operators (`npm run clients`). */
-  CLIENTS: KVNamespace;
+export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS"> {
   /** Producer side of the notices queue: receipt.created and receipt.deleted events. */
   NOTICES: Queue<QueuedNotice>;
-  /** Slows down repeated failed logins for one client_id. */
-  LOGIN_LIMITER: RateLimit;
+  /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
+  SWEEPS: Queue<SweepMessage>;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
-export interface NotifierEnv extends NotifierSettings, ShardBindings {
+export interface NotifierEnv extends NotifierSettings, ShardBindings, Generated<NotifierBindings, NotifierSettings, "FAILED_NOTICES"> {
   /** Producer side of the dead-letter queue, for notices that retrying cannot fix. */
   FAILED_NOTICES: Queue<QueuedNotice>;
 }

@@ -38,6 +38,12 @@ export type ReceiptNotice = CreationNotice | DeletionNotice;
 /** Every message of the notices queue, and of its dead-letter queue: an erasure's event too. */
 export type QueuedNotice = ReceiptNotice | AppUserErasedEvent;
 
+/** A message of the SWEEPS queue: these shards, swept as of the cron tick `at` (ISO 8601). */
+export interface SweepMessage {
+  shards: string[];
+  at: string;
+}
+
 /** The receipt a queued notice is about, for log lines; an erasure's event is about none. */
 export function receiptOf(notice: QueuedNotice): string | undefined {
   return "receipt_id" in notice ? notice.receipt_id : undefined;

@@ -6,7 +6,8 @@ import { bound, type Statement } from "./statement.ts";
 
 /** Ten rounds of a thousand rows a minute clear 14 million rows a day; a larger backlog drains over later ticks. */
 const ROUND_ROWS = 1000;
-const MAX_ROUNDS = 10;
+/** The most statements one {@link deleteInRounds} runs: what a caller budgets D1 queries with. */
+export const MAX_ROUNDS = 10;
 
 /**
  * Runs `round(rows)`, a DELETE of at most `rows` rows, until it deletes less than a round's

@@ -5,11 +5,13 @@ import { devOutputFilter, isRoutineLine, migrationSummary } from "../../scripts/
 describe("docs/api.md#local-use npm start's terminal", () => {
   it.each([
     ["the cron trigger's own request", "[wrangler:info] GET /cdn-cgi/handler/scheduled?cron=*+*+*+*+* 200 OK (14ms)"],
+    ["the delivery of a sweep message to the API Worker", "[wrangler:info] QUEUE receipts-v2-sweeps 1/1 (185ms)"],
     ["a job that found nothing to do", '{"time":"2026-11-23T11:00:00.000Z","level":"info","event":"scheduled","job":"notices.resend","shard":"s1","sent":0}'],
   ])("drops %s", (_label, line) => expect(isRoutineLine(line)).toBe(true));
 
   it.each([
     ["a request", "[wrangler:info] POST /receipts/v2/add 200 OK (31ms)"],
+    ["a batch of notices", "[wrangler:info] QUEUE receipts-v2-notices 1/1 (40ms)"],
     ["a delivered event", '{"time":"2026-11-23T11:00:00.000Z","level":"info","event":"notice","outcome":"delivered","attempts":1}'],
     ["a job that did something", '{"time":"2026-11-23T11:00:00.000Z","level":"info","event":"scheduled","job":"notices.resend","shard":"s1","sent":3}'],
     ["a failed job", '{"time":"2026-11-23T11:00:00.000Z","level":"error","event":"scheduled","job":"audit.purge-expired","shard":"s2","cause":"D1_ERROR"}'],

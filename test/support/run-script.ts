@@ -26,7 +26,11 @@ export function runScript(name: string, args: string[], input?: string, env: Rec
     cwd: ROOT,
     encoding: "utf8",
     input,
-    env: Object.fromEntries(Object.entries({ ...process.env, NO_COLOR: "1", ...env }).filter(([, value]) => value !== undefined)),
+    // Cast: the generated Workers types declare the API Worker's vars on process.env, which a
+    // script's environment does not carry.
+    env: Object.fromEntries(
+      Object.entries({ ...process.env, NO_COLOR: "1", ...env }).filter(([, value]) => value !== undefined),
+    ) as NodeJS.ProcessEnv,
   });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
