@@ -69,7 +69,7 @@ export async function storeReceipt(
 export async function earlierAdd(
   db: D1Database,
   clientId: string,
-  claim: IdempotencyClaim,
+  claim: Pick<IdempotencyClaim, "key" | "fingerprint">,
   now: Date,
 ): Promise<AddOutcome | undefined> {
   const row = await retryTransient(() =>
