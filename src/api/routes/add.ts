@@ -33,7 +33,7 @@ export async function add(c: ApiContext): Promise<Response> {
   if (stored.kind === "conflict") {
     throw refuse(REFUSALS.idempotencyConflict, "idempotency key reused for a different request");
   }
-  if (stored.kind === "added") waitUntil(enqueueNotice(c.env, stored.shard, stored.event));
+  if (stored.kind === "added") waitUntil(enqueueNotice(c.env, stored.event));
   return jsonResponse(stored.response, 200);
 }
 
