@@ -8,7 +8,9 @@
  * one isolate has seen: a shard past the threshold first records itself full, then reads the
  * others. Of two isolates whose shards cross the threshold together, each writes its own mark
  * before it reads the other's, so at least one sees the other shard full (or closed) and keeps
- * its own shard open: the service never closes its last open shard by itself.
+ * its own shard open: the service does not close its last open shard by itself. KV carries a
+ * write to other locations within about a minute; two isolates far apart that cross within it
+ * are the window left.
  */
 import { describeError, logLine } from "../shared/log.ts";
 import { isShardOpen, type ShardBase, type ShardState } from "../shared/shard-ids.ts";
