@@ -17,6 +17,7 @@ export const STATUS_WORDS = {
   415: "Unsupported Media Type",
   429: "Too Many Requests",
   500: "Internal Server Error",
+  503: "Service Unavailable",
 } as const;
 
 export type ErrorStatus = Exclude<keyof typeof STATUS_WORDS, 200>;
@@ -62,10 +63,16 @@ function invalidSyntaxRemark(support: SupportPointer): string {
   return `The request has invalid syntax. See ${support.docsUrl} or contact ${support.supportContact}.`;
 }
 
+// A 5xx refusal is no fault of the request: it gets the pointer without the remark on syntax.
+function serviceRemark(support: SupportPointer): string {
+  return `See ${support.docsUrl} or contact ${support.supportContact}.`;
+}
+
 /** Renders an ApiError as the documented body. */
 export function errorBody(error: ApiError, support: SupportPointer): ErrorBody {
+  const remark = error.status >= 500 ? serviceRemark(support) : invalidSyntaxRemark(support);
   return {
-    message: `${error.detail} ${invalidSyntaxRemark(support)}`,
+    message: `${error.detail} ${remark}`,
     status: error.options.statusWord ?? STATUS_WORDS[error.status],
     status_code: error.status,
   };

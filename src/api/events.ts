@@ -7,7 +7,6 @@ import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { CreationNotice, DeletionNotice, ReceiptNotice } from "../shared/types.ts";
-import { markEnqueued } from "../storage/outbox/operations.ts";
 import { idOnShard, type Shard } from "../storage/shards.ts";
 
 /**
@@ -52,25 +51,16 @@ export function newDeletionNotice(
 }
 
 /**
- * Sends a recorded event to the queue as one message and marks it enqueued. Runs after the
- * response, so it never throws: a failed send leaves the event unmarked in the outbox, and the
- * cron job sends it; a failed mark only makes the cron job send a copy, which the notifier
- * recognises.
+ * Sends a recorded event to the queue as one message. Runs after the response, so it never
+ * throws. It writes nothing to D1, so that the change's batch is the request's only D1 write:
+ * the notifier's claim marks the event's arrival, and an event that no delivery claimed within
+ * the grace period (its send failed, or its copy was lost) is sent again by the cron job; a
+ * copy that arrives after all is recognised by the claim and not pushed twice.
  */
-export async function enqueueNotice(
-  env: Pick<ApiEnv, "NOTICES">,
-  shard: Shard,
-  notice: ReceiptNotice,
-): Promise<void> {
+export async function enqueueNotice(env: Pick<ApiEnv, "NOTICES">, notice: ReceiptNotice): Promise<void> {
   try {
     await env.NOTICES.send(notice, { contentType: "json" });
   } catch (error) {
     logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "send failed; cron re-sends", cause: describeError(error) });
-    return;
-  }
-  try {
-    await markEnqueued(shard.db, [notice.event_id], new Date());
-  } catch (error) {
-    logLine("warn", "notice-enqueue", { event_id: notice.event_id, outcome: "sent; mark failed", cause: describeError(error) });
   }
 }

@@ -26,6 +26,9 @@ const DISABLED_CLIENT = "Header client_id names a disabled client.";
 /** How long a client that failed to log in too often waits; the limiter's period in wrangler.toml. */
 const LOGIN_RETRY_AFTER_SECONDS = 60;
 
+/** How long a till waits while every shard is closed: an opened or added shard takes new receipts within 65 s. */
+const NO_OPEN_SHARD_RETRY_AFTER_SECONDS = 60;
+
 /** The refusals whose words never change. */
 export const REFUSALS = {
   loginTokenType: { ...LOGIN_403, detail: "Header token_type must be Bearer." },
@@ -75,6 +78,12 @@ export const REFUSALS = {
   },
 
   noReceipt: { status: 406, detail: "Header receipt_id: no receipt exists under this ID." },
+
+  noOpenShard: {
+    status: 503,
+    detail: "The service takes no new receipts now; send the same request again after Retry-After seconds.",
+    headers: { "retry-after": String(NO_OPEN_SHARD_RETRY_AFTER_SECONDS) },
+  },
 } as const satisfies Record<string, Refusal>;
 
 /** Every header of `names` is absent (400), all named in one message. */

@@ -102,6 +102,11 @@ export interface ShardState {
   changed_at?: string;
   /** Who made the change: `operator`, or `fill` when the shard closed itself. */
   by?: string;
+  /**
+   * Set by the fill check when the shard passed the fill threshold (its size then, and when):
+   * a full shard is no room for another one to close into. An operator's open or close clears it.
+   */
+  full?: { bytes: number; at: string };
 }
 
 /** Whether a shard takes new receipts: open unless its state says closed. */

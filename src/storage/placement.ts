@@ -31,9 +31,9 @@ export interface PlacementMemory extends FillMemory {
   failingUntil: Map<string, number>;
 }
 
-/** A fresh isolate's placement memory: no states read, no sizes seen, no shard failing. */
+/** A fresh isolate's placement memory: no states read, no shard found full, no shard failing. */
 export function newPlacementMemory(): PlacementMemory {
-  return { sizes: new Map(), lastAlarm: 0, failingUntil: new Map() };
+  return { fullSince: new Map(), lastAlarm: 0, failingUntil: new Map() };
 }
 
 /** Every shard is closed: a new receipt has nowhere to go. */
@@ -66,7 +66,8 @@ export type Stored =
 /**
  * Places a new receipt on a shard and stores it there with its created event and, under an
  * Idempotency-Key, its key record; a retry of the key gets the first call's answer from
- * whichever shard holds it. Throws {@link NoOpenShardError} when every shard is closed.
+ * whichever shard holds it, also when every shard has closed since. Throws
+ * {@link NoOpenShardError} when every shard is closed and the add is not such a retry.
  *
  * @param newEvent makes the receipt's created event, whose event_id names the shard.
  * @example const stored = await placeAndStore(context, { chain_id, client_id, app_user_id, body }, key, newCreationNotice);
@@ -84,7 +85,17 @@ export async function placeAndStore(
   const shards = shardsOf(env);
   const states = await shardStates(env.SHARD_STATES, shards, settings.shardStatesMs, memory, now);
   const placement = placeReceipt(shards, states, { key, now, failing: failingShards(memory, now) });
-  if (!placement) throw new NoOpenShardError();
+  const fingerprint = key === undefined ? undefined : await requestFingerprint(receipt);
+  if (!placement) {
+    // A till's retry of an add that went through before the last shard closed still gets its
+    // first answer: only a new receipt has nowhere to go.
+    const earlier =
+      key !== undefined &&
+      fingerprint !== undefined &&
+      (await earlierAddElsewhere(mayHoldLiveKeys(shards, states, now), receipt.client_id, { key, fingerprint }, now));
+    if (earlier) return earlier.kind === "replayed" ? { kind: "replayed", response: earlier.response } : { kind: "conflict" };
+    throw new NoOpenShardError();
+  }
   const { target } = placement;
 
   const data: AddResponse["data"] = {
@@ -95,7 +106,7 @@ export async function placeAndStore(
     created_at: new Date(now).toISOString(),
   };
   const response: AddResponse = { data, status: "OK", status_code: 200 };
-  const claim = key === undefined ? undefined : { key, fingerprint: await requestFingerprint(receipt), response };
+  const claim = key === undefined || fingerprint === undefined ? undefined : { key, fingerprint, response };
   const event = newEvent(data, target);
   const outcome: AddOutcome & { sizeAfter?: number } =
     (claim && (await earlierAddElsewhere(placement.lookups, receipt.client_id, claim, now))) ??
@@ -105,7 +116,7 @@ export async function placeAndStore(
       checkShardFill(
         env.SHARD_STATES,
         { shard: target, bytes: outcome.sizeAfter },
-        { shards, states, thresholdBytes: settings.shardFillBytes, now: new Date(now) },
+        { shards, thresholdBytes: settings.shardFillBytes, now: new Date(now) },
         memory,
       ),
     );
@@ -171,6 +182,12 @@ function rendezvousScore(key: string, shardName: string): number {
   return hash >>> 0;
 }
 
+// With every shard closed: the shards that closed within the idempotency window (or at a time
+// not recorded), the only ones that may hold a live key.
+function mayHoldLiveKeys(shards: readonly Shard[], states: ReadonlyMap<string, ShardState>, now: number): Shard[] {
+  return shards.filter((shard) => !(now - Date.parse(states.get(shard.name)?.changed_at ?? "") >= IDEMPOTENCY_WINDOW_MS));
+}
+
 // Shards whose calls failed within the pause, by name.
 function failingShards(memory: PlacementMemory, now: number): Set<string> {
   return new Set([...memory.failingUntil].filter(([, until]) => until > now).map(([name]) => name));
@@ -181,7 +198,7 @@ function failingShards(memory: PlacementMemory, now: number): Set<string> {
 async function earlierAddElsewhere(
   shards: readonly Shard[],
   clientId: string,
-  claim: IdempotencyClaim,
+  claim: Pick<IdempotencyClaim, "key" | "fingerprint">,
   now: number,
 ): Promise<AddOutcome | undefined> {
   for (const shard of shards) {

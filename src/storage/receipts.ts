@@ -7,7 +7,7 @@
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
-import { findEvent, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
+import { eventRecorded, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
 import { deleteInRounds } from "./rounds.ts";
 import { bound, runBatch, statement, type Statement } from "./statement.ts";
 import { retryTransient } from "./transient.ts";
@@ -69,7 +69,7 @@ export async function storeReceipt(
 export async function earlierAdd(
   db: D1Database,
   clientId: string,
-  claim: IdempotencyClaim,
+  claim: Pick<IdempotencyClaim, "key" | "fingerprint">,
   now: Date,
 ): Promise<AddOutcome | undefined> {
   const row = await retryTransient(() =>
@@ -93,15 +93,10 @@ async function storeReceiptOnce(
     const [, recorded] = await runBatch(db, [insertReceipt(receipt), recordEvent]);
     return { kind: "added", sizeAfter: recorded!.meta.size_after };
   }
-  const [, , , read] = await runBatch(db, [
-    claimKey(receipt, claim),
-    insertReceipt(receipt, claim.key),
-    recordEvent,
-    readKey(receipt.client_id, claim.key),
-  ]);
-  const row = (read as D1Result<KeyRow>).results[0];
+  const [claimed, , recorded] = await runBatch(db, [claimKey(receipt, claim), insertReceipt(receipt, claim.key), recordEvent]);
+  const row = (claimed as D1Result<KeyRow>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
-  const sizeAfter = read!.meta.size_after;
+  const sizeAfter = recorded!.meta.size_after;
   if (row.receipt_id === receipt.receipt_id) return { kind: "added", sizeAfter };
   if (row.fingerprint !== claim.fingerprint) return { kind: "conflict", sizeAfter };
   return { kind: "replayed", response: JSON.parse(row.response) as AddResponse, sizeAfter };
@@ -135,15 +130,24 @@ export async function deleteOwnedReceipt(
 }
 
 async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: string): Promise<DeleteOutcome> {
-  const [recorded, before, , , removal] = await runBatch(db, [
-    findEvent(notice.event_id),
-    readOwner(notice.receipt_id),
+  const [before, , , removal] = await runBatch(db, [
+    readOwner(notice),
     recordDeletedIfOwned(notice),
     auditDeletionIfOwned(notice, notice.occurred_at, requestId),
     deleteIfOwned(notice),
   ]);
-  if (removal!.meta.changes === 1 || recorded!.results.length > 0) return { deleted: true };
-  return { deleted: false, receipt: (before!.results[0] as ReceiptOwner | undefined) ?? null };
+  const read = before!.results[0] as OwnerRow;
+  if (removal!.meta.changes === 1 || read.recorded === 1) return { deleted: true };
+  const { client_id, chain_id, app_user_id } = read;
+  return { deleted: false, receipt: client_id === null ? null : { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
+}
+
+interface OwnerRow {
+  /** 1 when this deletion's event is in the outbox already: a retry's proof that its first run committed. */
+  recorded: number;
+  client_id: string | null;
+  chain_id: string | null;
+  app_user_id: string | null;
 }
 
 /** Deletes Idempotency-Key records older than the window, in bounded rounds; returns how many. */
@@ -190,17 +194,20 @@ function insertReceipt(receipt: StoredReceipt, ifKey?: string): Statement {
   );
 }
 
-// An expired record counts as absent, so it is taken over rather than kept.
+// An expired record counts as absent, so it is taken over rather than kept. A live one is
+// "updated" to itself, so that RETURNING hands back the key's record in either case: the batch
+// needs no statement of its own to read it (a replay pays one row written for that).
 function claimKey(receipt: StoredReceipt, claim: IdempotencyClaim): Statement {
+  const expired = "idempotency_keys.created_at < ?7";
   return statement(
     `INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
     ON CONFLICT (client_id, idempotency_key) DO UPDATE SET
-      fingerprint = excluded.fingerprint,
-      receipt_id = excluded.receipt_id,
-      response = excluded.response,
-      created_at = excluded.created_at
-    WHERE idempotency_keys.created_at < ?7`,
+      fingerprint = iif(${expired}, excluded.fingerprint, fingerprint),
+      receipt_id = iif(${expired}, excluded.receipt_id, receipt_id),
+      response = iif(${expired}, excluded.response, response),
+      created_at = iif(${expired}, excluded.created_at, created_at)
+    RETURNING receipt_id, fingerprint, response`,
     receipt.client_id,
     claim.key,
     claim.fingerprint,
@@ -211,18 +218,26 @@ function claimKey(receipt: StoredReceipt, claim: IdempotencyClaim): Statement {
   );
 }
 
-// A key's record; with `liveFrom`, only one created at or after it.
-function readKey(clientId: string, key: string, liveFrom?: string): Statement {
-  const select = `SELECT receipt_id, fingerprint, response FROM idempotency_keys
-    WHERE client_id = ?1 AND idempotency_key = ?2`;
-  return liveFrom === undefined
-    ? statement(select, clientId, key)
-    : statement(`${select} AND created_at >= ?3`, clientId, key, liveFrom);
+// A key's record, only one created at or after `liveFrom`.
+function readKey(clientId: string, key: string, liveFrom: string): Statement {
+  return statement(
+    `SELECT receipt_id, fingerprint, response FROM idempotency_keys
+    WHERE client_id = ?1 AND idempotency_key = ?2 AND created_at >= ?3`,
+    clientId,
+    key,
+    liveFrom,
+  );
 }
 
-// What the receipt held before the delete: tells "no receipt" from "fields differ".
-function readOwner(receiptId: string): Statement {
-  return statement("SELECT client_id, chain_id, app_user_id FROM receipts WHERE receipt_id = ?1", receiptId);
+// What the receipt held before the delete, which tells "no receipt" from "fields differ", and
+// whether this deletion's event is recorded already: one statement, one row, always.
+function readOwner(notice: DeletionNotice): Statement {
+  return statement(
+    `SELECT ${eventRecorded("?2")} AS recorded, owner.client_id, owner.chain_id, owner.app_user_id
+    FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1`,
+    notice.receipt_id,
+    notice.event_id,
+  );
 }
 
 // The same condition as the event's and the audit record's, so the receipt goes exactly when

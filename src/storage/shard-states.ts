@@ -28,6 +28,16 @@ export async function shardStates(
 ): Promise<Map<string, ShardState>> {
   const copy = memory.statesCopy;
   if (copy && copy.until > now) return copy.states;
+  const states = await readShardStates(kv, shards);
+  memory.statesCopy = { states, until: now + maxAgeMs };
+  return states;
+}
+
+/**
+ * The recorded states of these shards, in one bulk read past this isolate's copy: what the
+ * fill check decides from. A shard with no record is open.
+ */
+export async function readShardStates(kv: KVNamespace, shards: readonly ShardBase[]): Promise<Map<string, ShardState>> {
   const read = await kv.get<ShardState>(
     shards.map((shard) => shardStateKey(shard.name)),
     { type: "json", cacheTtl: KV_CACHE_TTL_SECONDS },
@@ -37,18 +47,16 @@ export async function shardStates(
     const state = read.get(shardStateKey(shard.name));
     if (state) states.set(shard.name, state);
   }
-  memory.statesCopy = { states, until: now + maxAgeMs };
   return states;
 }
 
-/** Records that a shard closed itself past the fill threshold; this isolate sees it at once. */
-export async function closeFullShard(
+/** Records a shard's state as the fill check decided it (full, or closed); this isolate sees it at once. */
+export async function recordShardState(
   kv: KVNamespace,
   shard: ShardBase,
-  now: Date,
+  state: ShardState,
   memory: ShardStatesMemory,
 ): Promise<void> {
-  const state: ShardState = { state: "closed", changed_at: now.toISOString(), by: "fill" };
   await kv.put(shardStateKey(shard.name), JSON.stringify(state));
   memory.statesCopy?.states.set(shard.name, state);
 }

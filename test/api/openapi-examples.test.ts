@@ -12,6 +12,7 @@ import { UNCONFIGURED_SUPPORT } from "../../src/api/errors.ts";
 import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
 import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../src/api/openapi/document.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
 import {
   BASE,
   call,
@@ -24,6 +25,7 @@ import {
   type Answer,
 } from "../support/api.ts";
 import { deleteHeadersFor, seedReceipt } from "../support/notices.ts";
+import { SHARDS } from "../support/shards.ts";
 
 type Scenario = () => Promise<Answer>;
 
@@ -101,6 +103,17 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
       const headers = { ...(await addHeadersFor()), "Idempotency-Key": uniqueId("key") };
       expect((await add(headers)).status).toBe(200);
       return add({ ...headers, app_user_id: uniqueId("au") });
+    },
+    "no-open-shard": async () => {
+      const headers = await addHeadersFor();
+      const closed: ShardState = { state: "closed", changed_at: new Date().toISOString(), by: "operator" };
+      const keys = SHARDS.map((shard) => shardStateKey(shard.name));
+      await Promise.all(keys.map((key) => env.SHARD_STATES.put(key, JSON.stringify(closed))));
+      try {
+        return await add(headers);
+      } finally {
+        await Promise.all(keys.map((key) => env.SHARD_STATES.delete(key)));
+      }
     },
     ...commonScenarios(PATHS.add, "POST"),
   },

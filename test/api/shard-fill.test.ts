@@ -4,10 +4,12 @@
  */
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
+import { newPlacementMemory } from "../../src/storage/placement.ts";
+import { checkShardFill } from "../../src/storage/shard-fill.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
 import { BASE, consoleLines, newCaller, validReceiptBody, type Caller } from "../support/api.ts";
 import { SHARDS } from "../support/shards.ts";
@@ -53,12 +55,58 @@ describe("docs/api.md#shards the fill check", () => {
       third = await addPastThreshold(caller);
     });
     expect([first, second]).not.toContain(third);
-    expect(await stateOf(third)).toBeNull();
+    expect(await stateOf(third)).toMatchObject({ state: "open", full: { bytes: expect.any(Number) } });
     const alarms = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.event === "shards-full");
     expect(alarms).toEqual([expect.objectContaining({ level: "error", shard: third })]);
 
     // At most once a minute per isolate.
     const again = await consoleLines(() => addPastThreshold(caller));
     expect(again.filter((line) => line.includes('"shards-full"'))).toEqual([]);
+  });
+});
+
+describe("docs/api.md#shards the fill check decides from the recorded states", () => {
+  const [a, b, c] = SHARDS;
+  const THRESHOLD = 1_000;
+
+  afterEach(async () => {
+    await Promise.all(SHARDS.map((shard) => env.SHARD_STATES.delete(shardStateKey(shard.name))));
+  });
+
+  /** One isolate's fill check after a write that took `shard` past the threshold. */
+  function crossed(shard: (typeof SHARDS)[number], memory = newPlacementMemory()): Promise<void> {
+    return checkShardFill(env.SHARD_STATES, { shard, bytes: THRESHOLD + 1 }, { shards: SHARDS, thresholdBytes: THRESHOLD, now: new Date() }, memory);
+  }
+
+  async function closeByOperator(name: string): Promise<void> {
+    const state: ShardState = { state: "closed", changed_at: new Date().toISOString(), by: "operator" };
+    await env.SHARD_STATES.put(shardStateKey(name), JSON.stringify(state));
+  }
+
+  it("two isolates whose shards cross the threshold together never close the last open shard", async () => {
+    await closeByOperator(c!.name);
+    // Two fresh isolates: neither has seen the other's shard, which is how both closed before.
+    await consoleLines(() => Promise.all([crossed(a!), crossed(b!)]));
+    const open = [(await stateOf(a!.name))?.state, (await stateOf(b!.name))?.state].filter((state) => state === "open");
+    expect(open.length).toBeGreaterThanOrEqual(1);
+  });
+
+  it("one after the other, the second isolate keeps its shard open once the first closed its own", async () => {
+    await closeByOperator(c!.name);
+    await consoleLines(() => crossed(a!));
+    expect(await stateOf(a!.name)).toMatchObject({ state: "closed", by: "fill" });
+    const lines = await consoleLines(() => crossed(b!));
+    expect(await stateOf(b!.name)).toMatchObject({ state: "open", full: { bytes: THRESHOLD + 1 } });
+    expect(lines.filter((line) => line.includes('"shards-full"'))).toHaveLength(1);
+  });
+
+  it("a shard recorded full by another isolate is no room to close into", async () => {
+    await closeByOperator(c!.name);
+    const full: ShardState = { state: "open", full: { bytes: THRESHOLD + 1, at: new Date().toISOString() } };
+    await env.SHARD_STATES.put(shardStateKey(b!.name), JSON.stringify(full));
+    // An isolate that never saw b's size: the recorded full mark decides, not its memory.
+    await consoleLines(() => crossed(a!));
+    expect(await stateOf(a!.name)).toMatchObject({ state: "open", full: { bytes: THRESHOLD + 1 } });
+    expect(await stateOf(b!.name)).toMatchObject({ state: "open" });
   });
 });

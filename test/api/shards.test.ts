@@ -11,7 +11,7 @@ import { placeReceipt } from "../../src/storage/placement.ts";
 import { shardOfId, type Shard } from "../../src/storage/shards.ts";
 import { IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-import { call, consoleLines, newCaller, postAdd, uniqueId, validReceiptBody, type Caller } from "../support/api.ts";
+import { call, consoleLines, newCaller, postAdd, uniqueId, validReceiptBody, type Answer, type Caller } from "../support/api.ts";
 import {
   deleteHeadersFor,
   expectSignedPush,
@@ -113,12 +113,36 @@ describe("docs/api.md#shards closed shards", () => {
     expect((await call(PATHS.delete, { headers: deleteHeadersFor(caller.token, old) })).status).toBe(200);
   });
 
-  it("with every shard closed, add fails with a 500 and stores nothing", async () => {
+  it("with every shard closed, a new add gets 503 with Retry-After and an alert line, and stores nothing", async () => {
     const caller = await newCaller();
     for (const shard of SHARDS) await setState(shard, "closed");
-    const answer = await postAdd(caller.headers);
-    expect(answer.status).toBe(500);
+    let answer: Answer | undefined;
+    const lines = await consoleLines(async () => {
+      answer = await postAdd({ ...caller.headers, "Idempotency-Key": uniqueId("key") });
+    });
+    expect(answer!.status).toBe(503);
+    expect(answer!.headers.get("retry-after")).toBe("60");
+    expect(answer!.body).toMatchObject({ status: "Service Unavailable", status_code: 503 });
+    expect(answer!.body.message).toMatch(/^The service takes no new receipts now; send the same request again after Retry-After seconds\. See /);
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(logged).toContainEqual(expect.objectContaining({ level: "error", event: "no-open-shard" }));
     expect(await receiptsOf(caller.client.clientId)).toBe(0);
+  });
+
+  it("with every shard closed, a keyed retry of an add that succeeded gets its first answer, and a new key a 503", async () => {
+    const caller = await newCaller();
+    const headers = { ...caller.headers, "Idempotency-Key": uniqueId("key") };
+    const first = await postAdd(headers);
+    expect(first.status).toBe(200);
+    for (const shard of SHARDS) await setState(shard, "closed");
+
+    const retry = await postAdd(headers);
+    expect(retry.status).toBe(200);
+    expect(retry.body).toEqual(first.body);
+    const conflict = await postAdd({ ...headers, app_user_id: uniqueId("au") });
+    expect(conflict.status).toBe(409);
+    expect((await postAdd({ ...headers, "Idempotency-Key": uniqueId("key") })).status).toBe(503);
+    expect(await receiptsOf(caller.client.clientId)).toBe(1);
   });
 });
 

@@ -396,7 +396,7 @@ describe("docs/api.md#receipt-events the notifier works per batch, not per messa
     const ten = await roundTripsFor(10);
     pushes = [];
     const hundred = await roundTripsFor(100);
-    expect(ten).toEqual(["d1.batch", "d1.batch"]);
+    expect(ten).toEqual(["d1.all", "d1.batch"]);
     expect(hundred).toEqual(ten);
     expect(pushes).toHaveLength(100);
   });

@@ -119,8 +119,24 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     const event = await recordedEvent(t0);
     await claimEvents(db, [event.event_id], t0, LEASE_MS);
     const later = new Date(t0.getTime() + LEASE_MS);
-    expect(await stateOf(event.event_id, later)).toBe("recorded");
+    // The claim marked its copy's arrival: the cron job leaves it to the queue's retries.
+    expect(await stateOf(event.event_id, later)).toBe("enqueued");
     expect(await claimEvents(db, [event.event_id], later, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 2 }]);
+  });
+
+  it("a sent event no delivery claimed is handed over again after the grace; a claimed one only once it counts as lost", async () => {
+    const t0 = new Date();
+    const unclaimed = await recordedEvent(t0);
+    const claimed = await recordedEvent(t0);
+    await claimEvents(db, [claimed.event_id], t0, LEASE_MS);
+    await settleEvents(db, { delivered: [], failed: [{ eventId: claimed.event_id, error: "HTTP 503 from the push service" }] }, t0);
+
+    const afterGrace = { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: new Date(t0.getTime() - 1), limit: 1000 };
+    const resent = (await pendingEvents(db, afterGrace)).map(({ event_id }) => event_id);
+    expect(resent).toContain(unclaimed.event_id);
+    expect(resent).not.toContain(claimed.event_id);
+    const lost = (await pendingEvents(db, { ...afterGrace, lostBefore: t0 })).map(({ event_id }) => event_id);
+    expect(lost).toContain(claimed.event_id);
   });
 
   it("two copies of one event in one batch: the first is claimed, the second finds it held", async () => {

@@ -240,7 +240,7 @@ function errorContent(examples: Record<string, ErrorExample>): JsonObject {
 
 const RESPONSE_HEADERS: Record<string, { name: string; description: string; type: "string" | "integer" }> = {
   allow: { name: "Allow", description: "The methods this path answers", type: "string" },
-  "retry-after": { name: "Retry-After", description: "Seconds to wait before the next login", type: "integer" },
+  "retry-after": { name: "Retry-After", description: "Seconds to wait before sending the request again", type: "integer" },
 };
 
 function responseHeaders(examples: Record<string, ErrorExample>): JsonObject | undefined {

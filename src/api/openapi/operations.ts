@@ -227,6 +227,10 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         ...REFUSALS.idempotencyConflict,
         summary: "The Idempotency-Key was used within 24 hours for a different request",
       },
+      "no-open-shard": {
+        ...REFUSALS.noOpenShard,
+        summary: "Every shard is closed: no new receipt is taken until an operator opens or adds one; a keyed retry of an earlier add still gets its first answer",
+      },
     },
   },
 

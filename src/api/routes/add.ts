@@ -1,6 +1,7 @@
 /** POST /receipts/v2/add (docs/api.md#add). */
 import { addHeaders, receiptBody } from "../../shared/schemas.ts";
-import { placeAndStore } from "../../storage/placement.ts";
+import { logLine } from "../../shared/log.ts";
+import { NoOpenShardError, placeAndStore } from "../../storage/placement.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import { readJsonBody } from "../body.ts";
 import type { ApiContext } from "../context.ts";
@@ -28,10 +29,18 @@ export async function add(c: ApiContext): Promise<Response> {
     { chain_id: headers.chain_id, client_id: client.client_id, app_user_id: headers.app_user_id, body },
     headers["Idempotency-Key"],
     newCreationNotice,
-  );
+  ).catch(noOpenShardRefused);
   if (stored.kind === "conflict") {
     throw refuse(REFUSALS.idempotencyConflict, "idempotency key reused for a different request");
   }
-  if (stored.kind === "added") waitUntil(enqueueNotice(c.env, stored.shard, stored.event));
+  if (stored.kind === "added") waitUntil(enqueueNotice(c.env, stored.event));
   return jsonResponse(stored.response, 200);
+}
+
+// Every shard closed is the operator's to fix, not the till's: a 503 it retries, and a line of
+// its own that an alert matches, besides the request line.
+function noOpenShardRefused(error: unknown): never {
+  if (!(error instanceof NoOpenShardError)) throw error;
+  logLine("error", "no-open-shard", { outcome: "add refused: every shard is closed; open or add a shard" });
+  throw refuse(REFUSALS.noOpenShard, error.message);
 }

@@ -29,7 +29,7 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const outcome = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);
 
-  c.executionCtx.waitUntil(enqueueNotice(c.env, shard, notice));
+  c.executionCtx.waitUntil(enqueueNotice(c.env, notice));
   const body: DeleteResponse = {
     message: `Receipt ${headers.receipt_id} was deleted and the app user notified.`,
     status: "OK",

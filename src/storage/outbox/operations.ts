@@ -17,7 +17,7 @@ import {
   type OutboxRowState,
 } from "./statements.ts";
 
-/** Records that these events were handed to the queue at `now`. */
+/** Records that the cron job handed these events to the queue again at `now`. */
 export async function markEnqueued(db: D1Database, eventIds: readonly string[], now: Date): Promise<void> {
   await bound(db, markEnqueuedStatement(eventIds, now)).run();
 }
@@ -29,8 +29,8 @@ export interface OutboxEvent {
 }
 
 /**
- * Events to send (again): never enqueued though recorded before `unsentBefore`, or enqueued
- * before `lostBefore` and still undelivered. Oldest first, at most `limit`.
+ * Events to send (again): never claimed nor re-sent though recorded before `unsentBefore`, or
+ * last claimed or re-sent before `lostBefore` and still undelivered. Oldest first, at most `limit`.
  */
 export async function pendingEvents(
   db: D1Database,
@@ -54,8 +54,10 @@ export type Claim =
 
 /**
  * Claims events until `now + leaseMs`, so that two deliveries of one event_id never push at
- * the same time and a delivered one is never pushed again. One D1 round trip of two statements
- * for any number of events of one shard; the claims come back in the order of `eventIds`.
+ * the same time and a delivered one is never pushed again. For any number of events of one
+ * shard: one statement when every event is claimed (the usual case), and a second round trip
+ * of one statement to tell why, only when some were not. The claims come back in the order of
+ * `eventIds`.
  */
 export async function claimEvents(
   db: D1Database,
@@ -65,15 +67,21 @@ export async function claimEvents(
 ): Promise<Claim[]> {
   const ids = [...new Set(eventIds)];
   const until = new Date(now.getTime() + leaseMs);
-  const [claimed, states] = await runBatch(db, [claimStatement(ids, until, now), claimStates(ids)]);
-  const claims = new Map((claimed!.results as ClaimedRow[]).map((row) => [row.event_id, row]));
-  const rows = new Map((states!.results as StateRow[]).map((row) => [row.event_id, row]));
+  const { results: claimed } = await bound(db, claimStatement(ids, until, now)).all<ClaimedRow>();
+  const claims = new Map(claimed.map((row) => [row.event_id, row]));
+  const claimedIds = new Set(claims.keys());
+  const unclaimedIds = ids.filter((id) => !claimedIds.has(id));
+  const { results: states } =
+    unclaimedIds.length === 0 ? { results: [] } : await bound(db, claimStates(unclaimedIds)).all<StateRow>();
+  const rows = new Map(states.map((row) => [row.event_id, row]));
   return eventIds.map((eventId) => {
     const row = claims.get(eventId);
-    // A second copy of one event in the batch finds it held by the first.
-    claims.delete(eventId);
-    if (row) return { status: "claimed", payload: row.payload, attempts: row.attempts, body: row.body };
-    return unclaimed(rows.get(eventId), now);
+    if (row) {
+      // A second copy of one event in the batch finds it held by the first.
+      claims.delete(eventId);
+      return { status: "claimed", payload: row.payload, attempts: row.attempts, body: row.body };
+    }
+    return claimedIds.has(eventId) ? { status: "held", until } : unclaimed(rows.get(eventId), now);
   });
 }
 

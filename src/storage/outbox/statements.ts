@@ -8,8 +8,12 @@
  *
  * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link recordCreatedIfStored},
  *   {@link recordDeletedIfOwned}, {@link recordErasedEvent}), or back there ({@link replayFailed});
- * - `enqueued`: handed to the queue ({@link markEnqueued}); the cron job hands over again what
- *   stays recorded past its grace period or enqueued and undelivered for too long ({@link pendingEvents});
+ * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEvents}),
+ *   or the cron job handed it over again ({@link markEnqueued}). The send after the response
+ *   marks nothing, so that an add or a delete stays one D1 write: the cron job hands over again
+ *   what stays recorded past its grace period (never claimed: its send failed, its copy was lost
+ *   or still waits in the queue) or enqueued and undelivered for too long ({@link pendingEvents}),
+ *   and a second copy is never pushed twice, as the claim decides;
  * - `claimed`: one delivery holds it until its claim runs out ({@link claimEvents}), then
  *   `delivered` ({@link markDelivered}) or, after a failed attempt, back to enqueued with its
  *   error ({@link recordFailedAttempt});
@@ -91,12 +95,16 @@ export function recordErasedEvent(event: AppUserErasedEvent): Statement {
   return recordEvent(event, event.event_id, "1");
 }
 
-/** One row when this event is in the outbox: a retried delete's proof that its first run committed. */
-export function findEvent(eventId: string): Statement {
-  return statement("SELECT 1 AS found FROM notice_outbox WHERE event_id = ?1", eventId);
+/**
+ * An SQL expression, 1 when the event whose ID is the parameter `eventIdParam` is in the outbox,
+ * else 0: a retried delete's proof that its first run committed, read in the same statement as
+ * the receipt's owner.
+ */
+export function eventRecorded(eventIdParam: string): string {
+  return `EXISTS (SELECT 1 FROM notice_outbox WHERE event_id = ${eventIdParam})`;
 }
 
-/** recorded → enqueued: these events were handed to the queue at `now`. */
+/** recorded → enqueued: the cron job handed these events to the queue again at `now`. */
 export function markEnqueued(eventIds: readonly string[], now: Date): Statement {
   return statement(
     "UPDATE notice_outbox SET enqueued_at = ?1 WHERE event_id IN (SELECT value FROM json_each(?2))",
@@ -107,8 +115,8 @@ export function markEnqueued(eventIds: readonly string[], now: Date): Statement 
 
 /**
  * Events to hand to the queue (again), oldest first, at most `limit`: recorded before
- * `unsentBefore` and never enqueued, or enqueued before `lostBefore` and still undelivered, whose
- * queue copy must have been lost. Rows: `event_id`, `payload`.
+ * `unsentBefore` and never claimed nor re-sent, or last claimed or re-sent before `lostBefore`
+ * and still undelivered, whose queue copy must have been lost. Rows: `event_id`, `payload`.
  */
 export function pendingEvents(unsentBefore: Date, lostBefore: Date, limit: number): Statement {
   return statement(
@@ -130,12 +138,13 @@ const CREATED_EVENT_OF_ITS_RECEIPT = `FROM notice_outbox AS created
 /**
  * → claimed: takes the events for one push attempt until `until`, unless delivered, held by an
  * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
- * row for those. Rows: `event_id`, `payload`, `attempts`, and `body`, the receipt's stored body,
+ * row for those. A claim also marks the event enqueued at `now`: its queue copy arrived, so the
+ * cron job leaves it to the queue's retries until it counts as lost. Rows: `event_id`, `payload`, `attempts`, and `body`, the receipt's stored body,
  * which a created event's push carries (null once the receipt is deleted).
  */
 export function claimEvents(eventIds: readonly string[], until: Date, now: Date): Statement {
   return statement(
-    `UPDATE notice_outbox SET claimed_until = ?2, attempts = attempts + 1
+    `UPDATE notice_outbox SET claimed_until = ?2, attempts = attempts + 1, enqueued_at = ?3
     WHERE event_id IN (SELECT value FROM json_each(?1))
       AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
@@ -230,14 +239,27 @@ export function replayFailed(eventIds: readonly string[]): [Statement, Statement
   ];
 }
 
-/** delivered → purged: up to `limit` events delivered at or before `before`, so that one statement stays small. */
+/**
+ * delivered → purged: up to `limit` events delivered at or before `before`, so that one statement
+ * stays small. An event is delivered after it is made, and its event_id (UUIDv7) begins with the
+ * time it was made: the primary key's range of events made by `before` holds every row to purge,
+ * oldest first, and no index on delivered_at is needed (migration 0007).
+ */
 export function purgeDelivered(before: Date, limit: number): Statement {
   return statement(
     `DELETE FROM notice_outbox WHERE event_id IN
-    (SELECT event_id FROM notice_outbox WHERE delivered_at <= ?1 LIMIT ?2)`,
+    (SELECT event_id FROM notice_outbox WHERE event_id < ?3 AND delivered_at <= ?1 ORDER BY event_id LIMIT ?2)`,
     before.toISOString(),
     limit,
+    uuidv7TimePrefix(before.getTime() + 1),
   );
+}
+
+// The first 13 characters of a UUIDv7 made at `msecs` ("0190a1b2-c3d4"): every ID made earlier
+// sorts below it as text.
+function uuidv7TimePrefix(msecs: number): string {
+  const hex = msecs.toString(16).padStart(12, "0");
+  return `${hex.slice(0, 8)}-${hex.slice(8)}`;
 }
 
 /**
