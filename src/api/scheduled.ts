@@ -10,7 +10,7 @@ import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } f
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
-import { apiConfig, type ApiConfig } from "../shared/config.ts";
+import { DELIVERED_RETENTION_MS, apiConfig, type ApiConfig } from "../shared/config.ts";
 
 /** A maintenance job run on every shard on every cron tick; returns what it did, for the log line. */
 type ScheduledJob = (env: ApiEnv, shard: Shard, now: Date, config: ApiConfig) => Promise<Record<string, number>>;
@@ -77,11 +77,7 @@ export async function resendPendingNotices(
   return { resent };
 }
 
-/**
- * Delivered events are kept 14 days, the longest retention a queue allows: until then a stray
- * copy can still arrive and must be recognised as delivered.
- */
-export const DELIVERED_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
+export { DELIVERED_RETENTION_MS };
 
 const PURGE_PAGE = 1000;
 
