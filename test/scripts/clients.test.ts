@@ -50,6 +50,15 @@ describe("docs/api.md#operators npm run clients", () => {
     expect(second.client_id).not.toBe(first.client_id);
   });
 
+  it("issue --app makes the app push service's client: scope service.app alone, no chains; --app with --chain is refused", () => {
+    const app = issued("--app");
+    expect(app).toEqual({ client_id: expect.stringMatching(/^app_[A-Za-z0-9_-]{12}$/), client_secret: expect.any(String), chains: [] });
+    expect(stored(app.client_id)).toMatchObject({ chains: [], scopes: ["service.app"], disabled: false });
+    const mixed = clients("issue", "--app", "--chain", "c1");
+    expect(mixed.status).toBe(1);
+    expect(mixed.stderr).toContain("--app takes no --chain");
+  });
+
   it("issue refuses an existing client_id rather than overwrite its secret", () => {
     issued("--chain", "c1", "--client-id", "pos-taken");
     const again = clients("issue", "--chain", "c9", "--client-id", "pos-taken");
@@ -185,10 +194,10 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
   }, 60_000);
   afterAll(() => mf?.dispose());
 
-  const login = async (clientId: string, secret: string) => {
+  const login = async (clientId: string, secret: string, scope = "service.pos") => {
     const response = await mf.dispatchFetch("http://localhost/receipts/v2/login", {
       method: "POST",
-      headers: { client_id: clientId, client_secret: secret, token_type: "Bearer", scope: "service.pos" },
+      headers: { client_id: clientId, client_secret: secret, token_type: "Bearer", scope },
     });
     return { status: response.status, body: (await response.json()) as Record<string, any> };
   };
@@ -207,6 +216,20 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
     const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
     expect((await login(client.client_id, client.client_secret)).status).toBe(403);
     expect((await login(client.client_id, rotated.client_secret)).status).toBe(200);
+  }, 60_000);
+
+  it("an --app client logs in with scope service.app (not service.pos) and reads the event feed", async () => {
+    const app = issued("--app");
+    expect((await login(app.client_id, app.client_secret)).status).toBe(403);
+    const { status, body } = await login(app.client_id, app.client_secret, "service.app");
+    expect(status).toBe(200);
+    const response = await mf.dispatchFetch("http://localhost/receipts/v2/events?limit=5", {
+      headers: { Authorization: `Bearer ${body.data.access_token}`, client_id: app.client_id },
+    });
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 200,
+      body: { data: { events: [], next: null }, status: "OK", status_code: 200 },
+    });
   }, 60_000);
 
   it("revocation (docs/api.md#revocation): tokens issued before disable or rotate are refused on delete, also after enable", async () => {
