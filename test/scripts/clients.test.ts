@@ -55,7 +55,7 @@ describe("docs/api.md#operators npm run clients", () => {
     expect(app).toEqual({ client_id: expect.stringMatching(/^app_[A-Za-z0-9_-]{12}$/), client_secret: expect.any(String), chains: [] });
     expect(stored(app.client_id)).toMatchObject({ chains: [], scopes: ["service.app"], disabled: false });
     const mixed = clients("issue", "--app", "--chain", "c1");
-    expect(mixed.status).toBe(1);
+    expect(mixed.status).toBe(2);
     expect(mixed.stderr).toContain("--app takes no --chain");
   });
 
