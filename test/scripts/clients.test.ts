@@ -1,10 +1,8 @@
 import { spawnSync } from "node:child_process";
-import path from "node:path";
-import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
-import { newTokenKey } from "../../src/shared/token-keys.ts";
+import { startApiWorker } from "../support/api-miniflare.ts";
 import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -154,43 +152,9 @@ describe("docs/api.md#operators npm run clients", () => {
 
 describe("docs/api.md#operators an issued client logs in against the real Worker; disable and rotate stop it", () => {
   let mf: Miniflare;
-  const outdir = path.join(state, "build");
 
-  beforeAll(async () => {
-    const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
-    expect(build.status, build.stderr).toBe(0);
-    // Delete needs the tables; made before the Worker starts, so that nothing else holds the files.
-    const migrate = spawnSync("wrangler", ["d1", "migrations", "apply", "DB_S1", "--local", "--persist-to", state], {
-      cwd: ROOT,
-      encoding: "utf8",
-    });
-    expect(migrate.status, migrate.stderr).toBe(0);
-    // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
-    mf = new Miniflare(
-      convertV4MiniflareOptions({
-      modules: true,
-      scriptPath: path.join(outdir, "index.js"),
-      modulesRoot: outdir,
-      compatibilityDate: "2026-10-20",
-      // Wrangler keys local KV by the namespace id that wrangler.toml gives the binding.
-      kvNamespaces: { CLIENTS: "00000000000000000000000000000002", SHARD_STATES: "00000000000000000000000000000003" },
-      // Where `wrangler --persist-to <state>` keeps local resources.
-      resourcePersistencePath: path.join(state, "v3"),
-      // Likewise D1 by its database_id, so that `wrangler d1 migrations apply --local` reaches it.
-      // One shard is enough for the login and delete this test makes.
-      d1Databases: { DB_S1: "00000000-0000-4000-8000-000000000001" },
-      queueProducers: { NOTICES: "receipts-v2-notices" },
-      // The vars as wrangler.toml deploys them, so a setting added there reaches this Worker too;
-      // a fresh key set, and the next request sees what the script just wrote.
-      bindings: {
-        ...deployedVars(),
-        TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
-        CLIENT_CACHE_SECONDS: "0",
-        SHARD_STATES_SECONDS: "0",
-      },
-      ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
-      }),
-    );
+  beforeAll(() => {
+    mf = startApiWorker(state);
   }, 60_000);
   afterAll(() => mf?.dispose());
 
@@ -257,9 +221,3 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
     expect((await remove(third)).status).toBe(406);
   }, 60_000);
 });
-
-/** The API Worker's [vars] of wrangler.toml, as wrangler hands them to Miniflare. */
-function deployedVars(): Record<string, string> {
-  // Wrangler's options type loses its field types to an index signature; these are vars.
-  return unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml")).workerOptions.bindings as Record<string, string>;
-}
