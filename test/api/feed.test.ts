@@ -9,7 +9,7 @@ import { PATHS } from "../../src/shared/paths.ts";
 import { stampShardTag } from "../../src/shared/shard-ids.ts";
 import { APP_SCOPE } from "../../src/shared/types.ts";
 import { eraseAppUser, type ErasureShard } from "../../src/storage/erasure.ts";
-import { recordCreatedIfStored } from "../../src/storage/outbox/statements.ts";
+import { moveToFailed, recordCreatedIfStored } from "../../src/storage/outbox/statements.ts";
 import { bound, runBatch } from "../../src/storage/statement.ts";
 import type { Shard } from "../../src/storage/shards.ts";
 import {
@@ -161,13 +161,7 @@ describe("docs/api.md#event-feed order and paging", () => {
     const after = await marker();
     const shard = SHARDS[2]!;
     const event = await seedCreated(shard);
-    await shard.db.batch([
-      shard.db.prepare(
-        `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error)
-        SELECT event_id, receipt_id, payload, created_at, created_at, 10, 'HTTP 503' FROM notice_outbox WHERE event_id = ?1`,
-      ).bind(event.event_id),
-      shard.db.prepare("DELETE FROM notice_outbox WHERE event_id = ?1").bind(event.event_id),
-    ]);
+    await runBatch(shard.db, moveToFailed(event.event_id, new Date()));
     const { events } = await readAll(after, 100);
     expect(events).toContainEqual(event);
     expect((await readFeed({ after: event.event_id })).status).toBe(200);
