@@ -2,7 +2,6 @@
  * docs/api.md#event-feed: GET /receipts/v2/events, the app push service's way to catch up, read
  * through the real Worker on the test run's three shards.
  */
-import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { decodeJwt } from "jose";
 import { PATHS } from "../../src/shared/paths.ts";
@@ -74,8 +73,15 @@ function eventIdAt(ms: number, shard: Shard): string {
   return stampShardTag(`${hex.slice(0, 8)}-${hex.slice(8)}-7000-${random.slice(19)}`, shard.tag);
 }
 
+// Seeded events get a millisecond each: two of one millisecond would sort by their random bits.
+let lastSeededMs = 0;
+function nextEventId(shard: Shard): string {
+  lastSeededMs = Math.max(Date.now(), lastSeededMs + 1);
+  return eventIdAt(lastSeededMs, shard);
+}
+
 /** A receipt stored on `shard` with its created event recorded as add records it, never enqueued. */
-async function seedCreated(shard: Shard, eventId = eventIdAt(Date.now(), shard), appUserId = uniqueId("au")) {
+async function seedCreated(shard: Shard, eventId = nextEventId(shard), appUserId = uniqueId("au")) {
   const receipt = await seedReceipt(pos.client, { receipt_id: idOn(shard), app_user_id: appUserId });
   const event = {
     event_id: eventId,
@@ -88,8 +94,8 @@ async function seedCreated(shard: Shard, eventId = eventIdAt(Date.now(), shard),
   return { ...event, receipt: {} };
 }
 
-// Each new event_id is later than the one before: a marker made first starts a reading of only
-// what a test made after it.
+// Each new event_id is later than the one before (the Worker's are made after a login at least):
+// a marker made first starts a reading of only what a test made after it.
 async function marker(): Promise<string> {
   return (await seedCreated(SHARDS[0]!)).event_id;
 }
@@ -98,10 +104,7 @@ describe("docs/api.md#event-feed order and paging", () => {
   it("returns the events of all three shards in event_id order, page by page through next, undelivered ones too", async () => {
     const after = await marker();
     const made: Awaited<ReturnType<typeof seedCreated>>[] = [];
-    for (let i = 0; i < 9; i += 1) {
-      made.push(await seedCreated(SHARDS[i % SHARDS.length]!));
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    for (let i = 0; i < 9; i += 1) made.push(await seedCreated(SHARDS[i % SHARDS.length]!));
     const { events, pages } = await readAll(after, 4);
     const ours = events.filter((event) => made.some((m) => m.event_id === event.event_id));
     expect(ours).toEqual(made);
@@ -193,7 +196,7 @@ describe("docs/api.md#event-feed window", () => {
 });
 
 describe("docs/api.md#event-feed refusals of after and limit", () => {
-  const unknownOnAShard = () => eventIdAt(Date.now(), SHARDS[1]!);
+  const unknownOnAShard = () => nextEventId(SHARDS[1]!);
   const freeTag = Array.from({ length: 0x1000 }, (_, tag) => tag).find((tag) => !SHARDS.some((shard) => shard.tag === tag))!;
   const ofNoShard = () => stampShardTag(eventIdAt(Date.now(), SHARDS[0]!), freeTag);
 
