@@ -8,6 +8,7 @@ import { PATHS } from "../../src/shared/paths.ts";
 import { stampShardTag } from "../../src/shared/shard-ids.ts";
 import { APP_SCOPE } from "../../src/shared/types.ts";
 import { eraseAppUser, type ErasureShard } from "../../src/storage/erasure.ts";
+import { FEED_SHARD_BUDGET } from "../../src/storage/outbox/operations.ts";
 import { moveToFailed, recordCreatedIfStored } from "../../src/storage/outbox/statements.ts";
 import { bound, runBatch } from "../../src/storage/statement.ts";
 import type { Shard } from "../../src/storage/shards.ts";
@@ -312,5 +313,12 @@ describe("docs/api.md#event-feed cost: one D1 statement per shard, whatever the 
     const paged = await countedCall(`${PATHS.events}?after=${after}&limit=2`, { method: "GET", headers: app.headers }, WARM_ISOLATE, warm);
     expect(paged.answer.status).toBe(200);
     expect(paged.ledger.names().filter((name) => name.startsWith("d1."))).toEqual(SHARDS.map(() => "d1.all"));
+  });
+
+  it("more shards than one request may read (D1's 1,000 queries per invocation): 500 before any D1 query", async () => {
+    const many = Object.fromEntries(Array.from({ length: FEED_SHARD_BUDGET + 1 }, (_, i) => [`DB_F${i}`, SHARDS[0]!.db]));
+    const { answer, ledger } = await countedCall(`${PATHS.events}?limit=1`, { method: "GET", headers: app.headers }, many);
+    expectErrorShape(answer, 500, "Internal Server Error");
+    expect(ledger.names().filter((name) => name.startsWith("d1."))).toEqual([]);
   });
 });
