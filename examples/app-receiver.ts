@@ -2,9 +2,12 @@
  * The app side of receipts.v2's events, as small as it can be while doing what an app must: a
  * local HTTP server that verifies each delivery with the Standard Webhooks reference library,
  * applies it once (examples/app-view.ts), and shows each app user's receipts, so that a person
- * can watch a receipt appear on add and vanish on delete.
+ * can watch a receipt appear on add and vanish on delete. Given the app push service's client
+ * (`npm run clients -- issue --app`), it first catches up through the event feed
+ * (examples/app-feed.ts), so that one restarted after missing events shows them.
  *
  *     npm run receiver                       # http://127.0.0.1:9999, or: npm run receiver -- --port 9000
+ *     APP_CLIENT_ID=app_... APP_CLIENT_SECRET=... npm run receiver   # catch up from the feed first
  *     # src/notifier/.dev.vars: APP_PUSH_URL='http://127.0.0.1:9999/push', then npm start
  *     curl -s http://127.0.0.1:9999/app-users/user-42/receipts
  *
@@ -14,7 +17,10 @@
  * - GET /app-users/<app_user_id>/receipts: `{"app_user_id", "receipts": [...]}` as JSON.
  *
  * The secret is `APP_PUSH_SECRET` from the environment, else from `src/notifier/.dev.vars` (which
- * `npm start` writes), so the receiver and the local notifier share it with no copying.
+ * `npm start` writes), so the receiver and the local notifier share it with no copying. The feed:
+ * `APP_CLIENT_ID` and `APP_CLIENT_SECRET` from the environment (a secret stays out of the process
+ * list), the service at `--base-url` (http://127.0.0.1:8787), the cursor in `--cursor-file`
+ * (.app-receiver-cursor, git-ignored).
  */
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -22,26 +28,34 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { parseArgs, parseEnv } from "node:util";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
+import { catchUp, type FeedSource } from "./app-feed.ts";
 import { AppView, describeOutcome, MalformedEvent } from "./app-view.ts";
 
 /** Where `npm start` keeps the notifier's local settings, APP_PUSH_SECRET among them. */
 export const NOTIFIER_DEV_VARS = path.join(import.meta.dirname, "../src/notifier/.dev.vars");
 
 const DEFAULT_PORT = 9999;
+const DEFAULT_BASE_URL = "http://127.0.0.1:8787";
+const DEFAULT_CURSOR_FILE = path.join(import.meta.dirname, "../.app-receiver-cursor");
 /** Far above any event: a receipt body is at most 64 KiB (docs/api.md#add-body). */
 const MAX_BODY_BYTES = 1024 * 1024;
-const USAGE = "usage: npm run receiver [-- --port <port>]   (APP_PUSH_SECRET from the environment or src/notifier/.dev.vars)";
+const USAGE =
+  "usage: npm run receiver [-- --port <port>] [--base-url <url>] [--cursor-file <file>]\n" +
+  "  APP_PUSH_SECRET from the environment or src/notifier/.dev.vars; APP_CLIENT_ID and APP_CLIENT_SECRET\n" +
+  "  (an app client: npm run clients -- issue --app) to catch up through the event feed first";
 
 if (import.meta.main) {
-  let options: { port: number; secret: string };
+  let options: { port: number; secret: string; feed?: FeedSource };
   try {
-    options = { port: portArgument(process.argv.slice(2)), secret: pushSecret(process.env, NOTIFIER_DEV_VARS) };
+    const args = receiverArguments(process.argv.slice(2));
+    options = { port: args.port, secret: pushSecret(process.env, NOTIFIER_DEV_VARS), feed: feedSource(process.env, args) };
   } catch (error) {
     console.error(`${(error as Error).message}\n${USAGE}`);
     process.exit(2);
   }
   const receiver = await startReceiver(options);
   console.log(`App receiver at ${receiver.url}: POST events to ${receiver.url}/push, see receipts at ${receiver.url}/app-users/<app_user_id>/receipts`);
+  if (!options.feed) console.log("No APP_CLIENT_ID and APP_CLIENT_SECRET: pushes only, no catch-up through the event feed.");
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void receiver.close());
 }
 
@@ -55,18 +69,29 @@ export interface Receiver {
 
 /**
  * Starts the receiver on 127.0.0.1 (`port` 0 picks a free one). `secret` is `whsec_<base64>`, or
- * several separated by white space while the service rotates its secret. Every line it would
- * print goes to `log` (the console by default).
+ * several separated by white space while the service rotates its secret. With `feed` it first
+ * applies what the event feed holds after its cursor; a feed it cannot read is logged, and the
+ * receiver takes pushes all the same. Every line it would print goes to `log` (the console by
+ * default).
  */
 export async function startReceiver(options: {
   port: number;
   secret: string;
+  feed?: FeedSource;
   log?: (line: string) => void;
 }): Promise<Receiver> {
   const log = options.log ?? ((line: string) => console.log(line));
   // Built once: a malformed secret stops the start, not the first delivery.
   const webhooks = verifiers(options.secret);
   const view = new AppView();
+  if (options.feed) {
+    try {
+      const { events, cursor } = await catchUp(options.feed, (event) => log(`feed: ${describeOutcome(view.receive(event.event_id, event))}`));
+      log(`caught up through the event feed: ${events} event${events === 1 ? "" : "s"}, last ${cursor ?? "none yet"}`);
+    } catch (error) {
+      log(`could not catch up through the event feed: ${(error as Error).message}`);
+    }
+  }
   const server = createServer((request, response) => {
     handle(request, response, { webhooks, view, log }).catch((error: unknown) => {
       log(`error: ${(error as Error).message}`);
@@ -189,10 +214,30 @@ function answer(response: ServerResponse, status: number, body: unknown): void {
   response.writeHead(status, { "content-type": "application/json" }).end(`${JSON.stringify(body)}\n`);
 }
 
-function portArgument(args: string[]): number {
-  const { values } = parseArgs({ args, options: { port: { type: "string" } }, strict: true, allowPositionals: false });
-  if (values.port === undefined) return DEFAULT_PORT;
-  const port = Number(values.port);
-  if (!/^\d{1,5}$/.test(values.port) || port > 65_535) throw new Error(`--port ${values.port} is not a port number`);
+function receiverArguments(args: string[]): { port: number; baseUrl: string; cursorFile: string } {
+  const { values } = parseArgs({
+    args,
+    options: { port: { type: "string" }, "base-url": { type: "string" }, "cursor-file": { type: "string" } },
+    strict: true,
+    allowPositionals: false,
+  });
+  const baseUrl = values["base-url"] ?? DEFAULT_BASE_URL;
+  if (!URL.canParse(baseUrl)) throw new Error(`--base-url ${baseUrl} is not a URL`);
+  return { port: portNumber(values.port), baseUrl: baseUrl.replace(/\/+$/, ""), cursorFile: values["cursor-file"] ?? DEFAULT_CURSOR_FILE };
+}
+
+function portNumber(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_PORT;
+  const port = Number(text);
+  if (!/^\d{1,5}$/.test(text) || port > 65_535) throw new Error(`--port ${text} is not a port number`);
   return port;
+}
+
+/** The app client that reads the feed, when both of its variables are set; one alone is a mistake. */
+export function feedSource(env: NodeJS.ProcessEnv, args: { baseUrl: string; cursorFile: string }): FeedSource | undefined {
+  const clientId = env.APP_CLIENT_ID?.trim();
+  const clientSecret = env.APP_CLIENT_SECRET?.trim();
+  if (!clientId && !clientSecret) return undefined;
+  if (!clientId || !clientSecret) throw new Error("APP_CLIENT_ID and APP_CLIENT_SECRET go together: set both, or neither for pushes only");
+  return { baseUrl: args.baseUrl, clientId, clientSecret, cursorFile: args.cursorFile };
 }

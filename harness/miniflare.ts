@@ -9,7 +9,7 @@ import type { Miniflare } from "miniflare";
 import { unstable_splitSqlQuery, type SourcelessWorkerOptions } from "wrangler";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { newClientRecord } from "../src/shared/client-records.ts";
-import { clientKey } from "../src/shared/types.ts";
+import { APP_SCOPE, clientKey } from "../src/shared/types.ts";
 
 /** The API Worker's wrangler config: its bindings, vars and shards. */
 export const API_CONFIG = path.join(PROJECT_ROOT, "wrangler.toml");
@@ -35,6 +35,16 @@ export async function issueClient(
   const { record, secret } = await newClientRecord({ client_id: clientId, chains: [chainId] });
   await kv.put(clientKey(clientId), JSON.stringify(record));
   return { clientId, secret, chainId };
+}
+
+/** Issues the app push service's client (scope service.app, no chains), as `issue --app` would. */
+export async function issueAppClient(
+  kv: Awaited<ReturnType<Miniflare["getKVNamespace"]>>,
+  clientId: string,
+): Promise<{ clientId: string; secret: string }> {
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains: [], scopes: [APP_SCOPE] });
+  await kv.put(clientKey(clientId), JSON.stringify(record));
+  return { clientId, secret };
 }
 
 /**

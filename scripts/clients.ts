@@ -1,5 +1,6 @@
 /**
- * Operators issue, list, show, disable, enable and rotate POS clients (docs/api.md#operators). Records go
+ * Operators issue, list, show, disable, enable and rotate POS clients and the app push service's
+ * clients (docs/api.md#operators). Records go
  * to the CLIENTS KV namespace through `wrangler kv`; the secret is printed once and only its hash
  * is stored.
  */
@@ -10,14 +11,17 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { base64url } from "jose";
 import { newClientRecord, revokingIssuedTokens } from "../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../src/shared/secrets.ts";
-import { clientKey, type ClientRecord } from "../src/shared/types.ts";
+import { APP_SCOPE, clientKey, type ClientRecord } from "../src/shared/types.ts";
 import { UsageError, parse, runCommands, table, usableId } from "./lib/cli.ts";
 import { TARGET_OPTIONS, targetFlags, targetOf, wrangler, type Target } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run clients -- <command> [options]
 
   issue --chain <chain_id> [--chain <another>] [--client-id <id>] [--json]
-                       issue a client; prints its secret once
+                       issue a POS client; prints its secret once
+  issue --app [--client-id <id>] [--json]
+                       issue the app push service's client (scope service.app, no
+                       chains: it reads the event feed); prints its secret once
   list [--json]        every client with its chains and state
   show <client_id> [--json]
   disable <client_id>  refuse its logins and every token issued so far
@@ -53,17 +57,20 @@ async function issue(argv: string[]): Promise<void> {
     ...COMMON,
     chain: { type: "string", multiple: true },
     "client-id": { type: "string" },
+    app: { type: "boolean" },
   });
   noPositionals(positionals);
   const chains = values.chain ?? [];
-  if (chains.length === 0) throw new UsageError("issue needs at least one --chain <chain_id>.");
+  if (values.app && chains.length > 0) throw new UsageError("issue --app takes no --chain: the app's client acts for no chain.");
+  if (!values.app && chains.length === 0) throw new UsageError("issue needs at least one --chain <chain_id>, or --app.");
   chains.forEach((chain) => usableId("--chain", chain));
-  const clientId = values["client-id"] ?? `pos_${base64url.encode(crypto.getRandomValues(new Uint8Array(9)))}`;
+  const prefix = values.app ? "app" : "pos";
+  const clientId = values["client-id"] ?? `${prefix}_${base64url.encode(crypto.getRandomValues(new Uint8Array(9)))}`;
   usableId("--client-id", clientId);
   const target = targetOf(values);
   if (readRecord(target, clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
 
-  const { record, secret } = await newClientRecord({ client_id: clientId, chains });
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains, ...(values.app && { scopes: [APP_SCOPE] }) });
   const writeStarted = Date.now();
   // Not made again if the local state is locked: a late write could land after a rival's check.
   try {
@@ -148,10 +155,12 @@ function printSecret(json: boolean | undefined, record: ClientRecord, secret: st
     console.log(JSON.stringify({ client_id: record.client_id, client_secret: secret, chains: record.chains }));
     return;
   }
-  console.log(`${verb} client ${record.client_id} for chains ${record.chains.join(", ")}.
+  const app = record.scopes.includes(APP_SCOPE);
+  const whose = app ? `the app push service (scope ${APP_SCOPE})` : `chains ${record.chains.join(", ")}`;
+  console.log(`${verb} client ${record.client_id} for ${whose}.
   client_id:     ${record.client_id}
   client_secret: ${secret}
-The secret is shown only this once: put it into the POS configuration now.`);
+The secret is shown only this once: put it into the ${app ? "app push service's" : "POS"} configuration now.`);
 }
 
 /** A record without its hash: nothing an operator's terminal needs to show. */

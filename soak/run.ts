@@ -18,6 +18,7 @@ import { soakErasure } from "./erasure.ts";
 import { runLoad } from "./load.ts";
 import { PUSH_FAULT_RATE, planFaults } from "./plan.ts";
 import { Prng } from "./prng.ts";
+import { RebuildingAppSide } from "./rebuild.ts";
 import { startPushReceiver } from "./receiver.ts";
 import { PROBLEMS, reconcile } from "./reconcile.ts";
 import { countFaults, printReport } from "./report.ts";
@@ -74,6 +75,8 @@ await runCli(USAGE, async (argv) => {
     const clients = await Promise.all(
       Array.from({ length: concurrency }, (_, i) => runtime.issueClient(`soak-till-${i}`, `soak-chain-${i}`)),
     );
+    const appClient = await runtime.issueAppClient("soak-app");
+    const appSide = new RebuildingAppSide({ baseUrl: runtime.apiUrl, clientId: appClient.clientId, clientSecret: appClient.secret });
     const driver = new FaultDriver(runtime, receiver, prng.fork("driver"));
     const loadStarted = Date.now();
     const until = loadStarted + seconds * 1000;
@@ -87,6 +90,8 @@ await runCli(USAGE, async (argv) => {
         await runtime.runCron().catch(() => undefined);
       }
     })();
+    // Halfway through the load the app side loses its store and rebuilds it from the feed.
+    const rebuilt = sleep((seconds * 1000) / 2).then(() => appSide.rebuild());
     const [load] = await Promise.all([
       runLoad({
         apiUrl: runtime.apiUrl,
@@ -106,6 +111,8 @@ await runCli(USAGE, async (argv) => {
 
     const drained = await drain(runtime, CRON_PERIOD_MS, DRAIN_LIMIT_MS);
     const store = await snapshotStore(runtime);
+    await rebuilt;
+    const rebuild = await appSide.settle(store);
     const result = reconcile({
       load,
       deliveries: receiver.deliveries,
@@ -119,6 +126,8 @@ await runCli(USAGE, async (argv) => {
       ...PROBLEMS.filter((problem) => result.problems[problem].length > 0).map((problem) => `${result.problems[problem].length} × ${problem}`),
       ...Object.entries(faults).filter(([, count]) => count === 0).map(([kind]) => `never injected: ${kind}`),
       ...(drained.complete ? [] : [`the drain did not finish within ${DRAIN_LIMIT_MS / 1000} s`]),
+      ...(rebuild.missing.length > 0 ? [`${rebuild.missing.length} × held by the shards, missing from the store rebuilt from the feed`] : []),
+      ...(rebuild.extra.length > 0 ? [`${rebuild.extra.length} × in the store rebuilt from the feed, gone from the shards`] : []),
     ];
     printReport({
       heading: `\nSeed ${seed}: ${seconds} s of load, ${concurrency} tills, ${shards.length} shards; wall time ${secondsSince(started)} s.`,
@@ -127,6 +136,10 @@ await runCli(USAGE, async (argv) => {
       drain: drained,
       failures,
     });
+    console.log(
+      `Store lost mid-run and rebuilt from the event feed: ${rebuild.events} events read, ${rebuild.receipts} receipts rebuilt, ` +
+        `${rebuild.missing.length} missing, ${rebuild.extra.length} extra (first: ${[...rebuild.missing, ...rebuild.extra].slice(0, 3).join("; ") || "none"}).`,
+    );
     if (failures.length > 0) {
       const problems = runtime.recentProblems();
       if (problems.length > 0) console.log(`\nLast warnings and errors the Workers logged:\n  ${problems.join("\n  ")}`);

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
-import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueClient, type HarnessClient } from "../harness/miniflare.ts";
+import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueAppClient, issueClient, type HarnessClient } from "../harness/miniflare.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
@@ -62,6 +62,8 @@ export interface SoakRuntime {
   apiUrl: string;
   shards: SoakShard[];
   issueClient(clientId: string, chainId: string): Promise<HarnessClient>;
+  /** Issues the app push service's client, which reads the event feed. */
+  issueAppClient(clientId: string): Promise<{ clientId: string; secret: string }>;
   /** Runs the API Worker's scheduled handler once, as the cron trigger would. */
   runCron(): Promise<void>;
   setFaults(worker: WrappedWorker, faults: BindingFaults): Promise<void>;
@@ -144,6 +146,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     apiUrl: `http://${LOOPBACK}:${apiPort}`,
     shards,
     issueClient: async (clientId, chainId) => issueClient(await mf.getKVNamespace("CLIENTS", "api"), clientId, chainId),
+    issueAppClient: async (clientId) => issueAppClient(await mf.getKVNamespace("CLIENTS", "api"), clientId),
     async runCron() {
       await (await mf.getWorker("api")).scheduled({ scheduledTime: new Date(), cron: "* * * * *" });
     },

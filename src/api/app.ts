@@ -11,11 +11,12 @@ import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type Supp
 import { jsonResponse } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
+import { feed } from "./routes/feed.ts";
 import { login } from "./routes/login.ts";
 import { apiReference } from "./routes/docs.ts";
 import { openApiDocument } from "./routes/openapi.ts";
 
-/** The operations of receipts.v2 (docs/api.md#operations); all answer POST only. */
+/** The POST operations of receipts.v2 (docs/api.md#operations); the event feed is a GET. */
 export const OPERATIONS = {
   [PATHS.login]: login,
   [PATHS.add]: add,
@@ -34,7 +35,7 @@ export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBi
     app.all(path, methodNotAllowed("POST"));
   }
   // Hono answers HEAD with the GET handler, so Allow names both (docs/api.md "OpenAPI document").
-  for (const [path, handler] of [[PATHS.openapi, openApiDocument], [PATHS.docs, apiReference]] as const) {
+  for (const [path, handler] of [[PATHS.openapi, openApiDocument], [PATHS.docs, apiReference], [PATHS.events, feed]] as const) {
     app.get(path, handler);
     app.all(path, methodNotAllowed("GET", "GET, HEAD"));
   }

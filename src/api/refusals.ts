@@ -3,7 +3,7 @@
  * document shows them as its error examples, so the two can never word one refusal differently
  * (test/api/openapi-examples.test.ts replays each example against the Worker).
  */
-import { POS_SCOPE } from "../shared/types.ts";
+import { APP_SCOPE, POS_SCOPE } from "../shared/types.ts";
 import { ApiError, type ErrorStatus } from "./errors.ts";
 
 /** A refusal as the client sees it; the common remark is added when it is rendered. */
@@ -32,13 +32,13 @@ const NO_OPEN_SHARD_RETRY_AFTER_SECONDS = 60;
 /** The refusals whose words never change. */
 export const REFUSALS = {
   loginTokenType: { ...LOGIN_403, detail: "Header token_type must be Bearer." },
-  loginScope: { ...LOGIN_403, detail: `Header scope must be ${POS_SCOPE}.` },
+  loginScope: { ...LOGIN_403, detail: `Header scope must be ${POS_SCOPE} or ${APP_SCOPE}.` },
   loginCredentials: {
     ...LOGIN_403,
     detail: "Headers client_id and client_secret do not match a client issued by the operator.",
   },
   loginDisabled: { ...LOGIN_403, detail: DISABLED_CLIENT },
-  loginScopeNotGranted: { ...LOGIN_403, detail: `Header scope ${POS_SCOPE} is not granted to this client.` },
+  loginScopeNotGranted: { ...LOGIN_403, detail: "Header scope names a scope not granted to this client." },
   tooManyLogins: {
     status: 429,
     detail: "Too many failed logins for header client_id; wait before trying again.",
@@ -51,7 +51,8 @@ export const REFUSALS = {
     detail: "Header Authorization: the authorization has expired; generate a fresh token with login.",
   },
   tokenInvalid: { status: 403, detail: "Header Authorization does not hold a valid access token." },
-  tokenScope: { status: 403, detail: `Header Authorization holds a token without the ${POS_SCOPE} scope.` },
+  posScope: { status: 403, detail: `Header Authorization holds a token without the ${POS_SCOPE} scope.` },
+  appScope: { status: 403, detail: `Header Authorization holds a token without the ${APP_SCOPE} scope.` },
   unknownClient: { status: 403, detail: "Header client_id is unknown." },
   disabledClient: { status: 403, detail: DISABLED_CLIENT },
   otherClient: { status: 403, detail: "Header client_id is not the client the access token was issued to." },
@@ -84,6 +85,12 @@ export const REFUSALS = {
     detail: "The service takes no new receipts now; send the same request again after Retry-After seconds.",
     headers: { "retry-after": String(NO_OPEN_SHARD_RETRY_AFTER_SECONDS) },
   },
+  feedAfter: {
+    status: 406,
+    detail:
+      "Query parameter after names no event of the feed: not an event_id, unknown, erased, or older than the feed's window; start again without after.",
+  },
+  feedLimit: { status: 406, detail: "Query parameter limit must be a whole number from 1 to 100." },
 } as const satisfies Record<string, Refusal>;
 
 /** Every header of `names` is absent (400), all named in one message. */

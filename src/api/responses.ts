@@ -9,7 +9,12 @@ export function jsonResponse(
   status: number,
   headers: Record<string, string> = {},
 ): Response {
-  return new Response(JSON.stringify(body), {
+  return jsonTextResponse(JSON.stringify(body), status, headers);
+}
+
+/** {@link jsonResponse} of JSON already written: stored text the answer carries byte for byte. */
+export function jsonTextResponse(json: string, status: number, headers: Record<string, string> = {}): Response {
+  return new Response(json, {
     status,
     headers: {
       "content-type": "application/json; charset=utf-8",

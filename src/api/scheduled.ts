@@ -15,7 +15,7 @@ import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } f
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
-import { apiConfig, type ApiConfig } from "../shared/config.ts";
+import { DELIVERED_RETENTION_MS, apiConfig, type ApiConfig } from "../shared/config.ts";
 
 /**
  * The most D1 queries one invocation of the sweeps may issue: half of Cloudflare's 1,000 per
@@ -163,11 +163,7 @@ export async function resendPendingNotices(
   return { resent };
 }
 
-/**
- * Delivered events are kept 14 days, the longest retention a queue allows: until then a stray
- * copy can still arrive and must be recognised as delivered.
- */
-export const DELIVERED_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
+export { DELIVERED_RETENTION_MS };
 
 const PURGE_PAGE = 1000;
 

@@ -7,6 +7,7 @@ import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
 import { claimEvents, settleEvents, type Claim } from "../storage/outbox/operations.ts";
+import { pushedEvent } from "../storage/outbox/pushed-event.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import type { DeliveryTiming, PushTarget } from "../shared/config.ts";
 import { pushNotice } from "./push.ts";
@@ -94,7 +95,7 @@ async function deliverOnShard(
       } else if (target.kind === "misconfigured") {
         settled.push({ message, done: false, retryable: true, error: `notifier misconfigured: ${target.problem}` });
       } else {
-        const body = pushBody(claim.payload, event.type === "receipt.created" ? claim.body : null);
+        const body = pushedEvent(claim.payload, event.type === "receipt.created" ? claim.body : null);
         pushes.push(async () => {
           const result = await pushNotice(target, event.event_id, body, now, timing.pushTimeoutMs);
           return result.ok ? { message, done: true, outcome: "delivered", status: result.status } : { message, done: false, ...result };
@@ -168,10 +169,4 @@ async function inBoundedParallel<T>(tasks: readonly (() => Promise<T>)[], limit:
   };
   await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
   return results;
-}
-
-// A created event's push carries the receipt's body as stored, spliced in as text so that the
-// app gets exactly the bytes add stored; the outbox keeps the event without it.
-function pushBody(payload: string, receiptBody: string | null): string {
-  return receiptBody === null ? payload : `${payload.slice(0, -1)},"receipt":${receiptBody}}`;
 }

@@ -10,7 +10,7 @@ import { POS_SCOPE, type ClientRecord } from "./types.ts";
 export interface NewClient {
   client_id: string;
   chains: readonly string[];
-  /** Defaults to the POS scope, the only one the service knows. */
+  /** Defaults to the POS scope; the app push service's client has the app scope alone. */
   scopes?: readonly string[];
   disabled?: boolean;
 }

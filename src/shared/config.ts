@@ -33,6 +33,12 @@ export interface ApiSettings {
   NOTICE_RESEND_GRACE_SECONDS: string;
   /** How long after its queue send an undelivered event counts as lost and is sent again, in seconds. */
   NOTICE_LOST_AFTER_SECONDS: string;
+  /**
+   * How many days back the event feed reaches (docs/api.md#event-feed); 14 when unset. At most
+   * as long as delivered events are kept ({@link DELIVERED_RETENTION_MS}), or the feed would
+   * promise events the purge has taken.
+   */
+  EVENT_FEED_DAYS?: string;
 }
 
 /** The notifier Worker's wrangler vars and secrets, as the runtime hands them over. */
@@ -69,6 +75,8 @@ export interface ApiConfig {
   auditRetentionMs: number;
   noticeResendGraceMs: number;
   noticeLostAfterMs: number;
+  /** How far back the event feed reaches. */
+  eventFeedMs: number;
 }
 
 /** How long a push may take, how long a delivery holds its notice, and when a failed one is tried again. */
@@ -116,7 +124,26 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     auditRetentionMs: positiveNumber(settings, "AUDIT_RETENTION_DAYS") * DAY_MS,
     noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
+    eventFeedMs: eventFeedDays(settings) * DAY_MS,
   }));
+}
+
+/**
+ * Delivered events are kept 14 days, the longest retention a queue allows: until then a stray
+ * copy can still arrive and must be recognised as delivered. The event feed reaches no further.
+ */
+export const DELIVERED_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
+
+const DEFAULT_EVENT_FEED_DAYS = "14";
+
+// An event created within the feed's window was delivered after it was created, so it is purged
+// no sooner than the retention after its creation: a window within the retention is complete.
+function eventFeedDays(settings: ApiSettings): number {
+  const days = positiveNumber({ EVENT_FEED_DAYS: settings.EVENT_FEED_DAYS ?? DEFAULT_EVENT_FEED_DAYS }, "EVENT_FEED_DAYS");
+  if (days * DAY_MS > DELIVERED_RETENTION_MS) {
+    throw new ConfigError(`EVENT_FEED_DAYS must be at most ${DELIVERED_RETENTION_MS / DAY_MS}, how long delivered events are kept`);
+  }
+  return days;
 }
 
 /** The notifier's delivery timing (src/notifier/wrangler.toml [vars]), parsed on first use in an isolate. */

@@ -8,4 +8,5 @@ export const PATHS = {
   delete: "/receipts/v2/delete",
   openapi: "/receipts/v2/openapi.json",
   docs: "/receipts/v2/docs",
+  events: "/receipts/v2/events",
 } as const;

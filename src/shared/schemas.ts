@@ -5,6 +5,7 @@
  * zod/mini keeps the Worker small: the classic API would add about 90 KiB gzip to a cold start.
  */
 import * as z from "zod/mini";
+import { UUID_V7_PATTERN } from "./shard-ids.ts";
 
 const printableAscii = /^[\x20-\x7E]*$/;
 
@@ -67,7 +68,10 @@ export const loginHeaders = z.object({
   client_id: clientIdHeader,
   client_secret: documentedHeader("Client secret issued by the operator"),
   token_type: documentedHeader("Must be Bearer", "Bearer"),
-  scope: documentedHeader("Must be service.pos", "service.pos"),
+  scope: documentedHeader(
+    "service.pos for a point-of-sale client (add, delete), service.app for the app push service's client (the event feed); must be among the client's scopes",
+    "service.pos",
+  ),
 });
 export type LoginHeaders = z.infer<typeof loginHeaders>;
 
@@ -333,3 +337,44 @@ export const appUserErasedEvent = z.object({
   receipts: z.number().check(z.int(), z.meta({ description: "How many receipts this erasure removed" })),
 });
 export type AppUserErasedEvent = z.infer<typeof appUserErasedEvent>;
+
+/** Headers of `GET /receipts/v2/events` (docs/api.md#event-feed): the app push service's client. */
+export const feedHeaders = z.object({
+  Authorization: authorizationHeader,
+  client_id: identifyingHeader("Client ID of the app push service's client, issued with --app", "app-push-01"),
+});
+export type FeedHeaders = z.infer<typeof feedHeaders>;
+
+/** Query parameters of the event feed (docs/api.md#event-feed); each is read once. */
+export const feedQuery = z.object({
+  after: z.optional(
+    z.string().check(
+      z.regex(UUID_V7_PATTERN, "is not an event_id"),
+      z.meta({
+        description:
+          "The event_id of the last event applied: the page starts after it. Without it, the page starts at the feed's window (EVENT_FEED_DAYS, 14 days)",
+        example: "019aa8a4-3c1e-7d2b-8a41-6c0e5b2d8a01",
+      }),
+    ),
+  ),
+  limit: z.optional(
+    z.string().check(
+      z.regex(/^(100|[1-9][0-9]?)$/, "is not a whole number from 1 to 100"),
+      z.meta({ description: "How many events at most, 1–100; 100 when absent", example: "100" }),
+    ),
+  ),
+});
+
+/** Success body of the event feed: events as pushed, in event_id order, and the cursor. */
+export const feedResponse = z.object({
+  data: z.object({
+    events: z.array(z.union([receiptCreatedEvent, receiptDeletedEvent, appUserErasedEvent])).check(
+      z.meta({ description: "The events after `after`, in event_id order, exactly as pushed" }),
+    ),
+    next: z.nullable(z.string()).check(
+      z.meta({ description: "The last event's event_id, to send as `after` next; null when no event followed `after`" }),
+    ),
+  }),
+  status: z.literal("OK"),
+  status_code: z.literal(200),
+});

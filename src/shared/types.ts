@@ -49,8 +49,14 @@ export function receiptOf(notice: QueuedNotice): string | undefined {
   return "receipt_id" in notice ? notice.receipt_id : undefined;
 }
 
-/** The only scope the service knows today (docs/api.md#login). */
+/** The scope of a point-of-sale client: add and delete (docs/api.md#login). */
 export const POS_SCOPE = "service.pos";
+
+/** The scope of the app push service's own client: the event feed (docs/api.md#event-feed). */
+export const APP_SCOPE = "service.app";
+
+/** Every scope login grants a token for. */
+export const SERVICE_SCOPES: readonly string[] = [POS_SCOPE, APP_SCOPE];
 
 /** KV key of a client record. */
 export function clientKey(clientId: string): string {

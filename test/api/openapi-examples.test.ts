@@ -13,6 +13,7 @@ import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
 import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../src/api/openapi/document.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
+import { APP_SCOPE, POS_SCOPE } from "../../src/shared/types.ts";
 import {
   BASE,
   call,
@@ -76,6 +77,7 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
       const headers = await addHeadersFor();
       return add({ ...headers, Authorization: `Bearer ${await expiredToken(headers.client_id!)}` });
     },
+    "wrong-scope": async () => add({ ...(await addHeadersFor()), ...(await appHeaders()) }),
     "unknown-client": async () => add({ ...(await addHeadersFor()), client_id: uniqueId("nobody") }),
     "disabled-client": async () => {
       const headers = await addHeadersFor();
@@ -130,6 +132,7 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
       const headers = await deleteHeaders();
       return call(PATHS.delete, { headers: { ...headers, Authorization: `Bearer ${await expiredToken(headers.client_id!)}` } });
     },
+    "wrong-scope": async () => remove(await appHeaders()),
     "unknown-client": async () => remove({ client_id: uniqueId("nobody") }),
     "disabled-client": async () => {
       const headers = await deleteHeaders();
@@ -147,6 +150,35 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
     ...commonScenarios(PATHS.delete, "POST"),
   },
 
+  [PATHS.events]: {
+    "missing-header": async () => readFeed({}),
+    "unusable-header": async () => readFeed({ ...(await appHeaders()), client_id: "caf\u00e9" }),
+    "not-bearer": async () => readFeed({ ...(await appHeaders()), Authorization: "Basic cG9zOnNlY3JldA==" }),
+    "invalid-token": async () => readFeed({ ...(await appHeaders()), Authorization: "Bearer not.a.token" }),
+    "expired-token": async () => {
+      const headers = await appHeaders();
+      return readFeed({ ...headers, Authorization: `Bearer ${await expiredToken(headers.client_id!, APP_SCOPE)}` });
+    },
+    "wrong-scope": async () => {
+      const client = await issueClient();
+      return readFeed({ Authorization: `Bearer ${await loginToken(client)}`, client_id: client.clientId });
+    },
+    "unknown-client": async () => readFeed({ ...(await appHeaders()), client_id: uniqueId("nobody") }),
+    "disabled-client": async () => {
+      const headers = await appHeaders();
+      await updateClient(headers.client_id!, { disabled: true });
+      return readFeed(headers);
+    },
+    "other-client": async () => readFeed({ ...(await appHeaders()), client_id: (await appHeaders()).client_id! }),
+    "revoked-token": async () => {
+      const headers = await appHeaders();
+      await updateClient(headers.client_id!, { tokens_valid_after: new Date().toISOString() });
+      return readFeed(headers);
+    },
+    after: async () => readFeed(await appHeaders(), "?after=not-an-event"),
+    limit: async () => readFeed(await appHeaders(), "?limit=500"),
+    ...commonScenarios(PATHS.events, "GET"),
+  },
   [PATHS.openapi]: commonScenarios(PATHS.openapi, "GET"),
   [PATHS.docs]: commonScenarios(PATHS.docs, "GET"),
 };
@@ -244,7 +276,18 @@ async function remove(change: Record<string, string>): Promise<Answer> {
   return call(PATHS.delete, { headers: { ...(await deleteHeaders()), ...change } });
 }
 
-async function expiredToken(clientId: string): Promise<string> {
+async function expiredToken(clientId: string, scope = POS_SCOPE): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return signTestToken({ sub: clientId, iat: now - 7200, exp: now - 3600 });
+  return signTestToken({ sub: clientId, scope, iat: now - 7200, exp: now - 3600 });
+}
+
+/** The feed's headers for a fresh app push service's client, logged in with scope service.app. */
+async function appHeaders(): Promise<Record<string, string>> {
+  const client = await issueClient({ chains: [], scopes: [APP_SCOPE] });
+  const answer = await call(PATHS.login, { headers: { ...loginHeadersFor(client), scope: APP_SCOPE } });
+  return { Authorization: `Bearer ${answer.body.data.access_token}`, client_id: client.clientId };
+}
+
+function readFeed(headers: Record<string, string>, query = ""): Promise<Answer> {
+  return call(`${PATHS.events}${query}`, { method: "GET", headers });
 }

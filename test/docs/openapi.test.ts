@@ -53,10 +53,15 @@ describe("OpenAPI document: its examples pass the Worker's own schemas", () => {
       for (const [name, example] of Object.entries(examples)) {
         expect(operation.headers.shape[name]!.safeParse(example).error, name).toBeUndefined();
       }
+      for (const parameter of headerParameters(path, "query")) {
+        expect(parameter.required, parameter.name).toBe(false);
+        expect(operation.query!.shape[parameter.name]!.safeParse(parameter.example).error, parameter.name).toBeUndefined();
+      }
     });
 
     it(`${path}: every error example is an error body whose status_code and status word fit its status`, () => {
-      for (const row of Object.values({ ...operation.errors, ...commonErrors(path, "POST", "POST") })) {
+      const common = operation.method === "get" ? commonErrors(path, "GET, HEAD", "GET") : commonErrors(path, "POST", "POST");
+      for (const row of Object.values({ ...operation.errors, ...common })) {
         const body = errorExampleBody(row);
         expect(errorResponse.safeParse(body).error).toBeUndefined();
         expect(body.status_code).toBe(row.status);
@@ -105,9 +110,10 @@ describe("OpenAPI document: a header's JSON Schema accepts exactly what the Work
   }
 });
 
-function headerParameters(path: string): HeaderParameter[] {
-  const document: { paths: Record<string, { post: { parameters: HeaderParameter[] } }> } = JSON.parse(COMMITTED);
-  return document.paths[path]!.post.parameters;
+function headerParameters(path: string, where = "header"): HeaderParameter[] {
+  const document: { paths: Record<string, Record<string, { parameters: HeaderParameter[] }>> } = JSON.parse(COMMITTED);
+  const method = DOCUMENTED_OPERATIONS[path]!.method ?? "post";
+  return document.paths[path]![method]!.parameters.filter((parameter) => parameter.in === where);
 }
 
 describe("OpenAPI document: each webhook's responses say what the notifier does with that answer", () => {

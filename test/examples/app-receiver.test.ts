@@ -6,17 +6,20 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pushNotice, webhookSignature } from "../../src/notifier/push.ts";
-import type { DeletionNotice } from "../../src/shared/types.ts";
+import { newClientRecord } from "../../src/shared/client-records.ts";
+import { APP_SCOPE, clientKey, type DeletionNotice } from "../../src/shared/types.ts";
 import { pushSecret, startReceiver, type Receiver } from "../../examples/app-receiver.ts";
 import { AppView, describeOutcome, MalformedEvent, type AppEvent } from "../../examples/app-view.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
-import { ROOT } from "../support/run-script.ts";
+import { startApiWorker } from "../support/api-miniflare.ts";
+import { ROOT, freshState } from "../support/run-script.ts";
 
 type CreatedEvent = Extract<AppEvent, { type: "receipt.created" }>;
 
@@ -327,3 +330,95 @@ function signingKey(secret: string): Promise<CryptoKey> {
   const bytes = Uint8Array.from(atob(secret.slice("whsec_".length)), (char) => char.charCodeAt(0));
   return crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
 }
+
+describe("docs/api.md#event-feed: the example receiver catches up through the feed of the real API Worker when it starts", () => {
+  const state = freshState();
+  const cursorFile = path.join(state, "cursor");
+  let mf: Miniflare;
+  let baseUrl: string;
+  let pos: { clientId: string; token: string; chain: string };
+  let app: { clientId: string; clientSecret: string };
+
+  beforeAll(async () => {
+    mf = startApiWorker(state);
+    baseUrl = (await mf.ready).origin;
+    const clients = await mf.getKVNamespace("CLIENTS");
+    const posClient = await newClientRecord({ client_id: "pos-feed", chains: ["c1"] });
+    const appClient = await newClientRecord({ client_id: "app-feed", chains: [], scopes: [APP_SCOPE] });
+    for (const { record } of [posClient, appClient]) await clients.put(clientKey(record.client_id), JSON.stringify(record));
+    const login = await mf.dispatchFetch(`${baseUrl}/receipts/v2/login`, {
+      method: "POST",
+      headers: { client_id: "pos-feed", client_secret: posClient.secret, token_type: "Bearer", scope: "service.pos" },
+    });
+    pos = { clientId: "pos-feed", token: ((await login.json()) as { data: { access_token: string } }).data.access_token, chain: "c1" };
+    app = { clientId: "app-feed", clientSecret: appClient.secret };
+  }, 60_000);
+  afterAll(() => mf?.dispose());
+
+  async function add(appUserId: string): Promise<string> {
+    const response = await mf.dispatchFetch(`${baseUrl}/receipts/v2/add`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${pos.token}`, client_id: pos.clientId, chain_id: pos.chain, app_user_id: appUserId, "Content-Type": "application/json" },
+      body: JSON.stringify(sampleReceipt()),
+    });
+    const body = (await response.json()) as { data: { receipt_id: string } };
+    expect(response.status).toBe(200);
+    return body.data.receipt_id;
+  }
+
+  async function remove(appUserId: string, receiptId: string): Promise<void> {
+    const response = await mf.dispatchFetch(`${baseUrl}/receipts/v2/delete`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${pos.token}`, client_id: pos.clientId, chain_id: pos.chain, app_user_id: appUserId, receipt_id: receiptId },
+    });
+    await response.arrayBuffer();
+    expect(response.status).toBe(200);
+  }
+
+  async function start(lines: string[]): Promise<Receiver> {
+    return startReceiver({
+      port: 0,
+      secret: TEST_PUSH_SECRET,
+      feed: { baseUrl, clientId: app.clientId, clientSecret: app.clientSecret, cursorFile },
+      log: (line) => lines.push(line),
+    });
+  }
+
+  it("a first start rebuilds from the feed; a restart after missing events shows them, from the cursor it kept", async () => {
+    const first = await add("user-feed");
+    const firstLines: string[] = [];
+    const before = await start(firstLines);
+    expect(before.view.receiptsOf("user-feed").map((receipt) => receipt.receipt_id)).toEqual([first]);
+    expect(before.view.receiptsOf("user-feed")[0]!.receipt).toEqual(sampleReceipt());
+    expect(firstLines.at(-1)).toMatch(/^caught up through the event feed: 1 event, last 0/);
+    const cursor = readFileSync(cursorFile, "utf8").trim();
+    await before.close();
+
+    // Missed while the receiver was down: a new receipt, and the first one's deletion.
+    const second = await add("user-feed");
+    await remove("user-feed", first);
+    const lines: string[] = [];
+    const after = await start(lines);
+    expect(after.view.receiptsOf("user-feed").map((receipt) => receipt.receipt_id)).toEqual([second]);
+    expect(lines).toEqual([
+      `feed: user-feed: +${second} (1 receipt)`,
+      // This receiver never saw the first receipt: its memory went with the restart.
+      `feed: ${describeOutcome({ kind: "deleted-unseen", appUserId: "user-feed", receiptId: first, count: 1 })}`,
+      expect.stringMatching(/^caught up through the event feed: 2 events, last /),
+    ]);
+    expect(readFileSync(cursorFile, "utf8").trim()).not.toBe(cursor);
+    await after.close();
+  }, 60_000);
+
+  it("a feed it cannot reach is logged, and the receiver takes pushes all the same", async () => {
+    const lines: string[] = [];
+    const receiver = await startReceiver({
+      port: 0,
+      secret: TEST_PUSH_SECRET,
+      feed: { baseUrl, clientId: app.clientId, clientSecret: "wrong", cursorFile: path.join(state, "other-cursor") },
+      log: (line) => lines.push(line),
+    });
+    expect(lines).toEqual([expect.stringMatching(/^could not catch up through the event feed: login as the app client answered 403/)]);
+    await receiver.close();
+  });
+});

@@ -1,10 +1,8 @@
 import { spawnSync } from "node:child_process";
-import path from "node:path";
-import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
-import { newTokenKey } from "../../src/shared/token-keys.ts";
+import { startApiWorker } from "../support/api-miniflare.ts";
 import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -48,6 +46,15 @@ describe("docs/api.md#operators npm run clients", () => {
     const second = issued("--chain", "c1");
     expect(first.client_id).toMatch(/^pos_[A-Za-z0-9_-]{12}$/);
     expect(second.client_id).not.toBe(first.client_id);
+  });
+
+  it("issue --app makes the app push service's client: scope service.app alone, no chains; --app with --chain is refused", () => {
+    const app = issued("--app");
+    expect(app).toEqual({ client_id: expect.stringMatching(/^app_[A-Za-z0-9_-]{12}$/), client_secret: expect.any(String), chains: [] });
+    expect(stored(app.client_id)).toMatchObject({ chains: [], scopes: ["service.app"], disabled: false });
+    const mixed = clients("issue", "--app", "--chain", "c1");
+    expect(mixed.status).toBe(2);
+    expect(mixed.stderr).toContain("--app takes no --chain");
   });
 
   it("issue refuses an existing client_id rather than overwrite its secret", () => {
@@ -145,50 +152,16 @@ describe("docs/api.md#operators npm run clients", () => {
 
 describe("docs/api.md#operators an issued client logs in against the real Worker; disable and rotate stop it", () => {
   let mf: Miniflare;
-  const outdir = path.join(state, "build");
 
-  beforeAll(async () => {
-    const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
-    expect(build.status, build.stderr).toBe(0);
-    // Delete needs the tables; made before the Worker starts, so that nothing else holds the files.
-    const migrate = spawnSync("wrangler", ["d1", "migrations", "apply", "DB_S1", "--local", "--persist-to", state], {
-      cwd: ROOT,
-      encoding: "utf8",
-    });
-    expect(migrate.status, migrate.stderr).toBe(0);
-    // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
-    mf = new Miniflare(
-      convertV4MiniflareOptions({
-      modules: true,
-      scriptPath: path.join(outdir, "index.js"),
-      modulesRoot: outdir,
-      compatibilityDate: "2026-10-20",
-      // Wrangler keys local KV by the namespace id that wrangler.toml gives the binding.
-      kvNamespaces: { CLIENTS: "00000000000000000000000000000002", SHARD_STATES: "00000000000000000000000000000003" },
-      // Where `wrangler --persist-to <state>` keeps local resources.
-      resourcePersistencePath: path.join(state, "v3"),
-      // Likewise D1 by its database_id, so that `wrangler d1 migrations apply --local` reaches it.
-      // One shard is enough for the login and delete this test makes.
-      d1Databases: { DB_S1: "00000000-0000-4000-8000-000000000001" },
-      queueProducers: { NOTICES: "receipts-v2-notices" },
-      // The vars as wrangler.toml deploys them, so a setting added there reaches this Worker too;
-      // a fresh key set, and the next request sees what the script just wrote.
-      bindings: {
-        ...deployedVars(),
-        TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
-        CLIENT_CACHE_SECONDS: "0",
-        SHARD_STATES_SECONDS: "0",
-      },
-      ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
-      }),
-    );
+  beforeAll(() => {
+    mf = startApiWorker(state);
   }, 60_000);
   afterAll(() => mf?.dispose());
 
-  const login = async (clientId: string, secret: string) => {
+  const login = async (clientId: string, secret: string, scope = "service.pos") => {
     const response = await mf.dispatchFetch("http://localhost/receipts/v2/login", {
       method: "POST",
-      headers: { client_id: clientId, client_secret: secret, token_type: "Bearer", scope: "service.pos" },
+      headers: { client_id: clientId, client_secret: secret, token_type: "Bearer", scope },
     });
     return { status: response.status, body: (await response.json()) as Record<string, any> };
   };
@@ -207,6 +180,20 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
     const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
     expect((await login(client.client_id, client.client_secret)).status).toBe(403);
     expect((await login(client.client_id, rotated.client_secret)).status).toBe(200);
+  }, 60_000);
+
+  it("an --app client logs in with scope service.app (not service.pos) and reads the event feed", async () => {
+    const app = issued("--app");
+    expect((await login(app.client_id, app.client_secret)).status).toBe(403);
+    const { status, body } = await login(app.client_id, app.client_secret, "service.app");
+    expect(status).toBe(200);
+    const response = await mf.dispatchFetch("http://localhost/receipts/v2/events?limit=5", {
+      headers: { Authorization: `Bearer ${body.data.access_token}`, client_id: app.client_id },
+    });
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 200,
+      body: { data: { events: [], next: null }, status: "OK", status_code: 200 },
+    });
   }, 60_000);
 
   it("revocation (docs/api.md#revocation): tokens issued before disable or rotate are refused on delete, also after enable", async () => {
@@ -234,9 +221,3 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
     expect((await remove(third)).status).toBe(406);
   }, 60_000);
 });
-
-/** The API Worker's [vars] of wrangler.toml, as wrangler hands them to Miniflare. */
-function deployedVars(): Record<string, string> {
-  // Wrangler's options type loses its field types to an index signature; these are vars.
-  return unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml")).workerOptions.bindings as Record<string, string>;
-}

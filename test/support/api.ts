@@ -59,13 +59,13 @@ export async function callInContext(
 /**
  * Calls an app, like {@link callInContext}, with its storage bindings counted; the ledger
  * is complete when this returns, with every call after the answer marked as such. `settings`
- * override the test run's wrangler vars; `isolate` is the memory the app keeps between calls,
+ * override the test run's wrangler vars (or bindings); `isolate` is the memory the app keeps between calls,
  * a cold one unless a test hands over its own.
  */
 export async function countedCall(
   path: string,
   init: { method?: string; headers?: Record<string, string>; body?: BodyInit } = {},
-  settings: Record<string, string> = {},
+  settings: Record<string, unknown> = {},
   isolate: IsolateState = newIsolateState(),
 ): Promise<{ answer: Answer; ledger: StorageLedger }> {
   const ledger = new StorageLedger();

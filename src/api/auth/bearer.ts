@@ -1,9 +1,9 @@
 /**
- * Authenticates a token-bearing request (add, delete) in the order docs/api.md#delete fixes: the token,
+ * Authenticates a token-bearing request (add, delete, the event feed) in the order docs/api.md#delete fixes: the token,
  * then the client it claims to act for, then that the two belong together and that the client
  * has not revoked the token since (docs/api.md#revocation).
  */
-import { POS_SCOPE, type ClientRecord } from "../../shared/types.ts";
+import { APP_SCOPE, POS_SCOPE, type ClientRecord } from "../../shared/types.ts";
 import type { ApiContext } from "../context.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { cachedClientRecord, tokensValidAfter } from "./clients.ts";
@@ -12,14 +12,19 @@ import { verifyAccessToken } from "./tokens.ts";
 // RFC 6750 reads the scheme name case-insensitively; docs/api.md writes it as "Bearer".
 const BEARER = /^Bearer +([^\s]+)$/i;
 
+// A token of the other scope is refused naming Authorization, like any token not good here.
+const WRONG_SCOPE = { [POS_SCOPE]: REFUSALS.posScope, [APP_SCOPE]: REFUSALS.appScope } as const;
+
 /**
  * Returns the record of the client that `client_id` names, once the Bearer token in
- * `authorization` is valid, unexpired, of the POS scope and issued to that very client.
+ * `authorization` is valid, unexpired, of `scope` (the POS scope for add and delete, the app
+ * scope for the event feed) and issued to that very client.
  * Every refusal is a 403 (docs/api.md#delete-errors).
  */
 export async function authenticateClient(
   c: ApiContext,
   headers: { authorization: string; client_id: string },
+  scope: keyof typeof WRONG_SCOPE = POS_SCOPE,
 ): Promise<ClientRecord> {
   const config = c.get("config");
   const token = BEARER.exec(headers.authorization)?.[1];
@@ -32,8 +37,8 @@ export async function authenticateClient(
       ? refuse(REFUSALS.tokenExpired, "token expired")
       : refuse(REFUSALS.tokenInvalid, check.cause);
   }
-  if (check.claims.scope !== POS_SCOPE) {
-    throw refuse(REFUSALS.tokenScope, "token scope");
+  if (check.claims.scope !== scope) {
+    throw refuse(WRONG_SCOPE[scope], "token scope");
   }
 
   const record = await cachedClientRecord(c.env.CLIENTS, c.get("isolate").clients, headers.client_id, config.clientCacheMs, check.claims.iat);

@@ -33,7 +33,7 @@ export function generateOpenApiDocument(): JsonObject {
   for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
     schemas[operation.success.component] = jsonSchema(operation.success.schema, "output");
     if (operation.body) schemas[operation.body.component] = jsonSchema(operation.body.schema, "input");
-    paths[path] = { post: postOperation(path, operation) };
+    paths[path] = { [operation.method ?? "post"]: documentedOperation(path, operation) };
   }
   paths[PATHS.openapi] = { get: openApiOperation() };
   paths[PATHS.docs] = { get: referenceOperation() };
@@ -124,7 +124,7 @@ const DOCUMENT_DESCRIPTION = [
   "- The service's test suite replays every error example of this document against the Worker.",
 ].join("\n");
 
-function postOperation(path: string, operation: DocumentedOperation): JsonObject {
+function documentedOperation(path: string, operation: DocumentedOperation): JsonObject {
   const headers = jsonSchema(operation.headers, "input");
   const properties = headers.properties as Record<string, JsonObject>;
   const required = new Set(headers.required as string[]);
@@ -136,7 +136,11 @@ function postOperation(path: string, operation: DocumentedOperation): JsonObject
     // security scheme there, the second the request body's media type.
     if (name === "Authorization") security = required.has(name) ? [{ [BEARER_SCHEME]: [] }] : [{ [BEARER_SCHEME]: [] }, {}];
     else if (name === "Content-Type") bodyRequired = required.has(name);
-    else parameters.push(headerParameter(name, schema, required.has(name)));
+    else parameters.push(parameter(name, "header", schema, required.has(name)));
+  }
+  const query = operation.query ? jsonSchema(operation.query, "input") : { properties: {} };
+  for (const [name, schema] of Object.entries(query.properties as Record<string, JsonObject>)) {
+    parameters.push(parameter(name, "query", schema, false));
   }
   if ((bodyRequired === undefined) !== (operation.body === undefined)) {
     throw new Error(`${path}: a JSON body and a Content-Type header go together`);
@@ -165,7 +169,8 @@ function postOperation(path: string, operation: DocumentedOperation): JsonObject
         [JSON_MEDIA_TYPE]: { schema: componentRef(operation.success.component), example: operation.success.example as Json },
       },
     },
-    ...errorResponses({ ...operation.errors, ...commonErrors(path, "POST", "POST") }),
+    // Hono answers HEAD with a GET's handler, so a GET's Allow names both.
+    ...errorResponses({ ...operation.errors, ...(operation.method === "get" ? commonErrors(path, "GET, HEAD", "GET") : commonErrors(path, "POST", "POST")) }),
   };
   return result;
 }
@@ -201,9 +206,9 @@ function referenceOperation(): JsonObject {
   };
 }
 
-function headerParameter(name: string, schema: JsonObject, required: boolean): JsonObject {
+function parameter(name: string, where: "header" | "query", schema: JsonObject, required: boolean): JsonObject {
   const { description, example, ...rest } = schema;
-  const parameter: JsonObject = { name, in: "header", required };
+  const parameter: JsonObject = { name, in: where, required };
   if (description !== undefined) parameter.description = description;
   parameter.schema = rest;
   if (example !== undefined) parameter.example = example;

@@ -11,6 +11,9 @@ import {
   addResponse,
   deleteHeaders,
   deleteResponse,
+  feedHeaders,
+  feedQuery,
+  feedResponse,
   loginHeaders,
   loginResponse,
   receiptBody,
@@ -36,12 +39,16 @@ export type ErrorExample =
   | { status: 500; /** The condition, as a reader of the error tables looks for it. */ summary: string }
   | (Refusal & { summary: string });
 
-/** A POST operation as the document describes it; the schemas are the Worker's own. */
+/** An operation as the document describes it; the schemas are the Worker's own. */
 export interface DocumentedOperation {
+  /** POST unless said; a GET answers HEAD as well. */
+  method?: "get";
   operationId: string;
   summary: string;
   description: string;
   headers: z.ZodMiniObject<Record<string, z.ZodMiniType>>;
+  /** The query parameters, all optional, of an operation that reads any. */
+  query?: z.ZodMiniObject<Record<string, z.ZodMiniType>>;
   /** Present when the operation reads a JSON body; then `headers` holds Content-Type. */
   body?: { component: string; schema: z.ZodMiniType; description: string; example: unknown };
   success: { component: string; schema: z.ZodMiniType; description: string; example: unknown };
@@ -69,22 +76,34 @@ function headerErrors(missing: string[], unusable: string): Record<string, Error
   };
 }
 
-/** The refusals of a token-bearing operation (add, delete), in the order they are checked. */
-const BEARER_ERRORS: Record<string, ErrorExample> = {
-  "not-bearer": { ...REFUSALS.notBearer, summary: "Authorization is not `Bearer <token>`" },
-  "invalid-token": {
-    ...REFUSALS.tokenInvalid,
-    summary: "The token is malformed, wrongly signed, for another issuer or audience, or not of scope service.pos",
-  },
-  "expired-token": { ...REFUSALS.tokenExpired, summary: "The token has expired: log in again" },
-  "unknown-client": { ...REFUSALS.unknownClient, summary: "client_id is unknown" },
-  "disabled-client": { ...REFUSALS.disabledClient, summary: "client_id names a client the operator disabled" },
-  "other-client": { ...REFUSALS.otherClient, summary: "The token was issued to another client than client_id" },
-  "revoked-token": {
-    ...REFUSALS.tokenRevoked,
-    summary: "The token was issued before the client's secret was rotated or the client disabled: log in again",
-  },
-};
+/**
+ * The refusals of a token-bearing operation (add, delete, the event feed), in the order they are
+ * checked; `wrongScope` is the refusal of a token of the other scope.
+ */
+function bearerErrors(wrongScope: ErrorExample): Record<string, ErrorExample> {
+  return {
+    "not-bearer": { ...REFUSALS.notBearer, summary: "Authorization is not `Bearer <token>`" },
+    "invalid-token": {
+      ...REFUSALS.tokenInvalid,
+      summary: "The token is malformed, wrongly signed, or for another issuer or audience",
+    },
+    "expired-token": { ...REFUSALS.tokenExpired, summary: "The token has expired: log in again" },
+    "wrong-scope": wrongScope,
+    "unknown-client": { ...REFUSALS.unknownClient, summary: "client_id is unknown" },
+    "disabled-client": { ...REFUSALS.disabledClient, summary: "client_id names a client the operator disabled" },
+    "other-client": { ...REFUSALS.otherClient, summary: "The token was issued to another client than client_id" },
+    "revoked-token": {
+      ...REFUSALS.tokenRevoked,
+      summary: "The token was issued before the client's secret was rotated or the client disabled: log in again",
+    },
+  };
+}
+
+/** add and delete take POS tokens only. */
+const POS_BEARER_ERRORS = bearerErrors({
+  ...REFUSALS.posScope,
+  summary: "The token is of scope service.app (the app push service's client), not service.pos",
+});
 
 /** The operations of receipts.v2, keyed by path like the Worker's OPERATIONS. */
 export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
@@ -92,7 +111,9 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     operationId: "login",
     summary: "Trade client credentials for an access token",
     description:
-      "Generates a Bearer access token valid for 3600 seconds. Send no body. Every 403 of login " +
+      "Generates a Bearer access token valid for 3600 seconds, of the scope asked for: service.pos for a " +
+      "point-of-sale client (add, delete), service.app for the app push service's client (the event feed). " +
+      "Send no body. Every 403 of login " +
       "carries the status word `Not Acceptable`, as deployed clients expect. After 5 failed logins " +
       "of one client_id within 60 seconds the next failure answers 429.",
     headers: loginHeaders,
@@ -118,7 +139,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       },
       scope: {
         ...REFUSALS.loginScope,
-        summary: "scope is not service.pos",
+        summary: "scope is neither service.pos nor service.app",
       },
       credentials: {
         ...REFUSALS.loginCredentials,
@@ -130,7 +151,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       },
       "scope-not-granted": {
         ...REFUSALS.loginScopeNotGranted,
-        summary: "The client's record does not grant service.pos",
+        summary: "The client's record does not grant the scope asked for (a POS client asking for service.app, or the other way round)",
       },
       "too-many-failures": {
         ...REFUSALS.tooManyLogins,
@@ -186,7 +207,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     },
     errors: {
       ...headerErrors(["chain_id", "Content-Type"], "Header app_user_id holds control or non-ASCII characters"),
-      ...BEARER_ERRORS,
+      ...POS_BEARER_ERRORS,
       chain: {
         ...REFUSALS.chainNotAllowed,
         summary: "chain_id is not one of the client's chains",
@@ -256,7 +277,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     },
     errors: {
       ...headerErrors(["receipt_id", "app_user_id"], "Header receipt_id is longer than 256 characters"),
-      ...BEARER_ERRORS,
+      ...POS_BEARER_ERRORS,
       "no-receipt": {
         ...REFUSALS.noReceipt,
         summary: "No receipt exists under receipt_id, or it was deleted already",
@@ -266,6 +287,53 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         summary:
           "client_id, chain_id or app_user_id differs from the receipt's; the message names each, or client_id alone when it differs",
       },
+    },
+  },
+  [PATHS.events]: {
+    method: "get",
+    operationId: "events",
+    summary: "Catch up on the events pushed to the app push service",
+    description:
+      "For the app push service's own client (scope service.app). Returns up to `limit` events after `after`, in " +
+      "event_id order across every shard, exactly as they are pushed, whether their push went out yet or not; " +
+      "without `after`, from the start of the window (EVENT_FEED_DAYS, 14 days). `next` is the last event's " +
+      "event_id, to send as `after` next; null when no event followed `after`, so keep your `after` then. " +
+      "A receipt.created whose receipt was deleted since is left out, as the push leaves it out; the " +
+      "receipt.deleted is there. An erased app user's events are gone but for app_user.erased. Checks run in this " +
+      "order: headers (400, 406), token and client (403), after and limit (406). HEAD answers as GET does.",
+    headers: feedHeaders,
+    query: feedQuery,
+    success: {
+      component: "EventFeed",
+      schema: feedResponse,
+      description: "OK: a page of events and the cursor to go on from",
+      example: {
+        data: {
+          events: [
+            {
+              event_id: "019aa8a5-0b7e-7d2b-8d2f-3e9a1c6b5d40",
+              type: "receipt.deleted",
+              occurred_at: "2026-11-22T13:05:10.482Z",
+              receipt_id: RECEIPT_ID,
+              app_user_id: "au-7f3c9e",
+              chain_id: "chain-nord",
+              client_id: CLIENT_ID,
+            },
+          ],
+          next: "019aa8a5-0b7e-7d2b-8d2f-3e9a1c6b5d40",
+        },
+        status: "OK",
+        status_code: 200,
+      } satisfies z.infer<typeof feedResponse>,
+    },
+    errors: {
+      ...headerErrors(["Authorization", "client_id"], "Header client_id holds control or non-ASCII characters"),
+      ...bearerErrors({ ...REFUSALS.appScope, summary: "The token is of scope service.pos (a POS client's), not service.app" }),
+      after: {
+        ...REFUSALS.feedAfter,
+        summary: "after is not an event_id, names no stored event (never made, erased, purged) or one older than the window, or was sent twice",
+      },
+      limit: { ...REFUSALS.feedLimit, summary: "limit is not a whole number from 1 to 100, or was sent twice" },
     },
   },
 };

@@ -3,9 +3,11 @@
  * D1 database, and says what became of the events in the terms of their life ({@link EventState}).
  */
 import { bound, runBatch } from "../statement.ts";
+import { pushedEvent } from "./pushed-event.ts";
 import {
   claimEvents as claimStatement,
   claimStates,
+  feedPage,
   markDelivered,
   markEnqueued as markEnqueuedStatement,
   moveToFailed,
@@ -149,4 +151,61 @@ export async function deadLetter(db: D1Database, eventId: string, now: Date): Pr
 export async function purgeDelivered(db: D1Database, before: Date, limit: number): Promise<number> {
   const { meta } = await bound(db, purgeStatement(before, limit)).run();
   return meta.changes;
+}
+
+/**
+ * The most shards one feed request reads, a statement each: D1 allows a Worker invocation 1,000
+ * queries, and the request needs room for nothing else on D1. Past it a feed request would fail
+ * at D1's limit halfway; it fails at once instead, naming why in the log (docs/scale.md).
+ */
+export const FEED_SHARD_BUDGET = 500;
+
+/** A page of the event feed: the events as the app gets them, and the cursor to go on from. */
+export type FeedPage =
+  | { found: true; events: string[]; next: string | null }
+  /** `after` is not in the outbox (never was, purged, or erased): no page. */
+  | { found: false };
+
+/**
+ * Up to `limit` events of every shard after `after` (or from `from`, the window's first
+ * possible event_id, without one), in event_id order: one statement per shard, all at once, each
+ * cut at `limit`, merged and cut at `limit` again, so no event can be passed over. `after`'s own
+ * shard reads one row more, `after` itself, which proves it is still there.
+ *
+ * @throws Error when there are more shards than {@link FEED_SHARD_BUDGET}.
+ */
+export async function readFeed(
+  shards: readonly { db: D1Database; tag: number }[],
+  position: { after: { eventId: string; shardTag: number } } | { from: string },
+  limit: number,
+): Promise<FeedPage> {
+  if (shards.length > FEED_SHARD_BUDGET) {
+    throw new Error(`event feed: ${shards.length} shards, more than the ${FEED_SHARD_BUDGET} one request may read`);
+  }
+  const after = "after" in position ? position.after : undefined;
+  const from = after?.eventId ?? ("from" in position ? position.from : "");
+  const pages = await Promise.all(
+    shards.map(async (shard) => {
+      const own = shard.tag === after?.shardTag;
+      const { results } = await bound(shard.db, feedPage(from, own ? limit + 1 : limit)).all<FeedRow>();
+      return { own, rows: results };
+    }),
+  );
+  const rows: FeedRow[] = [];
+  for (const { own, rows: page } of pages) {
+    if (own && page[0]?.event_id !== after?.eventId) return { found: false };
+    rows.push(...(own ? page.slice(1) : page));
+  }
+  const events = rows.sort((a, b) => (a.event_id < b.event_id ? -1 : 1)).slice(0, limit);
+  return {
+    found: true,
+    events: events.map((row) => pushedEvent(row.payload, row.body)),
+    next: events.at(-1)?.event_id ?? null,
+  };
+}
+
+interface FeedRow {
+  event_id: string;
+  payload: string;
+  body: string | null;
 }

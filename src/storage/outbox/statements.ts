@@ -20,6 +20,8 @@
  * - `failed`: moved to the failed events by the dead-letter queue's consumer ({@link moveToFailed});
  * - `purged`: deleted, 14 days after delivery ({@link purgeDelivered}) or by an erasure
  *   ({@link eraseEventsOfReceipts}, {@link eraseLeftoverEventsOfReceipts}).
+ *
+ * The event feed ({@link feedPage}) reads events in every state but `purged`.
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
@@ -293,6 +295,31 @@ export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number
       limit,
     ),
   ];
+}
+
+/**
+ * One shard's page of the event feed (docs/api.md#event-feed): up to `limit` events at or after
+ * `from` in event_id order, whatever their state (recorded, enqueued, claimed, delivered, or
+ * failed: the feed is for catching up on what the push did not bring). A created event whose
+ * receipt was deleted since is left out, as the push leaves it out, unless it is `from` itself:
+ * the caller's cursor stays good. Both tables are read down their primary key and stop at
+ * `limit`; an event is never in both (it moves between them in one batch). Rows: `event_id`,
+ * `payload`, and `body`: a created event's receipt as stored, else null.
+ */
+export function feedPage(from: string, limit: number): Statement {
+  const created = "json_extract(payload, '$.type') = 'receipt.created'";
+  const receipt = (table: string) => `FROM receipts WHERE receipts.receipt_id = ${table}.receipt_id`;
+  const page = (table: string) => `SELECT * FROM (SELECT event_id, payload,
+      CASE WHEN ${created} THEN (SELECT body ${receipt(table)}) END AS body
+    FROM ${table} WHERE event_id >= ?1 AND (event_id = ?1 OR NOT ${created} OR EXISTS (SELECT 1 ${receipt(table)}))
+    ORDER BY event_id LIMIT ?2)`;
+  return statement(
+    `${page("notice_outbox")}
+    UNION ALL ${page("failed_notices")}
+    ORDER BY event_id LIMIT ?2`,
+    from,
+    limit,
+  );
 }
 
 /** How many events are not delivered yet. Row: `n`. */

@@ -1,0 +1,58 @@
+/**
+ * The API Worker as `wrangler deploy` builds it, run by Miniflare from Node on a throwaway local
+ * state that the operator scripts (`--persist-to`) reach too: for the tests whose subject runs
+ * on Node (an operator script, the app side's example) and talks to the real Worker.
+ */
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { newTokenKey } from "../../src/shared/token-keys.ts";
+import { ROOT } from "./run-script.ts";
+
+/**
+ * Builds the API Worker, migrates shard s1 of `state` and starts the Worker on it, with a fresh
+ * key set and no client cache, so the next request sees what a script just wrote.
+ */
+export function startApiWorker(state: string): Miniflare {
+  const outdir = path.join(state, "build");
+  const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
+  if (build.status !== 0) throw new Error(`build failed: ${build.stderr}`);
+  // Made before the Worker starts, so that nothing else holds the files.
+  const migrate = spawnSync("wrangler", ["d1", "migrations", "apply", "DB_S1", "--local", "--persist-to", state], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
+  if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.stderr}`);
+  // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
+  return new Miniflare(
+    convertV4MiniflareOptions({
+      modules: true,
+      scriptPath: path.join(outdir, "index.js"),
+      modulesRoot: outdir,
+      compatibilityDate: "2026-10-20",
+      // Wrangler keys local KV by the namespace id that wrangler.toml gives the binding.
+      kvNamespaces: { CLIENTS: "00000000000000000000000000000002", SHARD_STATES: "00000000000000000000000000000003" },
+      // Where `wrangler --persist-to <state>` keeps local resources.
+      resourcePersistencePath: path.join(state, "v3"),
+      // Likewise D1 by its database_id, so that `wrangler d1 migrations apply --local` reaches it.
+      // One shard is enough for what these tests do.
+      d1Databases: { DB_S1: "00000000-0000-4000-8000-000000000001" },
+      queueProducers: { NOTICES: "receipts-v2-notices" },
+      // The vars as wrangler.toml deploys them, so a setting added there reaches this Worker too.
+      bindings: {
+        ...deployedVars(),
+        TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
+        CLIENT_CACHE_SECONDS: "0",
+        SHARD_STATES_SECONDS: "0",
+      },
+      ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
+    }),
+  );
+}
+
+/** The API Worker's [vars] of wrangler.toml, as wrangler hands them to Miniflare. */
+function deployedVars(): Record<string, string> {
+  // Wrangler's options type loses its field types to an index signature; these are vars.
+  return unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml")).workerOptions.bindings as Record<string, string>;
+}
