@@ -6,7 +6,7 @@
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { CreationNotice, DeletionNotice, ReceiptNotice } from "../shared/types.ts";
+import type { CreationNotice, DeletionNotice, QueuedNotice } from "../shared/types.ts";
 import { markEnqueued } from "../storage/outbox/operations.ts";
 import { idOnShard, type Shard } from "../storage/shards.ts";
 
@@ -60,7 +60,7 @@ export function newDeletionNotice(
 export async function enqueueNotice(
   env: Pick<ApiEnv, "NOTICES">,
   shard: Shard,
-  notice: ReceiptNotice,
+  notice: QueuedNotice,
 ): Promise<void> {
   try {
     await env.NOTICES.send(notice, { contentType: "json" });

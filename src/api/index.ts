@@ -5,6 +5,8 @@ import { createApp } from "./app.ts";
 import { newIsolateState } from "./context.ts";
 import { runScheduledJobs } from "./scheduled.ts";
 
+export { ErasureWorkflow } from "./workflows/erasure.ts";
+
 // One isolate serves many requests and cron ticks; what it remembers between them lives here.
 const isolate = newIsolateState();
 const app = createApp(isolate);

@@ -22,6 +22,8 @@ export interface ApiEnv extends ApiSettings, ShardBindings {
   NOTICES: Queue<QueuedNotice>;
   /** Slows down repeated failed logins for one client_id. */
   LOGIN_LIMITER: RateLimit;
+  /** The erasure's Workflow (src/api/workflows/erasure.ts), started by `npm run app-users -- erase`. */
+  ERASURE: Workflow<{ app_user_id: string }>;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
