@@ -14,7 +14,7 @@ import type { AppUserErasedEvent } from "../../src/shared/schemas.ts";
 import { ERASURE_PAGE, eraseAppUser, pseudonym, type Erasure, type ErasureShard } from "../../src/storage/erasure.ts";
 import { storeReceipt } from "../../src/storage/receipts.ts";
 import { runBatch } from "../../src/storage/statement.ts";
-import { call, newCaller, postAdd, uniqueId, type Caller } from "../support/api.ts";
+import { call, consoleLines, newCaller, postAdd, uniqueId, type Caller } from "../support/api.ts";
 import { TEST_AUDIT_HASH_KEY } from "../support/keys.ts";
 import { expectSignedPush, seedReceipt, waitForPushes } from "../support/notices.ts";
 import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "../support/shards.ts";
@@ -181,6 +181,26 @@ describe("docs/api.md#erasure runs as durable, bounded steps", () => {
     expect(erasure.receipts_erased).toBe(held.length);
     expect(await tracesOf(victim)).toEqual(NO_TRACES);
     expect(await erasedEventsNaming(victim)).toEqual([{ event_id: erasure.event.event_id, where: "notice_outbox" }]);
+  });
+
+  it("a step that keeps failing fails the instance, with an error log line an alert can match; its receipts wait for a restart", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    await appUserWithData(caller, victim);
+    const id = uniqueId("erasure");
+    const lines = await consoleLines(async () => {
+      await using instance = await introspectWorkflowInstance(env.ERASURE, id);
+      await instance.modify(async (m) => {
+        await m.disableRetryDelays();
+        await m.mockStepError({ name: `erase ${SHARDS[2]!.name} page 0` }, new Error("D1 unavailable"));
+      });
+      await env.ERASURE.create({ id, params: { app_user_id: victim } });
+      await instance.waitForStatus("errored");
+    });
+    const failures = lines.filter((line) => line.includes('"event":"job"')).map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(failures).toEqual([expect.objectContaining({ level: "error", event: "job", job: "erasure", instance_id: id, outcome: "failed" })]);
+    expect(JSON.stringify(failures)).not.toContain(victim);
+    expect(await erasedEventsNaming(victim)).toEqual([]);
   });
 
   it("every step run again after it committed (a restart between commit and record) leaves the same end state and counts each receipt once", async () => {
