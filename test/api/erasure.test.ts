@@ -8,6 +8,7 @@ import { env } from "cloudflare:workers";
 import { introspectWorkflowInstance, type WorkflowInstanceModifier } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newCreationNotice } from "../../src/api/events.ts";
+import { runScheduledJobs } from "../../src/api/scheduled.ts";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../src/shared/schemas.ts";
@@ -271,6 +272,18 @@ describe("docs/api.md#erasure is an instant: adds racing it", () => {
         }
       }
     }
+  });
+
+  it("the cron job purges a fence an hour after its instant, on every shard", async () => {
+    const victim = uniqueId("shopper");
+    const erasure = await erase(victim);
+    const userKey = await pseudonym(victim, HASH_KEY);
+    const fences = () => rowsOnEveryShard("SELECT instant FROM erasure_fences WHERE user_key = ?", userKey);
+    expect(await fences()).toHaveLength(SHARDS.length);
+    await runScheduledJobs(env, new Date(Date.parse(erasure.event.occurred_at) + 59 * 60_000));
+    expect(await fences()).toHaveLength(SHARDS.length);
+    await runScheduledJobs(env, new Date(Date.parse(erasure.event.occurred_at) + 61 * 60_000));
+    expect(await fences()).toEqual([]);
   });
 
   it("through the API: an add after the erasure completes is the app user's anew and stays", async () => {
