@@ -32,7 +32,7 @@ export function soakErasure(
         record.attempts += 1;
         try {
           const erasure = await outsideRestarts(() => runErasure(runtime, appUserId));
-          Object.assign(record, { eventId: erasure.event.event_id, receiptsErased: erasure.receipts_erased });
+          Object.assign(record, { eventId: erasure.event.event_id, occurredAt: erasure.event.occurred_at, receiptsErased: erasure.receipts_erased });
           break;
         } catch {
           await sleep(PAUSE_MS);
