@@ -46,6 +46,8 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
     bindings: apiBindings,
     // The cron would only add noise; the bench drives HTTP routes.
     cronTriggers: [],
+    // Only the API Worker hosts the erasure's Workflow (one Workflow name, one class to export).
+    ...(name === "api" ? {} : { workflows: {} }),
     unsafeDirectSockets: [{ host: LOOPBACK, port: 0 }],
   });
 

@@ -8,9 +8,6 @@
  * per-isolate client cache cannot hide the KV read a cold isolate makes.
  */
 import api from "../../src/api/index.ts";
-
-// wrangler.toml binds the erasure Workflow to a class the entry point must export.
-export { ErasureWorkflow } from "../../src/api/index.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { StorageLedger } from "../../test/support/storage-ledger.ts";
 import type { CountedAnswer } from "../protocol.ts";
