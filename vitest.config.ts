@@ -2,7 +2,7 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { configDefaults, defineConfig } from "vitest/config";
 import { writeDocsAssets } from "./scripts/docs-assets.ts";
-import { TEST_TOKEN_KEYS } from "./test/support/keys.ts";
+import { TEST_AUDIT_HASH_KEY, TEST_TOKEN_KEYS } from "./test/support/keys.ts";
 import { PUSH_LOG_NAMESPACE, TEST_SHARD, notifierWorkers } from "./test/support/notifier-worker.ts";
 
 const root = import.meta.dirname;
@@ -24,6 +24,7 @@ export default defineConfig(async () => {
                 bindings: {
                   TEST_MIGRATIONS: migrations,
                   TOKEN_KEYS: JSON.stringify(TEST_TOKEN_KEYS),
+                  AUDIT_HASH_KEY: TEST_AUDIT_HASH_KEY,
                   // Tests change client records and shard states and expect the next request to see it.
                   CLIENT_CACHE_SECONDS: "0",
                   SHARD_STATES_SECONDS: "0",

@@ -8,6 +8,7 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueClient, type HarnessClient } from "../harness/miniflare.ts";
 import { readShards } from "../scripts/lib/shards.ts";
+import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { stampShardTag } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 import type { Bundles } from "./build.ts";
@@ -37,7 +38,7 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
   // Wrangler's options type loses its field types to an index signature; these are vars.
   const apiVars = api.bindings as Record<string, string>;
   // A fresh key set per run: a developer's .dev.vars, which wrangler read above, never counts.
-  const apiBindings = { ...apiVars, TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }) };
+  const apiBindings = { ...apiVars, TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }), AUDIT_HASH_KEY: newAuditHashKey() };
   // No push URL: the notifier logs and acks each notice, as in plain local development.
   const { APP_PUSH_URL: _pushUrl, ...notifierBindings } = notifier.bindings as Record<string, string>;
   const apiShaped = (name: WorkerName, scriptPath: string) => ({
@@ -45,6 +46,8 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
     bindings: apiBindings,
     // The cron would only add noise; the bench drives HTTP routes.
     cronTriggers: [],
+    // Only the API Worker hosts the erasure's Workflow (one Workflow name, one class to export).
+    ...(name === "api" ? {} : { workflows: {} }),
     unsafeDirectSockets: [{ host: LOOPBACK, port: 0 }],
   });
 

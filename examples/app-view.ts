@@ -8,8 +8,10 @@
  *   is applied once.
  * - A receipt's `receipt.deleted` wins over its `receipt.created`, whatever order they arrive in:
  *   deletions are remembered, so a late created event does not bring a returned item back.
- * - `app_user.erased` drops the user; a created event of a receipt made before the erasure that
- *   still arrives is not applied either.
+ * - `app_user.erased` drops what the view holds of the user created at or before the erasure's
+ *   instant (its `occurred_at`) and keeps the rest: a receipt added after the erasure is the user's
+ *   anew, and its created event may well arrive before the erased event. A created event of a
+ *   receipt made at or before the instant that still arrives is not applied either.
  * - Event types this view does not know are acknowledged and ignored, so that a new type never
  *   makes the service retry.
  *
@@ -45,7 +47,7 @@ export type Outcome =
   | { kind: "added" | "already-known"; appUserId: string; receiptId: string; count: number }
   | { kind: "removed" | "deleted-unseen"; appUserId: string; receiptId: string; count: number }
   | { kind: "late-created"; appUserId: string; receiptId: string; count: number; why: "deleted" | "erased" }
-  | { kind: "erased"; appUserId: string; dropped: number }
+  | { kind: "erased"; appUserId: string; dropped: number; count: number }
   | { kind: "repeat"; webhookId: string }
   | { kind: "unknown-type"; type: string };
 
@@ -98,11 +100,14 @@ export class AppView {
         return { kind: removed ? "removed" : "deleted-unseen", appUserId, receiptId, count: receipts.size };
       }
       case "app_user.erased": {
-        const dropped = this.users.get(appUserId)?.size ?? 0;
-        this.users.delete(appUserId);
+        const receipts = this.receiptsMap(appUserId);
+        let dropped = 0;
+        for (const [receiptId, receipt] of receipts) {
+          if (receipt.created_at <= event.occurred_at && receipts.delete(receiptId)) dropped += 1;
+        }
         const previous = this.erasedAt.get(appUserId);
         if (previous === undefined || event.occurred_at > previous) this.erasedAt.set(appUserId, event.occurred_at);
-        return { kind: "erased", appUserId, dropped };
+        return { kind: "erased", appUserId, dropped, count: receipts.size };
       }
     }
   }
@@ -128,7 +133,7 @@ export function describeOutcome(outcome: Outcome): string {
     case "late-created":
       return `${outcome.appUserId}: +${outcome.receiptId} ignored, ${outcome.why === "deleted" ? "deleted" : "its user erased"} already (${receipts(outcome.count)})`;
     case "erased":
-      return `${outcome.appUserId}: erased, ${receipts(outcome.dropped)} dropped (0 receipts)`;
+      return `${outcome.appUserId}: erased, ${receipts(outcome.dropped)} dropped (${receipts(outcome.count)})`;
     case "repeat":
       return `webhook-id ${outcome.webhookId} seen already: not applied again`;
     case "unknown-type":

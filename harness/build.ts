@@ -3,6 +3,7 @@
  * for deployment, and a harness's own Workers with the same bundler and settings.
  */
 import { spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { PROJECT_ROOT, wrangler } from "../scripts/lib/wrangler.ts";
 
@@ -24,11 +25,22 @@ export function buildDeployed(): DeployedBundles {
 
 /**
  * Bundles a Worker of a harness (`entry`, relative to the project) into `outdir` and returns the
- * bundle's path. Harness Workers are named on the command line, not in a wrangler config, so
- * nothing can deploy them; wrangler still takes its build settings (minify) from the API
- * Worker's config.
+ * bundle's path. Harness Workers are named on the command line, so nothing can deploy them; they
+ * are bundled with the API Worker's compatibility date and minify setting, but under a config of
+ * their own: the API Worker's would ask every entry to export its Workflow classes.
  */
 export function bundleHarnessWorker(entry: string, outdir: string): string {
-  wrangler(["deploy", "--dry-run", "--outdir", outdir, entry]);
+  mkdirSync(outdir, { recursive: true });
+  const config = path.join(outdir, "harness.wrangler.toml");
+  writeFileSync(config, harnessConfig(readFileSync(path.join(PROJECT_ROOT, "wrangler.toml"), "utf8")));
+  wrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", config, path.join(PROJECT_ROOT, entry)]);
   return path.join(outdir, `${path.basename(entry, ".ts")}.js`);
+}
+
+// The API config's top-level settings that change a bundle, and nothing else.
+function harnessConfig(apiConfig: string): string {
+  const setting = (name: string) => new RegExp(`^${name}\\s*=.*$`, "m").exec(apiConfig)?.[0];
+  return [`name = "receipts-v2-harness"`, setting("compatibility_date"), setting("compatibility_flags"), setting("minify"), "send_metrics = false"]
+    .filter((line) => line !== undefined)
+    .join("\n");
 }

@@ -26,7 +26,7 @@ const persistTo = flagValue(extra, "--persist-to");
 
 ensureSettings(".dev.vars", "# Local settings of the API Worker; never commit this file.\n", {
   TOKEN_KEYS: () => JSON.stringify({ keys: [newTokenKey()] }),
-  // The key of the hash that stands for an erased app user in the audit trail (npm run app-users).
+  // The key of the hash that stands for an app user in erasure fences and, once erased, in the audit trail.
   AUDIT_HASH_KEY: newAuditHashKey,
 });
 ensureSettings(

@@ -1,19 +1,19 @@
 /**
- * The soak's operator erasing app users: the erasure of `npm run app-users -- erase`
- * (src/storage/erasure.ts), run on the runtime's shards straight through D1, as wrangler runs it
- * on the local state, never across a restart of the runtime (see FaultDriver.outsideRestarts). A
- * run that fails (a shard's D1 calls failing) is run again, as the operations guide tells an
- * operator to.
+ * The soak's operator erasing app users as `npm run app-users -- erase` does: it starts the
+ * erasure's Workflow instance in the running API Worker (through the wrapper's ERASE_PATH) and
+ * waits for it, while the soak's faults strike inside its steps. Never across a restart of the
+ * runtime (see FaultDriver.outsideRestarts). An instance that fails (a shard failing past its
+ * step's retries) is run again, as the operations guide tells an operator to.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { newAuditHashKey, parseAuditHashKey } from "../src/shared/audit-hash-key.ts";
-import { eraseAppUser, type ErasureShard } from "../src/storage/erasure.ts";
-import { runBatch, type Statement } from "../src/storage/statement.ts";
+import type { Erasure } from "../src/storage/erasure.ts";
 import type { AppUserErasure, ErasureRecord } from "./load.ts";
+import { ERASE_PATH } from "./protocol.ts";
 import type { SoakRuntime } from "./runtime.ts";
 
 const ATTEMPTS = 10;
 const PAUSE_MS = 1000;
+const POLL_MS = 100;
 
 /**
  * Erasures on the runtime, `weight` as often as a till's other actions weigh (see load.ts); each
@@ -24,7 +24,6 @@ export function soakErasure(
   weight: number,
   outsideRestarts: <T>(work: () => Promise<T>) => Promise<T>,
 ): AppUserErasure {
-  const hashKey = parseAuditHashKey(newAuditHashKey());
   return {
     weight,
     async erase(appUserId) {
@@ -32,8 +31,8 @@ export function soakErasure(
       while (record.attempts < ATTEMPTS) {
         record.attempts += 1;
         try {
-          const erasure = await outsideRestarts(async () => eraseAppUser(appUserId, await shardsOf(runtime), hashKey));
-          Object.assign(record, { eventId: erasure.event.event_id, receiptsErased: erasure.receipts_erased });
+          const erasure = await outsideRestarts(() => runErasure(runtime, appUserId));
+          Object.assign(record, { eventId: erasure.event.event_id, occurredAt: erasure.event.occurred_at, receiptsErased: erasure.receipts_erased });
           break;
         } catch {
           await sleep(PAUSE_MS);
@@ -45,16 +44,16 @@ export function soakErasure(
   };
 }
 
-async function shardsOf(runtime: SoakRuntime): Promise<ErasureShard[]> {
-  return Promise.all(
-    runtime.shards.map(async (shard) => {
-      const db = await runtime.database(shard.binding);
-      return {
-        ...shard,
-        run: async (statements: readonly Statement[]) =>
-          (await runBatch(db, statements)).map(({ results }) => results as unknown[]),
-      };
-    }),
-  );
+// One instance, started and followed to its end; throws unless it completed.
+async function runErasure(runtime: SoakRuntime, appUserId: string): Promise<Erasure> {
+  const started = await fetch(`${runtime.apiUrl}${ERASE_PATH}`, { method: "POST", body: JSON.stringify({ app_user_id: appUserId }) });
+  if (!started.ok) throw new Error(`erasure not started: HTTP ${started.status}`);
+  const { id } = (await started.json()) as { id: string };
+  for (;;) {
+    const answer = await fetch(`${runtime.apiUrl}${ERASE_PATH}?id=${encodeURIComponent(id)}`);
+    const status = (await answer.json()) as { status: string; output?: unknown; error?: { message: string } };
+    if (status.status === "complete") return status.output as Erasure;
+    if (status.status === "errored" || status.status === "terminated") throw new Error(`erasure ${status.status}: ${status.error?.message}`);
+    await sleep(POLL_MS);
+  }
 }
-

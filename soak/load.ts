@@ -48,6 +48,8 @@ export interface ErasureRecord {
   end: number;
   /** The app_user.erased event of the run that finished; absent when every attempt failed. */
   eventId?: string;
+  /** That run's instant, its event's occurred_at. */
+  occurredAt?: string;
   receiptsErased?: number;
   attempts: number;
 }

@@ -9,6 +9,13 @@ export const DEPLOYED_MODULE = "deployed.js";
 /** The path on each wrapper Worker that sets its faults (POST) and reports what it injected (GET). */
 export const FAULTS_PATH = "/__soak/faults";
 
+/**
+ * The path on the API wrapper that runs an erasure's Workflow instance: POST `{"app_user_id"}`
+ * starts one and answers `{"id"}`; GET `?id=<id>` answers its status (`{"status", "output",
+ * "error"}`), as `npm run app-users -- erase` reads them through wrangler.
+ */
+export const ERASE_PATH = "/__soak/erase";
+
 /** What a wrapper Worker fails, from the moment it is told until it is told otherwise. */
 export interface BindingFaults {
   /** Seeds the wrapper's draws of which calls fail. */

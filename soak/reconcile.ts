@@ -19,7 +19,8 @@ export interface StoreSnapshot {
   receipts: { receipt_id: string; marker: string | null; app_user_id: string }[];
   outbox: { event_id: string; receipt_id: string; type: string; delivered_at: string | null; app_user_id: string }[];
   failed: { event_id: string; receipt_id: string }[];
-  keys: { client_id: string; idempotency_key: string; receipt_id: string; created_at: string }[];
+  /** `erased_at`: set once an erasure took the key's receipt (or fenced it out). */
+  keys: { client_id: string; idempotency_key: string; receipt_id: string; created_at: string; erased_at: string | null }[];
 }
 
 /** A fault as it happened, in ms since the epoch; a restart's window runs until the runtime was back. */
@@ -263,9 +264,18 @@ function checkEvents(input: ReconcileInput, erasures: Erasures, problems: Record
     if (receipts.size > 1) problems["stored twice"].push(`body ${marker}: receipts ${[...receipts].join(", ")}`);
   }
 
+  // A later erasure of the same app user removes an earlier one's event (it names the user); the
+  // app then hears of the later one, whose instant covers the earlier's.
+  const coveredLater = (erasure: ErasureRecord) =>
+    erasures.records.some(
+      (later) => later !== erasure && later.appUserId === erasure.appUserId && later.eventId !== undefined &&
+        erasedAt.has(later.eventId) && (later.occurredAt ?? "") >= (erasure.occurredAt ?? ""),
+    );
   for (const erasure of erasures.records) {
     if (!erasure.eventId) problems["needs operator"].push(`erasure of ${erasure.appUserId}: failed ${erasure.attempts} times`);
-    else if (!erasedAt.has(erasure.eventId)) problems.lost.push(`erasure of ${erasure.appUserId}: its app_user.erased event ${erasure.eventId} never arrived`);
+    else if (!erasedAt.has(erasure.eventId) && !coveredLater(erasure)) {
+      problems.lost.push(`erasure of ${erasure.appUserId}: its app_user.erased event ${erasure.eventId} never arrived`);
+    }
   }
 
   const stored = new Set(input.store.receipts.map((receipt) => receipt.receipt_id));
@@ -330,7 +340,7 @@ function checkStore(input: ReconcileInput, erasures: Erasures, problems: Record<
   for (const row of store.failed) problems["needs operator"].push(`failed notice ${row.event_id} (receipt ${row.receipt_id})`);
   for (const key of store.keys) {
     if (Date.parse(key.created_at) < now - IDEMPOTENCY_RETENTION_MS) problems["orphan row"].push(`key ${key.idempotency_key}: past its retention`);
-    else if (!stored.has(key.receipt_id) && !deleted.has(key.receipt_id)) {
+    else if (key.erased_at === null && !stored.has(key.receipt_id) && !deleted.has(key.receipt_id)) {
       problems["orphan row"].push(`key ${key.idempotency_key}: its receipt ${key.receipt_id} was never stored`);
     }
   }

@@ -14,6 +14,7 @@ import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "min
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueAppClient, issueClient, type HarnessClient } from "../harness/miniflare.ts";
 import { readShards } from "../scripts/lib/shards.ts";
+import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 import { DEPLOYED_MODULE, FAULTS_PATH, INJECTED_MARK, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls } from "./protocol.ts";
@@ -106,6 +107,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
           ...(api.bindings as Record<string, string>),
           ...SOAK_VARS.api,
           TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
+          AUDIT_HASH_KEY: newAuditHashKey(),
         },
         // The harness drives the scheduled handler itself, on a short period.
         cronTriggers: [],

@@ -71,7 +71,7 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
     snapshot.failed.push(...(await rows<StoreSnapshot["failed"][number]>(everyFailedEvent())));
     snapshot.keys.push(
       ...(await rows<StoreSnapshot["keys"][number]>(
-        statement("SELECT client_id, idempotency_key, receipt_id, created_at FROM idempotency_keys"),
+        statement("SELECT client_id, idempotency_key, receipt_id, created_at, erased_at FROM idempotency_keys"),
       )),
     );
   }

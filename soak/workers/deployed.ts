@@ -7,7 +7,11 @@ import { DEPLOYED_MODULE } from "../protocol.ts";
 
 /** The deployed Worker's handlers. */
 export async function deployedWorker<Env, Message = unknown>(): Promise<ExportedHandler<Env, Message>> {
+  return (await deployedModule<{ default: ExportedHandler<Env, Message> }>()).default;
+}
+
+/** Everything the deployed bundle exports: its handlers and its Workflow classes. */
+export async function deployedModule<Module>(): Promise<Module> {
   const specifier = `./${DEPLOYED_MODULE}`;
-  const module = (await import(specifier)) as { default: ExportedHandler<Env, Message> };
-  return module.default;
+  return (await import(specifier)) as Module;
 }

@@ -16,6 +16,8 @@ export interface IsolateState {
   clients: ClientCache;
   /** The shard states, their fill and the failing shards, for placing new receipts. */
   placement: PlacementMemory;
+  /** AUDIT_HASH_KEY imported once (the bytes it was imported from tell a changed setting). */
+  auditHashKey?: { bytes: Uint8Array; key: Promise<CryptoKey> };
 }
 
 /** A fresh isolate's state: nothing read, nothing remembered. */

@@ -6,7 +6,7 @@
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import type { CreationNotice, DeletionNotice, ReceiptNotice } from "../shared/types.ts";
+import type { CreationNotice, DeletionNotice, QueuedNotice } from "../shared/types.ts";
 import { idOnShard, type Shard } from "../storage/shards.ts";
 
 /**
@@ -57,7 +57,7 @@ export function newDeletionNotice(
  * the grace period (its send failed, or its copy was lost) is sent again by the cron job; a
  * copy that arrives after all is recognised by the claim and not pushed twice.
  */
-export async function enqueueNotice(env: Pick<ApiEnv, "NOTICES">, notice: ReceiptNotice): Promise<void> {
+export async function enqueueNotice(env: Pick<ApiEnv, "NOTICES">, notice: QueuedNotice): Promise<void> {
   try {
     await env.NOTICES.send(notice, { contentType: "json" });
   } catch (error) {

@@ -11,6 +11,7 @@ import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { QueuedNotice, SweepMessage } from "../shared/types.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
+import { FENCE_KEPT_MS, purgeFences } from "../storage/fences.ts";
 import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } from "../storage/outbox/operations.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
@@ -49,6 +50,13 @@ const JOBS: Record<string, ScheduledJob> = {
     run: async (_env, shard, now, config) => {
       const cutoff = new Date(now.getTime() - config.auditRetentionMs);
       return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
+    },
+    maxQueries: MAX_ROUNDS,
+  },
+  "erasure-fences.purge": {
+    run: async (_env, shard, now) => {
+      const cutoff = new Date(now.getTime() - FENCE_KEPT_MS);
+      return { purged: await deleteInRounds(shard.db, (rows) => purgeFences(cutoff, rows)) };
     },
     maxQueries: MAX_ROUNDS,
   },

@@ -4,11 +4,11 @@
  * rather than deep inside a request. Runs on Node too: `npm run keys` checks a key set with
  * {@link parseTokenKeys}.
  *
- * AUDIT_HASH_KEY is a secret of the API Worker's deployment that no Worker reads: it is the
- * operator's key, which `npm run app-users` takes from the environment (locally from .dev.vars)
- * to key the hash that stands for an erased app user in the audit trail. Kept beside the Worker's
- * secrets so that an operator finds it where the other keys are.
+ * AUDIT_HASH_KEY, a secret of the API Worker, keys the hash that stands for an erased app user in
+ * the audit trail and names the app user in erasure fences: the erasure's Workflow writes fences
+ * and add checks them, so the Worker reads it (a missing key fails every add with its name).
  */
+import { parseAuditHashKey } from "./audit-hash-key.ts";
 import type { TokenKey } from "./token-keys.ts";
 
 /** The API Worker's wrangler vars and secrets, as the runtime hands them over. */
@@ -29,6 +29,8 @@ export interface ApiSettings {
   BODY_DEADLINE_SECONDS: string;
   /** How long audit records are kept, in days, before the cron job purges them. */
   AUDIT_RETENTION_DAYS: string;
+  /** Base64url of 32 or more random bytes: the key of the hash that stands for an app user in fences and the audit trail. */
+  AUDIT_HASH_KEY: string;
   /** How long after its change an event that never reached the queue waits for the cron re-send, in seconds. */
   NOTICE_RESEND_GRACE_SECONDS: string;
   /** How long after its queue send an undelivered event counts as lost and is sent again, in seconds. */
@@ -73,6 +75,8 @@ export interface ApiConfig {
   shardStatesMs: number;
   bodyDeadlineMs: number;
   auditRetentionMs: number;
+  /** AUDIT_HASH_KEY's bytes. */
+  auditHashKey: Uint8Array;
   noticeResendGraceMs: number;
   noticeLostAfterMs: number;
   /** How far back the event feed reaches. */
@@ -122,6 +126,7 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     shardStatesMs: seconds(settings, "SHARD_STATES_SECONDS") * 1000,
     bodyDeadlineMs: positiveNumber(settings, "BODY_DEADLINE_SECONDS") * 1000,
     auditRetentionMs: positiveNumber(settings, "AUDIT_RETENTION_DAYS") * DAY_MS,
+    auditHashKey: hashKey(settings),
     noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
     eventFeedMs: eventFeedDays(settings) * DAY_MS,
@@ -222,6 +227,14 @@ function remembered<Settings, Parsed>(
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+
+function hashKey(env: ApiSettings): Uint8Array {
+  try {
+    return parseAuditHashKey(requiredText(env, "AUDIT_HASH_KEY"));
+  } catch (error) {
+    throw error instanceof ConfigError ? error : new ConfigError((error as Error).message);
+  }
+}
 
 type SettingName = keyof ApiSettings | keyof NotifierSettings;
 

@@ -76,9 +76,44 @@ export function auditErasedReceipts(receipts: Statement, at: string, pseudonym: 
   );
 }
 
-/** The erasure's own record, about no receipt, also when it erased nothing. */
+/**
+ * The erasure's own record, about no receipt, also when it erased nothing; once per erasure, so
+ * that a step run again after it committed adds no second one.
+ */
 export function auditErasure(at: string, pseudonym: string, erasureId: string): Statement {
-  return recordAudit(statement("SELECT ?1, 'app_user.erased', NULL, NULL, 'operator', ?2, ?3", at, pseudonym, erasureId));
+  return recordAudit(
+    statement(
+      `SELECT ?1, 'app_user.erased', NULL, NULL, 'operator', ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM audit_log
+        WHERE app_user = ?2 AND request_id = ?3 AND receipt_id IS NULL)`,
+      at,
+      pseudonym,
+      erasureId,
+    ),
+  );
+}
+
+/**
+ * The earlier erasures of the app user named `pseudonym`, at or before `at`, other than
+ * `erasureId`: one column, receipt_id, holding each one's event_id (an erasure's event is filed
+ * in the outbox under its own ID), for the outbox to clear the events that still name the user.
+ */
+export function earlierErasuresOf(pseudonym: string, at: string, erasureId: string): Statement {
+  return statement(
+    `SELECT request_id AS receipt_id FROM audit_log WHERE app_user = ?1 AND action = 'app_user.erased'
+      AND receipt_id IS NULL AND at <= ?2 AND request_id <> ?3`,
+    pseudonym,
+    at,
+    erasureId,
+  );
+}
+
+/** How many receipts the erasure `erasureId` of the app user named `pseudonym` erased here. Row: `n`. */
+export function countErasedBy(pseudonym: string, erasureId: string): Statement {
+  return statement(
+    "SELECT COUNT(*) AS n FROM audit_log WHERE app_user = ?1 AND request_id = ?2 AND receipt_id IS NOT NULL",
+    pseudonym,
+    erasureId,
+  );
 }
 
 /** The receipts of the app user's records, under either of their names: one column, receipt_id. */

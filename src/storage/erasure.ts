@@ -1,20 +1,23 @@
 /**
- * Erasure of an app user's data in every shard (docs/api.md#erasure): their receipts, and with
- * them every copy of their data (Idempotency-Key records whose stored answer is one of their
- * receipts, outbox rows, failed notices), an audit record per erased receipt, their audit records
- * pseudonymised, and one `app_user.erased` event for the app push service.
+ * Erasure of an app user's data in every shard (docs/api.md#erasure), at one instant: their
+ * receipts created at or before it, and with them every copy of their data (Idempotency-Key
+ * answers, outbox rows, failed notices, the events of their earlier erasures), an audit record
+ * per erased receipt, their audit records pseudonymised, and one `app_user.erased` event.
  *
- * The statements run through whatever runs a batch on a shard: `wrangler d1 execute` for
- * `npm run app-users` (which inlines their values), or D1 in a Worker. The work goes in pages,
- * each page one batch (one transaction) that removes a receipt only together with its copies and
- * its audit record: no statement or batch grows with the app user's data,
- * D1 never runs one long write beside the adds it serves, and a run stopped half way is simply
- * run again. This file stays free of Workers types: the operator script runs it on Node.
+ * The work is a list of named steps, each one D1 batch (one transaction) on one shard, safe to
+ * run again after it committed: the erasure's Workflow (src/api/workflows/erasure.ts) makes each
+ * a durable step, so a run cut off anywhere resumes with the same end state; the soak runs them
+ * straight through. No step grows with the app user's data or the number of shards. Adds racing
+ * the erasure: a shard's first page first writes the erasure's fence (src/storage/fences.ts), so
+ * an add created at or before the instant either committed before it (and the pages sweep it)
+ * or finds the fence and stores nothing. This file stays free of Workers types.
  */
 import { v7 as uuidv7 } from "uuid";
+import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
-import { auditErasedReceipts, auditErasure, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
+import { auditErasedReceipts, auditErasure, countErasedBy, earlierErasuresOf, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
+import { writeFence } from "./fences.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
 
@@ -24,6 +27,23 @@ export type RunStatements = (statements: readonly Statement[]) => Promise<unknow
 /** A shard as the erasure sees it: the shard, and a way to run SQL on it. */
 export interface ErasureShard extends ShardBase {
   run: RunStatements;
+}
+
+/**
+ * Runs one named step of the erasure and returns its result: a durable step in the Workflow,
+ * whose result a resumed run gets back without running the step again; a plain call elsewhere.
+ * Results are plain JSON.
+ */
+export type StepRunner = <T extends Json>(name: string, work: () => Promise<T>) => Promise<T>;
+
+/** A value a step may return. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+/** What the `begin` step fixes for the whole erasure, kept for a resume. */
+export interface ErasureStart {
+  event_id: string;
+  /** The erasure's instant, its event's occurred_at: everything created at or before it goes. */
+  occurred_at: string;
 }
 
 /** What an erasure did. */
@@ -38,72 +58,92 @@ export interface Erasure {
 /** Receipts per page: each page is one short transaction on its shard. */
 export const ERASURE_PAGE = 500;
 
+/** How an erasure runs: its steps, its clock, and what hands its event over once recorded. */
+export interface ErasureOptions<S extends ErasureShard = ErasureShard> {
+  steps?: StepRunner;
+  now?: () => Date;
+  /**
+   * Hands the recorded event to the queue, inside the last step: the event goes out when the
+   * erasure completes. Without it the cron job sends it after its grace period.
+   */
+  send?: (event: AppUserErasedEvent, shard: S) => Promise<void>;
+}
+
 /**
  * Erases an app user in every shard, in turn, then records the erasure's event and its own audit
  * record on the first shard (any shard's outbox reaches the notifier; the first is where an
- * operator looks). Throws when a shard fails: the run is then incomplete and is to be made again,
- * which erases what is left and counts only that.
+ * operator looks) and hands the event over. Steps: `begin`, `erase <shard> page <n>` for each
+ * shard (page 0 also writes the fence), `record and send`. A step that throws throws out of
+ * here; run again (or resumed), the erasure erases what is left.
  *
  * @param hashKey AUDIT_HASH_KEY's bytes, which key the hash kept in place of the app_user_id.
  * @example await eraseAppUser("user-42", shards, key) // { receipts_erased: 3, ... }
  */
-export async function eraseAppUser(
+export async function eraseAppUser<S extends ErasureShard>(
   appUserId: string,
-  shards: readonly ErasureShard[],
+  shards: readonly S[],
   hashKey: Uint8Array,
-  now: () => Date = () => new Date(),
+  { steps = (_name, work) => work(), now = () => new Date(), send }: ErasureOptions<S> = {},
 ): Promise<Erasure> {
   const first = shards[0];
   if (!first) throw new Error("no shards to erase from");
-  const eventId = stampShardTag(uuidv7(), first.tag);
-  const user = { id: appUserId, pseudonym: await pseudonym(appUserId, hashKey), request: eventId };
+  const start = await steps<{ event_id: string; occurred_at: string }>("begin", async () => ({
+    event_id: stampShardTag(uuidv7(), first.tag),
+    occurred_at: now().toISOString(),
+  }));
+  const user: ErasedUser = {
+    id: appUserId,
+    pseudonym: await pseudonymWith(await importAuditHashKey(hashKey), appUserId),
+    ...start,
+  };
 
   const perShard: Record<string, number> = {};
-  for (const shard of shards) {
-    perShard[shard.name] = await eraseOnShard(shard, user, now);
-  }
+  for (const shard of shards) perShard[shard.name] = await eraseOnShard(shard, user, steps);
   const receipts = Object.values(perShard).reduce((sum, count) => sum + count, 0);
   const event: AppUserErasedEvent = {
-    event_id: eventId,
+    event_id: user.event_id,
     type: "app_user.erased",
-    occurred_at: now().toISOString(),
+    occurred_at: user.occurred_at,
     app_user_id: appUserId,
     receipts,
   };
-  await first.run(recordErasure(event, user));
+  await steps("record and send", async () => {
+    await first.run(recordErasure(event, user));
+    await send?.(event, first);
+    return true;
+  });
   return { app_user_id: appUserId, receipts_erased: receipts, shards: perShard, event };
 }
 
 /**
- * The keyed hash kept in audit records in place of an erased app_user_id: the same ID always
- * gives the same value, so an erased app user's records still read as one person's, and without
- * the key no one can test a guess of the ID against it.
+ * The keyed hash kept in audit records in place of an erased app_user_id (see
+ * src/shared/audit-hash-key.ts `pseudonymWith`).
  */
 export async function pseudonym(appUserId: string, hashKey: Uint8Array): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", hashKey, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(appUserId)));
-  return `hmac-sha256:${Array.from(mac, (byte) => byte.toString(16).padStart(2, "0")).join("")}`;
+  return pseudonymWith(await importAuditHashKey(hashKey), appUserId);
 }
 
-/** The values of one erasure: the app_user_id, its pseudonym and the erasure's event_id. */
-interface ErasedUser {
+/** The values of one erasure: the app_user_id, its pseudonym, the event_id and the instant. */
+interface ErasedUser extends ErasureStart {
   id: string;
   pseudonym: string;
-  request: string;
 }
 
 /**
- * Erases the app user on one shard, a page at a time, each page one batch: a page of their
- * receipts and a page of what their deleted receipts left behind. Done when no statement of a
- * batch was cut short by its page size (statements that return nothing count as done).
+ * Erases the app user on one shard, a page a step: a page of their receipts and a page of what
+ * their deleted receipts and earlier erasures left behind. Done when no statement of a page was
+ * cut short by its page size. Returns how many receipts this erasure erased there, counted from
+ * its audit records, so that a page run again after it committed still counts once.
  */
-async function eraseOnShard(shard: ErasureShard, user: ErasedUser, now: () => Date): Promise<number> {
-  let erased = 0;
-  for (;;) {
-    const page = receiptPage(user, now().toISOString());
-    const rows = await shard.run([...page, ...leftoverPage(user)]);
-    erased += rows[page.length - 1]!.length;
-    if (rows.every((returned) => returned.length < ERASURE_PAGE)) return erased;
+async function eraseOnShard(shard: ErasureShard, user: ErasedUser, steps: StepRunner): Promise<number> {
+  for (let page = 0; ; page += 1) {
+    const { erased, done } = await steps(`erase ${shard.name} page ${page}`, async () => {
+      const work = [...(page === 0 ? [writeFence(user.pseudonym, user.occurred_at)] : []), ...receiptPage(user), ...leftoverPage(user)];
+      const rows = await shard.run([...work, countErasedBy(user.pseudonym, user.event_id)]);
+      const count = (rows.at(-1)![0] as { n: number }).n;
+      return { erased: count, done: rows.slice(0, -1).every((returned) => returned.length < ERASURE_PAGE) };
+    });
+    if (done) return erased;
   }
 }
 
@@ -116,51 +156,60 @@ const CHAINS = `chains(chain_id) AS (
       SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
 
 /**
- * One page of the app user's receipts: audit records, then their copies, then the receipts, so
- * that even statement by statement a stop leaves every receipt it has not reached with its
- * copies, for the next run. The page is the same set in every statement (receipts change only in
- * the last), and the last returns the receipts it erased.
+ * One page of the app user's receipts created at or before the instant: audit records, then
+ * their copies, then the receipts, so that even statement by statement a stop leaves every
+ * receipt it has not reached with its copies, for the next run. The page is the same set in
+ * every statement (receipts change only in the last), and the last returns the receipts it
+ * erased. Idempotency-Key records stay, in erased form, so that a till's retry replays.
  */
-function receiptPage(user: ErasedUser, at: string): Statement[] {
+function receiptPage(user: ErasedUser): Statement[] {
   const page = statement(
     `WITH RECURSIVE ${CHAINS}
     SELECT receipt_id FROM receipts
-      WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1
-      ORDER BY receipt_id LIMIT ?2`,
+      WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2
+      ORDER BY receipt_id LIMIT ?3`,
     user.id,
+    user.occurred_at,
     ERASURE_PAGE,
   );
   return [
-    auditErasedReceipts(page, at, user.pseudonym, user.request),
-    enclose(page, (ids) => `DELETE FROM idempotency_keys WHERE receipt_id IN (${ids})`),
+    auditErasedReceipts(page, user.occurred_at, user.pseudonym, user.event_id),
+    enclose(page, (ids, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)} WHERE receipt_id IN (${ids})`, user.occurred_at),
     ...eraseEventsOfReceipts(page),
     enclose(page, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
   ];
 }
 
+// An Idempotency-Key record in erased form (migration 0006): no app_user_id in its answer;
+// `at` is the placeholder of the erasure's instant.
+function erasedKeyRecord(at: string): string {
+  return `response = json_remove(response, '$.data.app_user_id'), erased_at = ${at}`;
+}
+
 /**
  * One page of what the app user's receipts deleted earlier left behind (found through their
- * audit records, under either name), and of their audit records, which get the pseudonym. Each
- * statement returns what it changed.
+ * audit records, under either name), of the events of their earlier erasures (which name them),
+ * and of their audit records, which get the pseudonym. Each statement returns what it changed.
  */
 function leftoverPage(user: ErasedUser): Statement[] {
   const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym);
   return [
     ...eraseLeftoverEventsOfReceipts(theirReceipts, ERASURE_PAGE),
+    ...eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), ERASURE_PAGE),
     enclose(
       theirReceipts,
-      (ids, rows) => `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys
-      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      (ids, rows, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)} WHERE rowid IN (SELECT rowid
+      FROM idempotency_keys WHERE receipt_id IN (${ids}) AND erased_at IS NULL LIMIT ${rows}) RETURNING 1`,
       ERASURE_PAGE,
+      user.occurred_at,
     ),
     pseudonymiseAudit(user.id, user.pseudonym, ERASURE_PAGE),
   ];
 }
 
 /**
- * The erasure's event in the outbox, never enqueued: the API Worker's cron job sends it after its
- * grace period, as any event whose queue send failed (docs/api.md#receipt-events). And the
- * erasure's own audit record, also when it erased nothing.
+ * The erasure's event in the outbox and its own audit record, also when it erased nothing; both
+ * once, however often the step runs.
  */
 function recordErasure(event: AppUserErasedEvent, user: ErasedUser): Statement[] {
   return [recordErasedEvent(event), auditErasure(event.occurred_at, user.pseudonym, event.event_id)];

@@ -15,8 +15,8 @@ import {
   storeReceipt,
   earlierAdd,
   type AddOutcome,
+  type FencedReceipt,
   type IdempotencyClaim,
-  type StoredReceipt,
 } from "./receipts.ts";
 import { checkShardFill, type FillMemory } from "./shard-fill.ts";
 import { shardStates } from "./shard-states.ts";
@@ -54,13 +54,18 @@ export interface PlacementContext {
   waitUntil: (work: Promise<unknown>) => void;
 }
 
-/** A new receipt as the client sent it; its ID and time are given where it is placed. */
-export type NewReceipt = Omit<StoredReceipt, "receipt_id" | "created_at">;
+/**
+ * A new receipt as the client sent it, with the keyed hash of its app_user_id that erasure fences
+ * name; its ID and time are given where it is placed.
+ */
+export type NewReceipt = Omit<FencedReceipt, "receipt_id" | "created_at">;
 
 /** What became of an add, with the answer it gets. */
 export type Stored =
   | { kind: "added"; response: AddResponse; shard: Shard; event: CreationNotice }
   | { kind: "replayed"; response: AddResponse }
+  /** Stored and erased at once (an erasure's fence): the answer as if stored, no event to send. */
+  | { kind: "erased"; response: AddResponse }
   | { kind: "conflict" };
 
 /**
@@ -92,7 +97,7 @@ export async function placeAndStore(
     const earlier =
       key !== undefined &&
       fingerprint !== undefined &&
-      (await earlierAddElsewhere(mayHoldLiveKeys(shards, states, now), receipt.client_id, { key, fingerprint }, now));
+      (await earlierAddElsewhere(mayHoldLiveKeys(shards, states, now), receipt, { key, fingerprint }, now));
     if (earlier) return earlier.kind === "replayed" ? { kind: "replayed", response: earlier.response } : { kind: "conflict" };
     throw new NoOpenShardError();
   }
@@ -109,8 +114,8 @@ export async function placeAndStore(
   const claim = key === undefined || fingerprint === undefined ? undefined : { key, fingerprint, response };
   const event = newEvent(data, target);
   const outcome: AddOutcome & { sizeAfter?: number } =
-    (claim && (await earlierAddElsewhere(placement.lookups, receipt.client_id, claim, now))) ??
-    (await addOnShard(target, { ...data, body: receipt.body }, event, claim, memory));
+    (claim && (await earlierAddElsewhere(placement.lookups, receipt, claim, now))) ??
+    (await addOnShard(target, { ...data, body: receipt.body, user_key: receipt.user_key }, event, claim, memory));
   if (outcome.sizeAfter !== undefined) {
     context.waitUntil(
       checkShardFill(
@@ -122,6 +127,7 @@ export async function placeAndStore(
     );
   }
   if (outcome.kind === "added") return { kind: "added", response, shard: target, event };
+  if (outcome.kind === "erased") return { kind: "erased", response };
   return outcome.kind === "replayed" ? { kind: "replayed", response: outcome.response } : { kind: "conflict" };
 }
 
@@ -197,12 +203,12 @@ function failingShards(memory: PlacementMemory, now: number): Set<string> {
 // (placeReceipt); in the steady state there is none to ask.
 async function earlierAddElsewhere(
   shards: readonly Shard[],
-  clientId: string,
+  caller: { client_id: string; app_user_id: string },
   claim: Pick<IdempotencyClaim, "key" | "fingerprint">,
   now: number,
 ): Promise<AddOutcome | undefined> {
   for (const shard of shards) {
-    const earlier = await earlierAdd(shard.db, clientId, claim, new Date(now));
+    const earlier = await earlierAdd(shard.db, caller.client_id, caller.app_user_id, claim, new Date(now));
     if (earlier) return earlier;
   }
   return undefined;
@@ -212,7 +218,7 @@ async function earlierAddElsewhere(
 // to the other open shards while it recovers.
 async function addOnShard(
   shard: Shard,
-  receipt: StoredReceipt,
+  receipt: FencedReceipt,
   event: CreationNotice,
   claim: IdempotencyClaim | undefined,
   memory: PlacementMemory,

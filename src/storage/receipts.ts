@@ -7,6 +7,7 @@
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
+import { fenced } from "./fences.ts";
 import { eventRecorded, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
 import { deleteInRounds } from "./rounds.ts";
 import { bound, runBatch, statement, type Statement } from "./statement.ts";
@@ -26,6 +27,14 @@ export interface StoredReceipt {
   created_at: string;
 }
 
+/**
+ * A receipt to store, with the keyed hash of its app_user_id (src/storage/erasure.ts
+ * `pseudonym`): an erasure's fence names the app user by it.
+ */
+export interface FencedReceipt extends StoredReceipt {
+  user_key: string;
+}
+
 /** What an add with an Idempotency-Key asks to remember under it. */
 export interface IdempotencyClaim {
   key: string;
@@ -38,6 +47,12 @@ export interface IdempotencyClaim {
 /** What became of an add. */
 export type AddOutcome =
   | { kind: "added" }
+  /**
+   * An erasure of the app user at or after created_at fenced the shard first: the receipt counts
+   * as stored and then erased, so nothing was stored, no event recorded, and the key record (if
+   * any) is kept in erased form.
+   */
+  | { kind: "erased" }
   /** The key was used before for the same request: nothing was stored, here is the first answer. */
   | { kind: "replayed"; response: AddResponse }
   /** The key was used before for a different request: nothing was stored. */
@@ -48,13 +63,15 @@ export type AddOutcome =
  * check). With a claim, the key record and the receipt go in one batch, which D1 runs as a
  * transaction and never beside another write: the receipt is inserted only if the key record is
  * this request's, so of any number of requests racing with one key exactly one adds a receipt
- * and every other one reads that request's answer. A transient D1 error is retried: a second
+ * and every other one reads that request's answer. An erasure's fence (src/storage/fences.ts) of
+ * the app user at or after created_at keeps the receipt and its event out: the add then counts as
+ * stored and erased at once (docs/api.md#erasure). A transient D1 error is retried: a second
  * run after a first that committed finds this request's own receipt or key record, and answers
  * as the first would have.
  */
 export async function storeReceipt(
   db: D1Database,
-  receipt: StoredReceipt,
+  receipt: FencedReceipt,
   event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
@@ -69,6 +86,7 @@ export async function storeReceipt(
 export async function earlierAdd(
   db: D1Database,
   clientId: string,
+  appUserId: string,
   claim: Pick<IdempotencyClaim, "key" | "fingerprint">,
   now: Date,
 ): Promise<AddOutcome | undefined> {
@@ -77,29 +95,43 @@ export async function earlierAdd(
   );
   if (!row) return undefined;
   if (row.fingerprint !== claim.fingerprint) return { kind: "conflict" };
-  return { kind: "replayed", response: JSON.parse(row.response) as AddResponse };
+  return replayOf(row, appUserId);
 }
 
 async function storeReceiptOnce(
   db: D1Database,
-  receipt: StoredReceipt,
+  receipt: FencedReceipt,
   event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
   // Recorded only where this very request's receipt went in: a replay records no second event.
   const recordEvent = recordCreatedIfStored(event);
   if (!claim) {
-    // A retry after a first run that committed inserts nothing and still means "added".
-    const [, recorded] = await runBatch(db, [insertReceipt(receipt), recordEvent]);
-    return { kind: "added", sizeAfter: recorded!.meta.size_after };
+    // A retry after a first run that committed inserts nothing and still means "added"; only a
+    // fence leaves no receipt behind.
+    const [, , held] = await runBatch(db, [insertReceipt(receipt), recordEvent, readStored(receipt.receipt_id)]);
+    const kind = held!.results.length > 0 ? "added" : "erased";
+    return { kind, sizeAfter: held!.meta.size_after };
   }
   const [claimed, , recorded] = await runBatch(db, [claimKey(receipt, claim), insertReceipt(receipt, claim.key), recordEvent]);
   const row = (claimed as D1Result<KeyRow>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
   const sizeAfter = recorded!.meta.size_after;
-  if (row.receipt_id === receipt.receipt_id) return { kind: "added", sizeAfter };
+  if (row.receipt_id === receipt.receipt_id) return { kind: row.erased_at === null ? "added" : "erased", sizeAfter };
   if (row.fingerprint !== claim.fingerprint) return { kind: "conflict", sizeAfter };
-  return { kind: "replayed", response: JSON.parse(row.response) as AddResponse, sizeAfter };
+  return { ...replayOf(row, receipt.app_user_id), sizeAfter };
+}
+
+/**
+ * The first answer again. A record an erasure kept holds no app_user_id: the retry's own, which
+ * the fingerprint matched, takes its place, where the first answer had it.
+ */
+function replayOf(row: KeyRow, appUserId: string): { kind: "replayed"; response: AddResponse } {
+  const stored = JSON.parse(row.response) as AddResponse;
+  if (row.erased_at === null) return { kind: "replayed", response: stored };
+  const { receipt_id, chain_id, client_id, created_at } = stored.data;
+  const data = { receipt_id, chain_id, client_id, app_user_id: appUserId, created_at };
+  return { kind: "replayed", response: { ...stored, data } };
 }
 
 /** The fields of a receipt that delete compares with the request's headers. */
@@ -167,6 +199,8 @@ interface KeyRow {
   receipt_id: string;
   fingerprint: string;
   response: string;
+  /** Set once an erasure removed the receipt: `response` then holds no app_user_id. */
+  erased_at: string | null;
 }
 
 // Records created before this instant are expired. ISO strings of one format sort as time does.
@@ -175,39 +209,50 @@ function idempotencyCutoff(now: Date): string {
 }
 
 /**
- * The one receipt insert. With `ifKey`, only while that Idempotency-Key's record (claimed just
- * before in the same batch) names this receipt.
+ * The one receipt insert: never where an erasure's fence of the app user stands at or after its
+ * created_at. With `ifKey`, only while that Idempotency-Key's record (claimed just before in the
+ * same batch) names this receipt.
  */
-function insertReceipt(receipt: StoredReceipt, ifKey?: string): Statement {
-  const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, receipt.body, receipt.created_at];
+function insertReceipt(receipt: FencedReceipt, ifKey?: string): Statement {
+  const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, receipt.body, receipt.created_at, receipt.user_key];
   // "WHERE" keeps SQLite from reading ON CONFLICT as part of the SELECT.
-  const condition =
+  const keyCondition =
     ifKey === undefined
-      ? "1"
-      : "EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?7 AND receipt_id = ?1)";
+      ? ""
+      : " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?8 AND receipt_id = ?1)";
   return statement(
     `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-    SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE ${condition}
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT ${fenced("?7", "?6")}${keyCondition}
     ON CONFLICT (receipt_id) DO NOTHING`,
     ...values,
     ...(ifKey === undefined ? [] : [ifKey]),
   );
 }
 
+// Whether the receipt is stored: after an unkeyed insert, tells a fenced add from a retry.
+function readStored(receiptId: string): Statement {
+  return statement("SELECT 1 AS stored FROM receipts WHERE receipt_id = ?1", receiptId);
+}
+
 // An expired record counts as absent, so it is taken over rather than kept. A live one is
 // "updated" to itself, so that RETURNING hands back the key's record in either case: the batch
-// needs no statement of its own to read it (a replay pays one row written for that).
-function claimKey(receipt: StoredReceipt, claim: IdempotencyClaim): Statement {
+// needs no statement of its own to read it (a replay pays one row written for that). Under an
+// erasure's fence the record is made in the erased form an erasure leaves (the receipt is never
+// stored).
+function claimKey(receipt: FencedReceipt, claim: IdempotencyClaim): Statement {
   const expired = "idempotency_keys.created_at < ?7";
   return statement(
-    `INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    `INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at, erased_at)
+    SELECT ?1, ?2, ?3, ?4, CASE WHEN fence.instant IS NULL THEN ?5 ELSE json_remove(?5, '$.data.app_user_id') END, ?6, fence.instant
+    FROM (SELECT MIN(instant) AS instant FROM erasure_fences WHERE user_key = ?8 AND instant >= ?6) AS fence
+    WHERE 1
     ON CONFLICT (client_id, idempotency_key) DO UPDATE SET
       fingerprint = iif(${expired}, excluded.fingerprint, fingerprint),
       receipt_id = iif(${expired}, excluded.receipt_id, receipt_id),
       response = iif(${expired}, excluded.response, response),
-      created_at = iif(${expired}, excluded.created_at, created_at)
-    RETURNING receipt_id, fingerprint, response`,
+      created_at = iif(${expired}, excluded.created_at, created_at),
+      erased_at = iif(${expired}, excluded.erased_at, erased_at)
+    RETURNING receipt_id, fingerprint, response, erased_at`,
     receipt.client_id,
     claim.key,
     claim.fingerprint,
@@ -215,13 +260,14 @@ function claimKey(receipt: StoredReceipt, claim: IdempotencyClaim): Statement {
     JSON.stringify(claim.response),
     receipt.created_at,
     idempotencyCutoff(new Date(receipt.created_at)),
+    receipt.user_key,
   );
 }
 
 // A key's record, only one created at or after `liveFrom`.
 function readKey(clientId: string, key: string, liveFrom: string): Statement {
   return statement(
-    `SELECT receipt_id, fingerprint, response FROM idempotency_keys
+    `SELECT receipt_id, fingerprint, response, erased_at FROM idempotency_keys
     WHERE client_id = ?1 AND idempotency_key = ?2 AND created_at >= ?3`,
     clientId,
     key,

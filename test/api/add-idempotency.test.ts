@@ -119,7 +119,7 @@ async function rememberKey(clientId: string, key: string, createdAt: number): Pr
     app_user_id: "au-old",
     created_at: new Date(createdAt).toISOString(),
   };
-  const outcome = await storeReceipt(target.db, { ...data, body: "{}" }, newCreationNotice(data, target), {
+  const outcome = await storeReceipt(target.db, { ...data, body: "{}", user_key: "hmac-sha256:au-old" }, newCreationNotice(data, target), {
     key,
     fingerprint: "an older request",
     response: { data, status: "OK", status_code: 200 },

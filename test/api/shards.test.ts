@@ -199,6 +199,7 @@ describe("docs/api.md#shards cron jobs and notifier on every shard", () => {
     for (const shard of SHARDS) {
       expect(runs.filter((line) => line.shard === shard.name).map((line) => line.job).sort()).toEqual([
         "audit.purge-expired",
+        "erasure-fences.purge",
         "idempotency-keys.delete-expired",
         "notices.purge-delivered",
         "notices.resend",

@@ -5,6 +5,7 @@ import net from "node:net";
 import path from "node:path";
 import { decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
 import { endGroup, freePort, startGroup, waitForWorker } from "../support/processes.ts";
 import { freshState, runScript } from "../support/run-script.ts";
@@ -23,7 +24,7 @@ beforeAll(async () => {
   // A key set of its own, so that the project's .dev.vars (which npm start may be writing) plays no part.
   const key = newTokenKey();
   const envFile = path.join(state, ".env");
-  writeFileSync(envFile, `TOKEN_KEYS='${JSON.stringify({ keys: [key] })}'\n`, { mode: 0o600 });
+  writeFileSync(envFile, `TOKEN_KEYS='${JSON.stringify({ keys: [key] })}'\nAUDIT_HASH_KEY='${newAuditHashKey()}'\n`, { mode: 0o600 });
   port = await freePort();
   const started = startGroup("wrangler", ["dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", state, "--env-file", envFile]);
   dev = started.child;

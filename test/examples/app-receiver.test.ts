@@ -121,6 +121,17 @@ describe("docs/api.md#receipt-events: the app's view, from events that come at l
     expect(view.receiptsOf("user-7")).toHaveLength(1);
   });
 
+  it("erased: a receipt created after the erasure's instant that arrived before its event stays; one at the instant goes", () => {
+    const view = new AppView();
+    const [created, , erased] = sampleEvents("user-43");
+    const atInstant: AppEvent = { ...sampleEvents("user-43", "r-at")[0], created_at: "2026-11-22T14:00:00.000Z" };
+    const newer: AppEvent = { ...sampleEvents("user-43", "r-newer")[0], created_at: "2026-11-22T14:00:00.001Z" };
+    for (const [id, event] of [["w1", created], ["w2", atInstant], ["w3", newer]] as const) view.receive(id, event);
+
+    expect(describeOutcome(view.receive("w-erase", erased))).toBe("user-43: erased, 2 receipts dropped (1 receipt)");
+    expect(view.receiptsOf("user-43").map((receipt) => receipt.receipt_id)).toEqual(["r-newer"]);
+  });
+
   it("an event type it does not know is acknowledged and ignored", () => {
     const view = new AppView();
     expect(view.receive("w9", { event_id: "ev9", type: "receipt.updated" })).toEqual({ kind: "unknown-type", type: "receipt.updated" });

@@ -10,6 +10,8 @@ const COMMANDS: [script: string, args: string[]][] = [
   ["shards", []],
   ["shards", ["close", "s1"]],
   ["app-users", ["erase"]],
+  ["jobs", []],
+  ["jobs", ["show"]],
   ["audit", []],
   ["audit", ["chain", "c1"]],
 ];

@@ -194,7 +194,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
       { name: "s3", binding: "DB_S3", state: "closed", receipts: 0, bytes: expect.any(Number) },
     ]);
 
-    // The other operator commands (notices, audit, app-users) reach it locally, through the config that binds it.
+    // The other operator commands (notices, audit) reach it locally, through the config that binds it.
     expect(targetShards({ remote: false }, configDir).map(({ name, config }) => [name, config])).toEqual(
       ["s1", "s2", "s3"].map((name) => [name, path.join(configDir, "wrangler.local.toml")]),
     );

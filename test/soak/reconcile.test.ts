@@ -91,6 +91,15 @@ describe("docs/reliability.md the soak's reconciliation of erasures (docs/api.md
     expect(found(history({ erasures: [failed], store: erasedOutbox }))).toEqual({ "needs operator": 1 });
   });
 
+  it("an earlier erasure's event that a later erasure of the same user removed is covered by the later one's", () => {
+    const earlier = { ...erasureOfU1(), eventId: "E-early", occurredAt: new Date(T + 1500).toISOString() };
+    const later = { ...erasureOfU1(), occurredAt: new Date(T + 2000).toISOString() };
+    expect(found(history({ erasures: [earlier, later], store: erasedOutbox, deliveries: [erasedEvent(T + 5000)] }))).toEqual({});
+    // Not by one of an instant before it.
+    const earlierStill = { ...later, occurredAt: new Date(T + 1000).toISOString() };
+    expect(found(history({ erasures: [earlier, earlierStill], store: erasedOutbox, deliveries: [erasedEvent(T + 5000)] }))).toEqual({ lost: 1 });
+  });
+
   it("an event of an erased receipt that arrives after the erasure's is out of order; an erased receipt still stored survived it", () => {
     const late = history({ erasures: [erasureOfU1()], store: erasedOutbox, deliveries: [erasedEvent(T + 5000), created("r1", "m1", T + 6000)] });
     expect(found(late)).toEqual({ "out of order": 1 });
@@ -171,7 +180,11 @@ describe("docs/reliability.md the soak's reconciliation", () => {
       receipts: storedR1.receipts,
       outbox: [outboxRow("r1", "created", false)],
       failed: [{ event_id: "x", receipt_id: "r9" }],
-      keys: [{ client_id: "c", idempotency_key: "k", receipt_id: "r8", created_at: new Date(T).toISOString() }],
+      keys: [
+        { client_id: "c", idempotency_key: "k", receipt_id: "r8", created_at: new Date(T).toISOString(), erased_at: null },
+        // Kept in erased form: an erasure took its receipt, and a retry replays the first answer.
+        { client_id: "c", idempotency_key: "k2", receipt_id: "r7", created_at: new Date(T).toISOString(), erased_at: new Date(T + 10).toISOString() },
+      ],
     };
     expect(found(history({ store, deliveries: [created("r1", "m1", T + 100)] }))).toEqual({ undelivered: 1, "needs operator": 1, "orphan row": 1 });
   });

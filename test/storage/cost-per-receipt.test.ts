@@ -11,7 +11,7 @@ import type { AddResponse } from "../../src/shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../src/shared/types.ts";
 import { purgeExpiredAudit } from "../../src/storage/audit.ts";
 import { claimEvents, purgeDelivered, settleEvents } from "../../src/storage/outbox/operations.ts";
-import { deleteExpiredIdempotencyKeys, deleteOwnedReceipt, storeReceipt, type StoredReceipt } from "../../src/storage/receipts.ts";
+import { deleteExpiredIdempotencyKeys, deleteOwnedReceipt, storeReceipt, type FencedReceipt } from "../../src/storage/receipts.ts";
 import { deleteInRounds } from "../../src/storage/rounds.ts";
 import { uniqueId } from "../support/api.ts";
 import { SHARDS, idOn } from "../support/shards.ts";
@@ -75,15 +75,16 @@ describe("docs/scale.md: statements and rows written per receipt on its shard", 
   it("a receipt's life: add one batch of 3, its event 2 statements and 2 rows, under 16 rows written in all", async () => {
     const now = new Date();
     const clientId = uniqueId("pos-cost");
-    const receipt: StoredReceipt = {
+    const receipt: FencedReceipt = {
       receipt_id: idOn(shard),
       chain_id: "chain-cost",
       client_id: clientId,
       app_user_id: uniqueId("au"),
       body: JSON.stringify({ total: 1, note: "x".repeat(2_000) }),
       created_at: now.toISOString(),
+      user_key: "hmac-sha256:no-erasure",
     };
-    const data = { ...receipt, body: undefined };
+    const data = { ...receipt, body: undefined, user_key: undefined };
     const response: AddResponse = { data, status: "OK", status_code: 200 } as unknown as AddResponse;
     const created: CreationNotice = {
       event_id: idOn(shard),

@@ -130,7 +130,7 @@ describe("placeAndStore", () => {
   }
 
   function receipt(clientId: string, body = '{"total":1}'): NewReceipt {
-    return { chain_id: "chain-1", client_id: clientId, app_user_id: "app-user-1", body };
+    return { chain_id: "chain-1", client_id: clientId, app_user_id: "app-user-1", body, user_key: "hmac-sha256:app-user-1" };
   }
 
   it("stores a receipt with its created event on the shard its ID names; a retry of the key gets the first answer", async () => {

@@ -14,3 +14,6 @@ export const TEST_TOKEN_KEYS = {
  * that a test verifies each push as the app side would.
  */
 export const TEST_PUSH_SECRET = "whsec_dGVzdC1wdXNoLXNlY3JldC0zMi1ieXRlcy1sb25nISE=";
+
+/** The AUDIT_HASH_KEY the test Workers run with, so a test can compute an app user's pseudonym. */
+export const TEST_AUDIT_HASH_KEY = "dGVzdC1hdWRpdC1oYXNoLWtleS10aGlydHktdHdvLWJ5dGVzLWxvbmc";

@@ -9,6 +9,7 @@ import { enqueueNotice, newCreationNotice } from "../events.ts";
 import { readHeaders } from "../headers.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { jsonResponse } from "../responses.ts";
+import { userKeyOf } from "../user-key.ts";
 
 /**
  * Stores a receipt for an app user. Checks run cheapest and least revealing first: headers,
@@ -24,9 +25,11 @@ export async function add(c: ApiContext): Promise<Response> {
   const body = await readJsonBody(c.req.raw, headers["Content-Type"], receiptBody, c.get("config").bodyDeadlineMs);
 
   const waitUntil = (work: Promise<unknown>) => c.executionCtx.waitUntil(work);
+  const config = c.get("config");
+  const user_key = await userKeyOf(c.get("isolate"), config, headers.app_user_id);
   const stored = await placeAndStore(
-    { env: c.env, settings: c.get("config"), memory: c.get("isolate").placement, waitUntil },
-    { chain_id: headers.chain_id, client_id: client.client_id, app_user_id: headers.app_user_id, body },
+    { env: c.env, settings: config, memory: c.get("isolate").placement, waitUntil },
+    { chain_id: headers.chain_id, client_id: client.client_id, app_user_id: headers.app_user_id, body, user_key },
     headers["Idempotency-Key"],
     newCreationNotice,
   ).catch(noOpenShardRefused);

@@ -90,8 +90,9 @@ export function recordDeletedIfOwned(event: DeletionNotice): Statement {
 }
 
 /**
- * Records an erasure's event, never enqueued: the cron job sends it after its grace period
- * (docs/api.md#receipt-events). It is about no receipt, so its row's receipt_id is its own ID.
+ * Records an erasure's event, which the erasure's last step then hands to the queue (the cron job
+ * sends it if that fails). It is about no receipt, so its row's receipt_id is its own ID: a later
+ * erasure of the same app user finds it by that ID ({@link eraseLeftoverEventsOfReceipts}).
  */
 export function recordErasedEvent(event: AppUserErasedEvent): Statement {
   return recordEvent(event, event.event_id, "1");

@@ -1,0 +1,77 @@
+/**
+ * Operators look at the service's jobs, its Workflow instances (docs/operations.md "Jobs"):
+ * each one's kind, state, steps done of steps, start, end and error, locally in `npm start` or
+ * in the deployment.
+ */
+import { UsageError, parse, runCommands, table } from "./lib/cli.ts";
+import {
+  JOB_TARGET_OPTIONS,
+  JOB_WORKFLOWS,
+  describeJob,
+  jobTargetOf,
+  listJobIds,
+  restartCommand,
+  summary,
+  type JobKind,
+  type JobSummary,
+} from "./lib/jobs.ts";
+
+const USAGE = `Usage: npm run jobs -- list [--json] [--remote | --port <port>]
+       npm run jobs -- show <id> [--json] [--remote | --port <port>]
+
+  list        every job (Workflow instance) of the service: ID, kind, state, steps done of
+              steps, start, end, error; with --json an array of
+              {"id", "kind", "state", "steps_done", "steps", "started", "ended", "error"}
+  show <id>   one job, and for a failed one the command that runs it again
+
+  --remote        the deployed service instead of 'npm start'
+  --port <port>   the port of 'npm start' (default 8787)`;
+
+const HEADER = ["ID", "KIND", "STATE", "STEPS", "STARTED", "ENDED", "ERROR"] as const;
+
+await runCommands(USAGE, { list, show });
+
+function list(argv: string[]): void {
+  const { values, positionals } = parse(argv, { json: { type: "boolean" }, ...JOB_TARGET_OPTIONS });
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
+  const target = jobTargetOf(values);
+  const jobs = kinds().flatMap((kind) => listJobIds(kind, target).map((id) => summary(kind, describeJob(kind, id, target))));
+  jobs.sort((a, b) => (b.started ?? "").localeCompare(a.started ?? ""));
+  console.log(values.json ? JSON.stringify(jobs) : table(HEADER, jobs.map(row)));
+}
+
+function show(argv: string[]): void {
+  const { values, positionals } = parse(argv, { json: { type: "boolean" }, ...JOB_TARGET_OPTIONS });
+  if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "No job ID given." : `Unexpected argument: ${positionals[1]}`);
+  const id = positionals[0]!;
+  if (!/^[A-Za-z0-9_-]{1,100}$/.test(id)) throw new UsageError(`Not a job ID: ${JSON.stringify(id)}`);
+  const target = jobTargetOf(values);
+  const found = kinds().map((kind) => ({ kind, job: findJob(kind, id, target) })).find(({ job }) => job !== undefined);
+  if (!found) throw new Error(`No job ${id}.`);
+  const job = found.job!;
+  if (values.json) {
+    console.log(JSON.stringify(job));
+    return;
+  }
+  console.log(table(HEADER, [row(job)]));
+  if (job.state === "errored" || job.state === "terminated") console.log(`\nRun it again with: ${restartCommand(found.kind, id, target)}`);
+}
+
+function row(job: JobSummary): string[] {
+  return [job.id, job.kind, job.state, `${job.steps_done}/${job.steps}`, job.started ?? "-", job.ended ?? "-", job.error ?? ""];
+}
+
+function kinds(): JobKind[] {
+  return Object.keys(JOB_WORKFLOWS) as JobKind[];
+}
+
+// Wrangler fails for an ID its Workflow does not know ("... not found"): then it is not a job of
+// that kind. Any other failure (no `npm start`, no network) is the answer.
+function findJob(kind: JobKind, id: string, target: Parameters<typeof describeJob>[2]): JobSummary | undefined {
+  try {
+    return summary(kind, describeJob(kind, id, target));
+  } catch (error) {
+    if (/not found/i.test((error as Error).message)) return undefined;
+    throw error;
+  }
+}

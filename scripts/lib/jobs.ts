@@ -1,0 +1,127 @@
+/**
+ * The service's Workflow instances ("jobs") through `wrangler workflows`: start one, describe
+ * one, list them, locally against `npm start` (`--local --port`) or against the deployment.
+ * Shared by `npm run app-users -- erase` and `npm run jobs`.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { UsageError, positiveInteger } from "./cli.ts";
+import { wrangler } from "./wrangler.ts";
+
+/** The Workflows of wrangler.toml, by the kind `npm run jobs` shows. */
+export const JOB_WORKFLOWS = { erasure: "receipts-v2-erasure" } as const;
+
+/** A kind of job. */
+export type JobKind = keyof typeof JOB_WORKFLOWS;
+
+/** Where jobs run: the deployment, or `npm start` on a local port. */
+export type JobTarget = { remote: true } | { remote: false; port: number };
+
+/** The port `npm start` (wrangler dev) listens on unless told otherwise. */
+export const DEFAULT_PORT = 8787;
+
+/** The options of every command on jobs; {@link jobTargetOf} reads them. */
+export const JOB_TARGET_OPTIONS = {
+  remote: { type: "boolean" },
+  port: { type: "string" },
+} as const;
+
+/** The target that `--remote` or `--port <n>` names. */
+export function jobTargetOf(values: { remote?: boolean; port?: string }): JobTarget {
+  if (values.remote && values.port !== undefined) throw new UsageError("--remote and --port exclude each other.");
+  if (values.remote) return { remote: true };
+  return { remote: false, port: values.port === undefined ? DEFAULT_PORT : positiveInteger("--port", values.port) };
+}
+
+/** A step of an instance as wrangler describes it. */
+interface DescribedStep {
+  name: string;
+  type: string;
+  success: boolean | null;
+  start: string | null;
+  end: string | null;
+}
+
+/** An instance as `wrangler workflows instances describe --json` prints it. */
+export interface DescribedJob {
+  id: string;
+  status: string;
+  queued?: string;
+  start: string | null;
+  end: string | null;
+  output: unknown;
+  error: { name: string; message: string } | null;
+  steps: DescribedStep[];
+}
+
+/** One job as `npm run jobs` shows it. */
+export interface JobSummary {
+  id: string;
+  kind: JobKind;
+  state: string;
+  steps_done: number;
+  steps: number;
+  started: string | null;
+  ended: string | null;
+  error: string | null;
+}
+
+/** States after which an instance changes no more unless an operator restarts it. */
+const ENDED = new Set(["complete", "errored", "terminated"]);
+
+/** Starts an instance of `kind` with `params`; returns its ID. */
+export function startJob(kind: JobKind, params: unknown, target: JobTarget): string {
+  const output = wrangler(["workflows", "trigger", JOB_WORKFLOWS[kind], JSON.stringify(params), "--json", ...flags(target)], { retryLocked: false });
+  return (JSON.parse(jsonPart(output)) as { id: string }).id;
+}
+
+/** An instance of `kind` as wrangler describes it. */
+export function describeJob(kind: JobKind, id: string, target: JobTarget): DescribedJob {
+  const output = wrangler(["workflows", "instances", "describe", JOB_WORKFLOWS[kind], id, "--json", ...flags(target)]);
+  return JSON.parse(jsonPart(output)) as DescribedJob;
+}
+
+/** Polls an instance until it ended (complete, errored or terminated) and returns it. */
+export async function waitForJob(kind: JobKind, id: string, target: JobTarget, pauseMs = 1000): Promise<DescribedJob> {
+  for (;;) {
+    const job = describeJob(kind, id, target);
+    if (ENDED.has(job.status)) return job;
+    await sleep(pauseMs);
+  }
+}
+
+/** The IDs of every instance of `kind` wrangler lists, newest first. */
+export function listJobIds(kind: JobKind, target: JobTarget): string[] {
+  const output = wrangler(["workflows", "instances", "list", JOB_WORKFLOWS[kind], "--json", ...flags(target)]);
+  return (JSON.parse(jsonPart(output)) as { id: string }[]).map((instance) => instance.id);
+}
+
+/** An instance in the terms `npm run jobs` prints. Steps done: the steps that succeeded. */
+export function summary(kind: JobKind, job: DescribedJob): JobSummary {
+  const steps = job.steps.filter((step) => step.type === "step");
+  return {
+    id: job.id,
+    kind,
+    state: job.status,
+    steps_done: steps.filter((step) => step.success === true).length,
+    steps: steps.length,
+    started: job.start,
+    ended: job.end,
+    error: job.error ? `${job.error.name}: ${job.error.message}` : null,
+  };
+}
+
+/** What an operator runs to start a failed instance again (docs/operations.md). */
+export function restartCommand(kind: JobKind, id: string, target: JobTarget): string {
+  return `npx wrangler workflows instances restart ${JOB_WORKFLOWS[kind]} ${id}${target.remote ? "" : ` --local --port ${target.port}`}`;
+}
+
+function flags(target: JobTarget): string[] {
+  return target.remote ? [] : ["--local", "--port", String(target.port)];
+}
+
+// Wrangler may print a banner or a warning before the JSON it was asked for.
+function jsonPart(output: string): string {
+  const start = output.search(/^[[{]/m);
+  if (start === -1) throw new Error(`wrangler printed no JSON:\n${output}`);
+  return output.slice(start);
+}
