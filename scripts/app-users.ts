@@ -1,7 +1,7 @@
 /**
  * Operators erase an app user's data in every shard (docs/api.md#erasure, docs/operations.md "A
  * shopper asks to be forgotten"): the command starts the erasure's Workflow
- * (src/api/workflows/erasure.ts) in the running service, locally in `npm start` or in the
+ * (src/api/workflows/erasure-workflow.ts) in the running service, locally in `npm start` or in the
  * deployment, and waits for it to complete.
  */
 import type { Erasure } from "../src/storage/erasure.ts";

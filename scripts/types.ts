@@ -1,6 +1,7 @@
 /**
  * `npm run types`: generates each Worker's binding types, and the Workers runtime's, from its
- * wrangler.toml (`wrangler types`), into a worker-configuration.d.ts beside its code; src/shared/env.ts
+ * wrangler.toml (`wrangler types`), into a .d.ts beside its code (api-worker.d.ts and
+ * notifier-worker.d.ts, named apart so that no two files under src/ share a name); src/shared/env.ts
  * derives the Workers' env from them. `npm run types -- --check` fails when a file is stale, which
  * `npm run typecheck` runs first, so a config changed without regenerating is caught.
  *
@@ -13,9 +14,9 @@ import path from "node:path";
 const ROOT = path.resolve(import.meta.dirname, "..");
 
 const WORKERS = [
-  { config: "wrangler.toml", out: "src/api/worker-configuration.d.ts", envInterface: "ApiBindings", runtime: true },
+  { config: "wrangler.toml", out: "src/api/api-worker.d.ts", envInterface: "ApiBindings", runtime: true },
   // The runtime's types once: both Workers share one TypeScript program and one compatibility date.
-  { config: "src/notifier/wrangler.toml", out: "src/notifier/worker-configuration.d.ts", envInterface: "NotifierBindings", runtime: false },
+  { config: "src/notifier/wrangler.toml", out: "src/notifier/notifier-worker.d.ts", envInterface: "NotifierBindings", runtime: false },
 ];
 
 const extra = process.argv.slice(2);

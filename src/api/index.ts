@@ -7,7 +7,7 @@ import { newIsolateState } from "./context.ts";
 import type { SweepMessage } from "../shared/types.ts";
 import { consumeSweeps, dispatchSweeps } from "./scheduled.ts";
 
-export { ErasureWorkflow } from "./workflows/erasure.ts";
+export { ErasureWorkflow } from "./workflows/erasure-workflow.ts";
 
 // One isolate serves many requests and cron ticks; what it remembers between them lives here.
 const isolate = newIsolateState();

@@ -1,6 +1,6 @@
 /**
  * What each Worker may touch. The bindings come from the types `npm run types` generates from
- * each Worker's wrangler.toml (src/api/ and src/notifier/worker-configuration.d.ts), so that a
+ * each Worker's wrangler.toml (src/api/ and src/notifier/notifier-worker.d.ts), so that a
  * binding renamed or dropped there fails the typecheck; this file adds only what the configs
  * cannot say: the shards beyond the two placeholders, each queue's message, and the settings as
  * src/shared/config.ts reads them. Kept apart from types.ts because the operator scripts, which
@@ -26,7 +26,7 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
   NOTICES: Queue<QueuedNotice>;
   /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
   SWEEPS: Queue<SweepMessage>;
-  /** The erasure's Workflow (src/api/workflows/erasure.ts), started by `npm run app-users -- erase`. */
+  /** The erasure's Workflow (src/api/workflows/erasure-workflow.ts), started by `npm run app-users -- erase`. */
   ERASURE: Workflow<{ app_user_id: string }>;
 }
 

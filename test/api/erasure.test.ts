@@ -1,5 +1,5 @@
 /**
- * docs/api.md#erasure: the erasure's Workflow (src/api/workflows/erasure.ts) on the test run's
+ * docs/api.md#erasure: the erasure's Workflow (src/api/workflows/erasure-workflow.ts) on the test run's
  * three shards, started through its binding as `npm run app-users -- erase` starts it, and driven
  * with the vitest plugin's Workflow introspection: steps that fail and resume, adds racing the
  * erasure, keyed retries after it, re-runs and two erasures of one app user at once.

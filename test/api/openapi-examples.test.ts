@@ -2,14 +2,14 @@
  * Every error example of the served OpenAPI document, replayed against the Worker: each has a
  * scenario here that provokes it, and the Worker's answer must be the example, word for word,
  * with the headers the document names. A message changed in a route fails here until the
- * document (src/api/openapi/operations.ts, then `npm run openapi`) says the same.
+ * document (src/api/openapi/documented-operations.ts, then `npm run openapi`) says the same.
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import committed from "../../docs/openapi.json";
 import { createApp } from "../../src/api/app.ts";
 import { UNCONFIGURED_SUPPORT } from "../../src/api/errors.ts";
-import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
+import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/documented-operations.ts";
 import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../src/api/openapi/document.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";

@@ -5,7 +5,7 @@
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ReceiptsClient, ReceiptsError, type FetchLike, type Receipt, type ReceiptsClientOptions } from "../../src/client/index.ts";
-import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
+import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/documented-operations.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../support/api.ts";
 import { outboxRows, receiptExists } from "../support/notices.ts";

@@ -12,7 +12,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STATUS_WORDS } from "../../src/api/errors.ts";
 import { commonErrors, errorExampleBody, serializeOpenApiDocument } from "../../src/api/openapi/document.ts";
-import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/operations.ts";
+import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/documented-operations.ts";
 import { pushNotice } from "../../src/notifier/push.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { errorResponse } from "../../src/shared/schemas.ts";

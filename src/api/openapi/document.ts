@@ -8,7 +8,7 @@ import * as z from "zod/mini";
 import { PATHS } from "../../shared/paths.ts";
 import { appUserErasedEvent, authorizationHeader, errorResponse, receiptCreatedEvent, receiptDeletedEvent } from "../../shared/schemas.ts";
 import { ApiError, errorBody, internalErrorBody, type SupportPointer } from "../errors.ts";
-import { DOCUMENTED_OPERATIONS, type DocumentedOperation, type ErrorExample } from "./operations.ts";
+import { DOCUMENTED_OPERATIONS, type DocumentedOperation, type ErrorExample } from "./documented-operations.ts";
 
 /** A JSON value, as the document is made of. */
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
