@@ -1,7 +1,7 @@
 /**
  * Every refusal a client can get, in one catalogue: the routes throw these, and the OpenAPI
  * document shows them as its error examples, so the two can never word one refusal differently
- * (test/api/openapi-examples.test.ts replays each example against the Worker).
+ * (test/api/routes/openapi-examples.test.ts replays each example against the Worker).
  */
 import { APP_SCOPE, POS_SCOPE } from "../shared/types.ts";
 import { ApiError, type ErrorStatus } from "./errors.ts";

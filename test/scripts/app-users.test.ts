@@ -2,7 +2,7 @@
  * docs/api.md#erasure, docs/operations.md "A shopper asks to be forgotten" and "Jobs": `npm run
  * app-users -- erase` and `npm run jobs` themselves, against `npm start` on a throwaway local
  * state with two shards: the erasure runs as the service's Workflow. The erasure's own rules on
- * three shards are in test/api/erasure.test.ts.
+ * three shards are in test/api/workflows/erasure.test.ts.
  */
 import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";

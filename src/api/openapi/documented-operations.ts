@@ -1,7 +1,7 @@
 /**
  * What the OpenAPI document says about each operation beyond its schemas: the words, the
  * examples, and one example per row of the error tables of docs/api.md. The schemas themselves
- * are only referenced here; `test/api/openapi-examples.test.ts` replays every error example
+ * are only referenced here; `test/api/routes/openapi-examples.test.ts` replays every error example
  * against the Worker, so an example that drifts from the real answer fails the suite.
  */
 import type * as z from "zod/mini";

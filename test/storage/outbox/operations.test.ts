@@ -4,8 +4,8 @@
  * replayed, and the order rule that holds a receipt's deleted event behind its created event.
  */
 import { describe, expect, it } from "vitest";
-import type { AppUserErasedEvent } from "../../src/shared/schemas.ts";
-import type { CreationNotice, DeletionNotice } from "../../src/shared/types.ts";
+import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
+import type { CreationNotice, DeletionNotice } from "../../../src/shared/types.ts";
 import {
   claimEvents,
   deadLetter,
@@ -13,7 +13,7 @@ import {
   pendingEvents,
   purgeDelivered,
   settleEvents,
-} from "../../src/storage/outbox/operations.ts";
+} from "../../../src/storage/outbox/operations.ts";
 import {
   eraseEventsOfReceipts,
   recordCreatedIfStored,
@@ -22,10 +22,10 @@ import {
   replayFailed,
   stateOfRow,
   type EventState,
-} from "../../src/storage/outbox/statements.ts";
-import { bound, runBatch, statement } from "../../src/storage/statement.ts";
-import { uniqueId } from "../support/api.ts";
-import { SHARDS, idOn } from "../support/shards.ts";
+} from "../../../src/storage/outbox/statements.ts";
+import { bound, runBatch, statement } from "../../../src/storage/statement.ts";
+import { uniqueId } from "../../support/api.ts";
+import { SHARDS, idOn } from "../../support/shards.ts";
 
 const shard = SHARDS[0]!;
 const db = shard.db;

@@ -1,8 +1,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../src/api/app.ts";
-import { EVENT_ID_PATTERN } from "../../src/storage/outbox/statements.ts";
+import { createApp } from "../../../src/api/app.ts";
+import { EVENT_ID_PATTERN } from "../../../src/storage/outbox/statements.ts";
 import {
   type Answer,
   BASE,
@@ -20,7 +20,7 @@ import {
   signTestToken,
   uniqueId,
   updateClient,
-} from "../support/api.ts";
+} from "../../support/api.ts";
 import {
   type SeededReceipt,
   auditRows,
@@ -31,10 +31,10 @@ import {
   seedReceipt,
   waitForDelivery,
   waitForPushes,
-} from "../support/notices.ts";
-import { PATHS } from "../../src/shared/paths.ts";
-import { SHARDS, idOn } from "../support/shards.ts";
-import { shardOfId } from "../../src/storage/shards.ts";
+} from "../../support/notices.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { SHARDS, idOn } from "../../support/shards.ts";
+import { shardOfId } from "../../../src/storage/shards.ts";
 
 const HEADER_NAMES = ["Authorization", "receipt_id", "client_id", "chain_id", "app_user_id"] as const;
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
@@ -232,7 +232,7 @@ describe("docs/api.md#delete-errors delete errors: 406 the receipt", () => {
     await expectUntouched(receipt);
   });
 
-  // Once client_id differs it is named alone (test/api/delete-disclosure.test.ts).
+  // Once client_id differs it is named alone (test/api/routes/delete-disclosure.test.ts).
   it.each(nonEmptySubsets(OWNER_FIELDS).map((fields) => [fields.join("+"), fields] as const))(
     "%s differing from the receipt: 406 naming each differing field (client_id alone if it differs) and no other",
     async (_label, differingFields) => {

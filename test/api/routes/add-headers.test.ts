@@ -2,7 +2,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../src/api/app.ts";
+import { createApp } from "../../../src/api/app.ts";
 import {
   BASE,
   expectNamesMissing,
@@ -17,8 +17,8 @@ import {
   updateClient,
   validReceiptBody,
   type Answer,
-} from "../support/api.ts";
-import { PATHS } from "../../src/shared/paths.ts";
+} from "../../support/api.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
 
 const REQUIRED_HEADERS = ["Authorization", "client_id", "chain_id", "app_user_id", "Content-Type"] as const;
 

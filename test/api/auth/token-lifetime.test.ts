@@ -3,9 +3,9 @@
  * Only a holder of a signing key could mint a longer one; each is a 403 that changes nothing.
  */
 import { describe, expect, it } from "vitest";
-import { PATHS } from "../../src/shared/paths.ts";
-import { call, expectRefused, issueClient, newCaller, postAdd, signTestToken } from "../support/api.ts";
-import { deleteHeadersFor, receiptExists, seedReceipt } from "../support/notices.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { call, expectRefused, issueClient, newCaller, postAdd, signTestToken } from "../../support/api.ts";
+import { deleteHeadersFor, receiptExists, seedReceipt } from "../../support/notices.ts";
 
 const now = () => Math.floor(Date.now() / 1000);
 

@@ -1,9 +1,9 @@
 import { env } from "cloudflare:workers";
 import { decodeJwt, decodeProtectedHeader } from "jose";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../src/api/app.ts";
-import { hashClientSecret } from "../../src/shared/secrets.ts";
-import { TEST_TOKEN_KEYS } from "../support/keys.ts";
+import { createApp } from "../../../src/api/app.ts";
+import { hashClientSecret } from "../../../src/shared/secrets.ts";
+import { TEST_TOKEN_KEYS } from "../../support/keys.ts";
 import {
   BASE,
   call,
@@ -17,8 +17,8 @@ import {
   uniqueId,
   updateClient,
   type Answer,
-} from "../support/api.ts";
-import { PATHS } from "../../src/shared/paths.ts";
+} from "../../support/api.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
 
 const HEADER_NAMES = ["client_id", "client_secret", "token_type", "scope"] as const;
 

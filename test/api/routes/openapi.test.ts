@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import committed from "../../docs/openapi.json";
-import { OPERATIONS } from "../../src/api/app.ts";
-import { PATHS } from "../../src/shared/paths.ts";
-import { BASE, call, expectErrorShape } from "../support/api.ts";
+import committed from "../../../docs/openapi.json";
+import { OPERATIONS } from "../../../src/api/app.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { BASE, call, expectErrorShape } from "../../support/api.ts";
 
 type PathItem = Record<string, unknown>;
 const documentPaths = committed.paths as Record<string, PathItem>;

@@ -7,18 +7,18 @@
 import { env } from "cloudflare:workers";
 import { introspectWorkflowInstance, type WorkflowInstanceModifier } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { newCreationNotice } from "../../src/api/events.ts";
-import { runScheduledJobs } from "../../src/api/scheduled.ts";
-import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
-import { PATHS } from "../../src/shared/paths.ts";
-import type { AppUserErasedEvent } from "../../src/shared/schemas.ts";
-import { ERASURE_PAGE, eraseAppUser, pseudonym, type Erasure, type ErasureShard } from "../../src/storage/erasure.ts";
-import { storeReceipt } from "../../src/storage/receipts.ts";
-import { runBatch } from "../../src/storage/statement.ts";
-import { call, consoleLines, newCaller, postAdd, uniqueId, type Caller } from "../support/api.ts";
-import { TEST_AUDIT_HASH_KEY } from "../support/keys.ts";
-import { expectSignedPush, seedReceipt, waitForPushes } from "../support/notices.ts";
-import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "../support/shards.ts";
+import { newCreationNotice } from "../../../src/api/events.ts";
+import { runScheduledJobs } from "../../../src/api/scheduled.ts";
+import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
+import { ERASURE_PAGE, eraseAppUser, pseudonym, type Erasure, type ErasureShard } from "../../../src/storage/erasure.ts";
+import { storeReceipt } from "../../../src/storage/receipts.ts";
+import { runBatch } from "../../../src/storage/statement.ts";
+import { call, consoleLines, newCaller, postAdd, uniqueId, type Caller } from "../../support/api.ts";
+import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
+import { expectSignedPush, seedReceipt, waitForPushes } from "../../support/notices.ts";
+import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "../../support/shards.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
 

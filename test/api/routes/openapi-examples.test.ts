@@ -6,14 +6,14 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import committed from "../../docs/openapi.json";
-import { createApp } from "../../src/api/app.ts";
-import { UNCONFIGURED_SUPPORT } from "../../src/api/errors.ts";
-import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/documented-operations.ts";
-import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../src/api/openapi/document.ts";
-import { PATHS } from "../../src/shared/paths.ts";
-import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
-import { APP_SCOPE, POS_SCOPE } from "../../src/shared/types.ts";
+import committed from "../../../docs/openapi.json";
+import { createApp } from "../../../src/api/app.ts";
+import { UNCONFIGURED_SUPPORT } from "../../../src/api/errors.ts";
+import { DOCUMENTED_OPERATIONS } from "../../../src/api/openapi/documented-operations.ts";
+import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../../src/api/openapi/document.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { shardStateKey, type ShardState } from "../../../src/shared/shard-ids.ts";
+import { APP_SCOPE, POS_SCOPE } from "../../../src/shared/types.ts";
 import {
   BASE,
   call,
@@ -24,9 +24,9 @@ import {
   uniqueId,
   updateClient,
   type Answer,
-} from "../support/api.ts";
-import { deleteHeadersFor, seedReceipt } from "../support/notices.ts";
-import { SHARDS } from "../support/shards.ts";
+} from "../../support/api.ts";
+import { deleteHeadersFor, seedReceipt } from "../../support/notices.ts";
+import { SHARDS } from "../../support/shards.ts";
 
 type Scenario = () => Promise<Answer>;
 

@@ -15,9 +15,9 @@ import {
   uniqueId,
   validReceiptBody,
   type TestClient,
-} from "../support/api.ts";
-import { seedReceipt, type SeededReceipt } from "../support/notices.ts";
-import { PATHS } from "../../src/shared/paths.ts";
+} from "../../support/api.ts";
+import { seedReceipt, type SeededReceipt } from "../../support/notices.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
 
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const;
 

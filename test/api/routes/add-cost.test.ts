@@ -1,8 +1,8 @@
 /** add: the storage calls on its response path, and the event's hand-over after it. */
 import { beforeAll, describe, expect, it } from "vitest";
-import { newIsolateState } from "../../src/api/context.ts";
-import { WARM_ISOLATE, countedCall, newCaller, uniqueId, validReceiptBody } from "../support/api.ts";
-import { PATHS } from "../../src/shared/paths.ts";
+import { newIsolateState } from "../../../src/api/context.ts";
+import { WARM_ISOLATE, countedCall, newCaller, uniqueId, validReceiptBody } from "../../support/api.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
 
 describe("docs/api.md#add cost budget: one KV read and one D1 round trip per add", () => {
   // One isolate for every call here: the first call warms it, the others are measured on it.

@@ -1,8 +1,8 @@
 /** add: what a stored receipt holds and answers, and the common rules of the route. */
 import { describe, expect, it } from "vitest";
-import { call, expectErrorShape, newCaller, postAdd, uniqueId, validReceiptBody } from "../support/api.ts";
-import { PATHS } from "../../src/shared/paths.ts";
-import { storedReceipt, receiptsOf } from "../support/shards.ts";
+import { call, expectErrorShape, newCaller, postAdd, uniqueId, validReceiptBody } from "../../support/api.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { storedReceipt, receiptsOf } from "../../support/shards.ts";
 
 describe("docs/api.md#add add success", () => {
   it("answers 200 with receipt_id, chain_id, client_id, app_user_id, created_at and stores the receipt", async () => {

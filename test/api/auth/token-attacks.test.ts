@@ -17,10 +17,10 @@ import {
   updateClient,
   uniqueId,
   type Answer,
-} from "../support/api.ts";
-import { TEST_TOKEN_KEYS } from "../support/keys.ts";
-import { deleteHeadersFor, seedReceipt } from "../support/notices.ts";
-import { PATHS } from "../../src/shared/paths.ts";
+} from "../../support/api.ts";
+import { TEST_TOKEN_KEYS } from "../../support/keys.ts";
+import { deleteHeadersFor, seedReceipt } from "../../support/notices.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
 
 /** A token-bearing route, ready to be called by one fresh client with any Authorization value. */
 interface Target {

@@ -1,8 +1,8 @@
 /** add: Idempotency-Key replays, conflicts, races, and the cron job that forgets old keys. */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { runScheduledJobs } from "../../src/api/scheduled.ts";
-import { IDEMPOTENCY_WINDOW_MS, storeReceipt } from "../../src/storage/receipts.ts";
+import { runScheduledJobs } from "../../../src/api/scheduled.ts";
+import { IDEMPOTENCY_WINDOW_MS, storeReceipt } from "../../../src/storage/receipts.ts";
 import {
   issueClient,
   expectRefused,
@@ -13,10 +13,10 @@ import {
   signTestToken,
   uniqueId,
   validReceiptBody,
-} from "../support/api.ts";
-import { SHARDS, idOn, receiptsOf, rowsOnEveryShard, storedReceipt } from "../support/shards.ts";
-import { placeReceipt } from "../../src/storage/placement.ts";
-import { newCreationNotice } from "../../src/api/events.ts";
+} from "../../support/api.ts";
+import { SHARDS, idOn, receiptsOf, rowsOnEveryShard, storedReceipt } from "../../support/shards.ts";
+import { placeReceipt } from "../../../src/storage/placement.ts";
+import { newCreationNotice } from "../../../src/api/events.ts";
 
 describe("docs/api.md#idempotency idempotency", () => {
   it("a repeated key gets the first response again and stores no second receipt", async () => {

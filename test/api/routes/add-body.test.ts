@@ -8,9 +8,9 @@ import {
   postAdd,
   uniqueId,
   validReceiptBody,
-} from "../support/api.ts";
-import { PATHS } from "../../src/shared/paths.ts";
-import { storedReceipt } from "../support/shards.ts";
+} from "../../support/api.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { storedReceipt } from "../../support/shards.ts";
 
 const MAX_BODY_BYTES = 64 * 1024;
 

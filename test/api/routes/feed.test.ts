@@ -4,14 +4,14 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { decodeJwt } from "jose";
-import { PATHS } from "../../src/shared/paths.ts";
-import { stampShardTag } from "../../src/shared/shard-ids.ts";
-import { APP_SCOPE } from "../../src/shared/types.ts";
-import { eraseAppUser, type ErasureShard } from "../../src/storage/erasure.ts";
-import { FEED_SHARD_BUDGET } from "../../src/storage/outbox/operations.ts";
-import { moveToFailed, recordCreatedIfStored } from "../../src/storage/outbox/statements.ts";
-import { bound, runBatch } from "../../src/storage/statement.ts";
-import type { Shard } from "../../src/storage/shards.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { stampShardTag } from "../../../src/shared/shard-ids.ts";
+import { APP_SCOPE } from "../../../src/shared/types.ts";
+import { eraseAppUser, type ErasureShard } from "../../../src/storage/erasure.ts";
+import { FEED_SHARD_BUDGET } from "../../../src/storage/outbox/operations.ts";
+import { moveToFailed, recordCreatedIfStored } from "../../../src/storage/outbox/statements.ts";
+import { bound, runBatch } from "../../../src/storage/statement.ts";
+import type { Shard } from "../../../src/storage/shards.ts";
 import {
   WARM_ISOLATE,
   call,
@@ -25,10 +25,10 @@ import {
   validReceiptBody,
   type Caller,
   type TestClient,
-} from "../support/api.ts";
-import { deleteHeadersFor, seedReceipt, waitForPushes } from "../support/notices.ts";
-import { SHARDS, idOn, storedReceipt } from "../support/shards.ts";
-import { newIsolateState } from "../../src/api/context.ts";
+} from "../../support/api.ts";
+import { deleteHeadersFor, seedReceipt, waitForPushes } from "../../support/notices.ts";
+import { SHARDS, idOn, storedReceipt } from "../../support/shards.ts";
+import { newIsolateState } from "../../../src/api/context.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 

@@ -1,6 +1,6 @@
 /** docs/api.md#local-use: what npm start leaves out of wrangler dev's output, and what it keeps. */
 import { describe, expect, it } from "vitest";
-import { devOutputFilter, isRoutineLine, migrationSummary } from "../../scripts/lib/dev-output.ts";
+import { devOutputFilter, isRoutineLine, migrationSummary } from "../../../scripts/lib/dev-output.ts";
 
 describe("docs/api.md#local-use npm start's terminal", () => {
   it.each([

@@ -6,12 +6,12 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
-import { createApp } from "../../src/api/app.ts";
-import { newIsolateState } from "../../src/api/context.ts";
-import { hashClientSecret, makeClientSecret } from "../../src/shared/secrets.ts";
-import { revokingIssuedTokens } from "../../src/shared/client-records.ts";
-import { PATHS } from "../../src/shared/paths.ts";
-import { clientKey, type ClientRecord } from "../../src/shared/types.ts";
+import { createApp } from "../../../src/api/app.ts";
+import { newIsolateState } from "../../../src/api/context.ts";
+import { hashClientSecret, makeClientSecret } from "../../../src/shared/secrets.ts";
+import { revokingIssuedTokens } from "../../../src/shared/client-records.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { clientKey, type ClientRecord } from "../../../src/shared/types.ts";
 import {
   BASE,
   call,
@@ -27,8 +27,8 @@ import {
   uniqueId,
   validReceiptBody,
   type TestClient,
-} from "../support/api.ts";
-import { deleteHeadersFor, receiptExists, seedReceipt } from "../support/notices.ts";
+} from "../../support/api.ts";
+import { deleteHeadersFor, receiptExists, seedReceipt } from "../../support/notices.ts";
 
 const now = () => Math.floor(Date.now() / 1000);
 

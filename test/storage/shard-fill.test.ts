@@ -69,9 +69,12 @@ describe("docs/api.md#shards the fill check decides from the recorded states", (
   const [a, b, c] = SHARDS;
   const THRESHOLD = 1_000;
 
-  afterEach(async () => {
+  // Before each too: the file's first test leaves shards closed by the fill check, at random.
+  const clearStates = async () => {
     await Promise.all(SHARDS.map((shard) => env.SHARD_STATES.delete(shardStateKey(shard.name))));
-  });
+  };
+  beforeEach(clearStates);
+  afterEach(clearStates);
 
   /** One isolate's fill check after a write that took `shard` past the threshold. */
   function crossed(shard: (typeof SHARDS)[number], memory = newPlacementMemory()): Promise<void> {

@@ -3,9 +3,9 @@
  * that receipt's chain and app user from which fields the 406 names.
  */
 import { describe, expect, it } from "vitest";
-import { call, expectErrorShape, expectRemark, issueClient, loginToken, uniqueId } from "../support/api.ts";
-import { outboxRows, receiptExists, seedReceipt } from "../support/notices.ts";
-import { PATHS } from "../../src/shared/paths.ts";
+import { call, expectErrorShape, expectRemark, issueClient, loginToken, uniqueId } from "../../support/api.ts";
+import { outboxRows, receiptExists, seedReceipt } from "../../support/notices.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
 
 describe("delete confirms no guess about another client's receipt: docs/api.md#delete-errors", () => {
   it("another client's receipt: the 406 names client_id alone, whatever the chain and app user guessed", async () => {
