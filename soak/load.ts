@@ -97,7 +97,7 @@ type Action = keyof typeof ACTION_WEIGHTS;
 
 /**
  * The shoppers every till serves. Few enough that each gets several adds a second from the tills
- * together, so that an erasure, which takes a few hundred ms, always has adds racing it.
+ * together, so that adds for the user being erased arrive while the erasure runs.
  */
 const APP_USERS = Array.from({ length: 6 }, (_, i) => `soak-user-${i}`);
 const RACERS = 3;
