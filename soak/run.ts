@@ -36,9 +36,11 @@ const USAGE = `Usage: npm run soak -- [--seconds <n>] [--concurrency <n>] [--see
 const CRON_PERIOD_MS = 2000;
 /**
  * The operator's pause between erasures, in ms: several a minute, each racing the adds the tills
- * keep sending for the app user being erased.
+ * keep sending for the app user being erased. An erasure under faults takes seconds and holds the
+ * next restart off (FaultDriver.outsideRestarts): closer erasures would push the restarts past the
+ * pushes they must cut off mid-batch.
  */
-const ERASURE_PAUSE_MS = [3000, 8000] as const;
+const ERASURE_PAUSE_MS = [5000, 12000] as const;
 /** The drain gives up after this long; the events still undelivered then count as lost. */
 const DRAIN_LIMIT_MS = 180_000;
 
