@@ -29,7 +29,9 @@ export interface FeedEvent {
  * applying by event_id makes harmless. Returns how many events it read and the cursor it left.
  *
  * Only the feed moves the cursor: a push may arrive ahead of an earlier event still being
- * retried, and a cursor moved past that one would skip it on the next start.
+ * retried, and a cursor moved past that one would skip it on the next start. A cursor the feed no
+ * longer knows (an erasure took its event, or it aged out of the window) is refused with 406, and
+ * the catch-up starts again from the window start, as the refusal says.
  */
 export async function catchUp(source: FeedSource, apply: (event: FeedEvent) => void): Promise<{ events: number; cursor: string | null }> {
   const token = await login(source);
@@ -41,6 +43,10 @@ export async function catchUp(source: FeedSource, apply: (event: FeedEvent) => v
       headers: { Authorization: `Bearer ${token}`, client_id: source.clientId },
     });
     const body = (await response.json()) as { data?: { events: FeedEvent[]; next: string | null }; message?: string };
+    if (response.status === 406 && cursor !== null) {
+      cursor = null;
+      continue;
+    }
     if (!response.ok || !body.data) throw new Error(`event feed answered ${response.status}: ${body.message ?? "no data"}`);
     if (body.data.next === null) return { events, cursor };
     for (const event of body.data.events) apply(event);

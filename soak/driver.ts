@@ -61,9 +61,13 @@ export class FaultDriver {
 
   /** Plays `plan` from `startedAt` (ms since the epoch); returns once its last fault is over. */
   async play(plan: readonly PlannedFault[], startedAt: number): Promise<void> {
+    // A restart waits for the operator's erasure under way; the faults after it keep their times
+    // rather than wait with it, else a window whose start and end both fell behind would shrink to
+    // nothing. Restarts still run one after the other.
+    let restarts = Promise.resolve();
     const steps = plan.flatMap((fault) =>
       fault.kind === "restart"
-        ? [{ at: fault.at, run: () => this.#restart() }]
+        ? [{ at: fault.at, run: (): void => void (restarts = restarts.then(() => this.#restart())) }]
         : [
             { at: fault.at, run: () => this.#begin(fault) },
             { at: faultEnd(fault), run: () => this.#end(fault) },
@@ -74,6 +78,7 @@ export class FaultDriver {
       await sleep(Math.max(0, startedAt + step.at * 1000 - Date.now()));
       await step.run();
     }
+    await restarts;
   }
 
   /** Resolves when no restart is under way: the runtime can be called. */
@@ -128,7 +133,10 @@ export class FaultDriver {
 
   async #restart(): Promise<void> {
     await this.idle();
-    // Everything that waits for idle() waits from here on, while operator work finishes.
+    // The operator's work ends first, the faults going on meanwhile; checked again after each
+    // wait, as an erasure's next attempt may have begun in between.
+    while (this.#operatorWork.size > 0) await Promise.allSettled([...this.#operatorWork]);
+    // Everything that waits for idle() waits from here on.
     let go!: () => void;
     const ready = new Promise<void>((resolve) => (go = resolve));
     this.#restarting = (async () => {
@@ -137,7 +145,6 @@ export class FaultDriver {
       // A restarted wrapper has forgotten its faults.
       await this.#applyBindingFaults(false);
     })();
-    await Promise.allSettled([...this.#operatorWork]);
     if (await this.#receiver.holdNextPush(MID_BATCH_WAIT_MS)) this.restartsMidBatch += 1;
     const start = Date.now();
     go();

@@ -16,16 +16,16 @@ const PAUSE_MS = 1000;
 const POLL_MS = 100;
 
 /**
- * Erasures on the runtime, `weight` as often as a till's other actions weigh (see load.ts); each
- * attempt runs through `outsideRestarts`.
+ * Erasures on the runtime, one every `pauseMs` (a range, in ms; see load.ts); each attempt runs
+ * through `outsideRestarts`.
  */
 export function soakErasure(
   runtime: SoakRuntime,
-  weight: number,
+  pauseMs: readonly [number, number],
   outsideRestarts: <T>(work: () => Promise<T>) => Promise<T>,
 ): AppUserErasure {
   return {
-    weight,
+    pauseMs,
     async erase(appUserId) {
       const record: ErasureRecord = { appUserId, start: Date.now(), end: 0, attempts: 0 };
       while (record.attempts < ATTEMPTS) {

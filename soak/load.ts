@@ -3,7 +3,8 @@
  * mix — log in, add receipts with and without an Idempotency-Key (replaying some, racing some
  * replays), delete them (some right after the add, some racing each other, some with the wrong
  * app user), and send bad requests — and recording every request with the statuses it may
- * rightly get.
+ * rightly get. The shoppers are shared: every till adds for the same few app users, so that an
+ * operator's erasure of one of them races the adds other tills keep sending for that user.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { receiptBody } from "../harness/bodies.ts";
@@ -36,6 +37,8 @@ export interface RequestRecord {
   marker?: string;
   /** add: its Idempotency-Key. */
   key?: string;
+  /** add answered 200: the receipt's created_at, as the answer gives it. */
+  createdAt?: string;
   /** Requests sent together on purpose share a race id. */
   race?: number;
 }
@@ -64,12 +67,12 @@ export interface LoadRecord {
 
 /**
  * Erasing an app user, as an operator does when a shopper asks to be forgotten. Given to
- * `runLoad`, a till has one of its app users erased as often as `weight` says (against
- * ACTION_WEIGHTS), after which it forgets that user's receipts and keys; the reconciliation then
- * expects the erasure's event instead of theirs.
+ * `runLoad`, an operator erases one of the shared app users every `pauseMs` (a range, in ms),
+ * one erasure at a time, while the tills go on adding for that user; the reconciliation then
+ * holds each receipt to the erasure's instant.
  */
 export interface AppUserErasure {
-  weight: number;
+  pauseMs: readonly [number, number];
   erase(appUserId: string): Promise<ErasureRecord>;
 }
 
@@ -90,9 +93,13 @@ const ACTION_WEIGHTS = {
   "login bad secret": 1,
 } as const;
 
-type Action = keyof typeof ACTION_WEIGHTS | "erase app user";
+type Action = keyof typeof ACTION_WEIGHTS;
 
-const APP_USERS_PER_TILL = 3;
+/**
+ * The shoppers every till serves. Few enough that each gets several adds a second from the tills
+ * together, so that adds for the user being erased arrive while the erasure runs.
+ */
+const APP_USERS = Array.from({ length: 6 }, (_, i) => `soak-user-${i}`);
 const RACERS = 3;
 const REQUEST_TIMEOUT_MS = 15_000;
 /** A till pauses between actions, as a till waits for its next customer (far less, here). */
@@ -113,8 +120,20 @@ export async function runLoad(options: {
 }): Promise<LoadRecord> {
   const load: LoadRecord = { requests: [], bodies: new Map(), erasures: [] };
   const tills = options.clients.map((client, i) => new Till(client, options.prng.fork(`till ${i}`), options, load));
-  await Promise.all(tills.map((till) => till.run()));
+  await Promise.all([...tills.map((till) => till.run()), erasures(options, load)]);
   return load;
+}
+
+// The operator: apart from the tills, so that no till waits for an erasure and the adds for the
+// user being erased go on while it runs.
+async function erasures(options: Parameters<typeof runLoad>[0], load: LoadRecord): Promise<void> {
+  if (!options.erasure) return;
+  const prng = options.prng.fork("operator");
+  for (;;) {
+    await sleep(prng.between(...options.erasure.pauseMs));
+    if (Date.now() >= options.until) return;
+    load.erasures.push(await options.erasure.erase(prng.pick(APP_USERS)));
+  }
 }
 
 let races = 0;
@@ -124,7 +143,6 @@ class Till {
   readonly #prng: Prng;
   readonly #options: Parameters<typeof runLoad>[0];
   readonly #load: LoadRecord;
-  readonly #appUsers: string[];
   /** Receipts this till stored and has not tried to delete: receipt_id → app_user_id. */
   readonly #held = new Map<string, string>();
   /** Adds with a key that got an answer, to replay. */
@@ -137,23 +155,18 @@ class Till {
     this.#prng = prng;
     this.#options = options;
     this.#load = load;
-    this.#appUsers = Array.from({ length: APP_USERS_PER_TILL }, (_, i) => `${client.clientId}-user-${i}`);
   }
 
   async run(): Promise<void> {
     while (Date.now() < this.#options.until) {
       if (!this.#token) await this.#login();
-      else await this.#act(this.#prng.weighted(this.#weights()));
+      else await this.#act(this.#prng.weighted(ACTION_WEIGHTS));
       await sleep(this.#prng.between(...THINK_MS));
     }
   }
 
-  #weights(): Record<Action, number> {
-    return { ...ACTION_WEIGHTS, "erase app user": this.#options.erasure?.weight ?? 0 };
-  }
-
   async #act(action: Action): Promise<void> {
-    const appUserId = this.#prng.pick(this.#appUsers);
+    const appUserId = this.#prng.pick(APP_USERS);
     switch (action) {
       case "login":
         return this.#login();
@@ -216,14 +229,6 @@ class Till {
       case "login bad secret":
         await this.#send({ route: "login", action, expected: [403, 429] }, this.#loginInit(`${this.#client.secret}x`));
         return;
-      case "erase app user": {
-        // The erased user's receipts are the erasure's to account for, no longer this till's; and
-        // a replay of their keys would be a new request, whose records the erasure removed.
-        for (const [receiptId, owner] of this.#held) if (owner === appUserId) this.#held.delete(receiptId);
-        for (let i = this.#keyed.length - 1; i >= 0; i -= 1) if (this.#keyed[i]!.appUserId === appUserId) this.#keyed.splice(i, 1);
-        this.#load.erasures.push(await this.#options.erasure!.erase(appUserId));
-        return;
-      }
     }
   }
 
@@ -256,10 +261,11 @@ class Till {
     if (key) init.headers["idempotency-key"] = key;
     const record: Omit<RequestRecord, "start" | "end" | "status" | "clientId"> = { route: "add", action, expected: [200], marker, appUserId, ...(key && { key }), ...(race && { race }) };
     const { status, json, request } = await this.#send(record, init);
-    const receiptId = (json as { data?: { receipt_id?: string } } | undefined)?.data?.receipt_id;
-    if (status !== 200 || !receiptId) return undefined;
-    request.receiptId = receiptId;
-    return receiptId;
+    const data = (json as { data?: { receipt_id?: string; created_at?: string } } | undefined)?.data;
+    if (status !== 200 || !data?.receipt_id) return undefined;
+    request.receiptId = data.receipt_id;
+    if (data.created_at) request.createdAt = data.created_at;
+    return data.receipt_id;
   }
 
   async #deleteHeld(action: string): Promise<void> {

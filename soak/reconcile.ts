@@ -6,9 +6,10 @@
  * What the service promises (docs/api.md#receipt-events, docs/reliability.md): every stored
  * receipt's receipt.created event and every deletion's receipt.deleted event reach the app, once
  * as the app sees it (by webhook-id), never a receipt's created event after its deleted event; a
- * receipt deleted before its created event went out may have the deleted event alone. An erased
- * app user's receipts (docs/api.md#erasure) go with every event not yet sent, and the app hears
- * of the erasure instead, after anything it heard of those receipts.
+ * receipt deleted before its created event went out may have the deleted event alone. An
+ * erasure (docs/api.md#erasure) is an instant, its event's occurred_at: every receipt of the app
+ * user created at or before it goes, with every event not yet sent, also one whose add raced the
+ * erasure; every receipt created after it stays. The app hears of the erasure instead.
  */
 import { percentile } from "../harness/percentile.ts";
 import type { ErasureRecord, LoadRecord, RequestRecord, Route } from "./load.ts";
@@ -16,7 +17,7 @@ import type { Delivery } from "./receiver.ts";
 
 /** What the shards hold after the drain, all shards together. */
 export interface StoreSnapshot {
-  receipts: { receipt_id: string; marker: string | null; app_user_id: string }[];
+  receipts: { receipt_id: string; marker: string | null; app_user_id: string; created_at: string }[];
   outbox: { event_id: string; receipt_id: string; type: string; delivered_at: string | null; app_user_id: string }[];
   failed: { event_id: string; receipt_id: string }[];
   /** `erased_at`: set once an erasure took the key's receipt (or fenced it out). */
@@ -76,6 +77,11 @@ export interface Reconciliation {
     /** app_user.erased events delivered, and the receipts their erasures took. */
     erased: number;
     receiptsErased: number;
+    /**
+     * Adds answered 200 while an erasure of their app user ran, by which side of its instant
+     * their receipt was created: erased with the user, or the user's anew.
+     */
+    racing: { erased: number; kept: number };
     delayMs: { p50: number; p99: number; max: number };
   };
   /** 5xx answers and requests with no answer, and how many of them a fault explains. */
@@ -90,28 +96,30 @@ const OUTBOX_RETENTION_MS = 14 * 24 * 60 * 60 * 1000;
 
 export function reconcile(input: ReconcileInput): Reconciliation {
   const problems = Object.fromEntries(PROBLEMS.map((problem) => [problem, [] as string[]])) as Record<Problem, string[]>;
-  const answers = countAnswers(input.load.requests, problems);
-  const failedRequests = explainFailures(input, problems);
   const erasures = new Erasures(input);
+  const answers = countAnswers(input.load.requests, erasures, problems);
+  const failedRequests = explainFailures(input, problems);
   checkAnswers(input, erasures, problems);
   const events = checkEvents(input, erasures, problems);
   checkStore(input, erasures, problems);
   return { answers, events, failedRequests, problems };
 }
 
-function countAnswers(requests: readonly RequestRecord[], problems: Record<Problem, string[]>): Reconciliation["answers"] {
+function countAnswers(requests: readonly RequestRecord[], erasures: Erasures, problems: Record<Problem, string[]>): Reconciliation["answers"] {
   const empty = (): Record<AnswerClass, number> => ({ "2xx": 0, "4xx expected": 0, "4xx unexpected": 0, "5xx": 0, "no answer": 0 });
   const answers: Reconciliation["answers"] = { login: empty(), add: empty(), delete: empty() };
   for (const request of requests) {
     const { status } = request;
+    // A till deletes what it holds, not knowing that an erasure took it meanwhile: not found.
+    const expected = request.route === "delete" && erasures.mayHaveTaken(request.receiptId ?? "") ? [...request.expected, 406] : request.expected;
     const kind: AnswerClass =
       status === null ? "no answer"
       : status >= 500 ? "5xx"
       : status < 300 ? "2xx"
-      : request.expected.includes(status) ? "4xx expected"
+      : expected.includes(status) ? "4xx expected"
       : "4xx unexpected";
     answers[request.route][kind] += 1;
-    if (status !== null && status < 500 && !request.expected.includes(status)) {
+    if (status !== null && status < 500 && !expected.includes(status)) {
       problems["unexpected answer"].push(`${request.action} ${request.receiptId ?? request.marker ?? ""}: ${status}, expected ${request.expected.join(" or ")}`);
     }
   }
@@ -142,20 +150,24 @@ function explainFailures(input: ReconcileInput, problems: Record<Problem, string
 }
 
 /**
- * Which receipts the erasures took or may have taken. A till has its app user erased between its
- * own requests, so an erasure takes every receipt of that user whose add began before it ended;
- * one whose add ended before the erasure began it surely took.
+ * Which receipts the erasures took, by their instant: an erasure takes every receipt of its app
+ * user created at or before its event's occurred_at, also one whose add raced it (fenced out, or
+ * swept), and none created after it. A receipt's created_at is the one its add was answered with,
+ * else its row's, else its UUIDv7 prefix's (docs/api.md: the ID's first 48 bits are created_at).
  */
 class Erasures {
   readonly #byUser = new Map<string, ErasureRecord[]>();
   readonly #appUserOf = new Map<string, string>();
   readonly #addOf = new Map<string, RequestRecord>();
+  readonly #createdAt = new Map<string, string>();
 
   constructor(input: ReconcileInput) {
     for (const erasure of input.load.erasures) this.#byUser.set(erasure.appUserId, [...(this.#byUser.get(erasure.appUserId) ?? []), erasure]);
+    for (const row of input.store.receipts) this.#createdAt.set(row.receipt_id, row.created_at);
     for (const request of input.load.requests) {
       if (request.route === "add" && request.status === 200 && request.receiptId && request.appUserId) {
         this.#appUserOf.set(request.receiptId, request.appUserId);
+        if (request.createdAt) this.#createdAt.set(request.receiptId, request.createdAt);
         if (!this.#addOf.has(request.receiptId)) this.#addOf.set(request.receiptId, request);
       }
     }
@@ -169,18 +181,51 @@ class Erasures {
     return [...this.#byUser.values()].flat();
   }
 
-  /** An erasure of the receipt's app user that ended after its add began (any, for an add with no answer). */
-  mayHaveTaken(receiptId: string): boolean {
-    const erasures = this.#byUser.get(this.#appUserOf.get(receiptId) ?? "") ?? [];
-    const add = this.#addOf.get(receiptId);
-    return erasures.some((erasure) => add === undefined || erasure.end >= add.start);
+  /** The first finished erasure of the receipt's app user whose instant is at or after its created_at. */
+  took(receiptId: string): ErasureRecord | undefined {
+    const createdAt = this.#createdAtOf(receiptId);
+    if (createdAt === undefined) return undefined;
+    return this.#erasuresOf(receiptId).find((erasure) => erasure.occurredAt !== undefined && createdAt <= erasure.occurredAt);
   }
 
-  /** The first finished erasure that began after the receipt's add had its answer. */
+  /**
+   * Whether an erasure took the receipt or may have: one whose instant is unknown (it never
+   * finished) counts when it ended after the add began, and any counts for a receipt whose
+   * created_at is unknown.
+   */
+  mayHaveTaken(receiptId: string): boolean {
+    if (this.took(receiptId)) return true;
+    const add = this.#addOf.get(receiptId);
+    const known = this.#createdAtOf(receiptId) !== undefined;
+    return this.#erasuresOf(receiptId).some((erasure) => !known || (erasure.occurredAt === undefined && (add === undefined || erasure.end >= add.start)));
+  }
+
+  /**
+   * The erasure that took the receipt, when it began after the receipt's add had its answer: the
+   * app then heard of the receipt, if at all, before it heard of the erasure.
+   */
   surelyTook(receiptId: string): ErasureRecord | undefined {
     const add = this.#addOf.get(receiptId);
-    if (!add) return undefined;
-    return (this.#byUser.get(this.#appUserOf.get(receiptId) ?? "") ?? []).find((erasure) => erasure.eventId && erasure.start > add.end);
+    const erasure = this.took(receiptId);
+    return add && erasure && erasure.start > add.end ? erasure : undefined;
+  }
+
+  /** Adds answered 200 while an erasure of their app user ran, by whether it took their receipt. */
+  racing(): Reconciliation["events"]["racing"] {
+    const racing = { erased: 0, kept: 0 };
+    for (const [receiptId, add] of this.#addOf) {
+      const raced = this.#erasuresOf(receiptId).some((erasure) => add.start <= erasure.end && erasure.start <= add.end);
+      if (raced) racing[this.took(receiptId) ? "erased" : "kept"] += 1;
+    }
+    return racing;
+  }
+
+  #erasuresOf(receiptId: string): ErasureRecord[] {
+    return this.#byUser.get(this.#appUserOf.get(receiptId) ?? "") ?? [];
+  }
+
+  #createdAtOf(receiptId: string): string | undefined {
+    return this.#createdAt.get(receiptId) ?? createdAtOfId(receiptId);
   }
 }
 
@@ -316,6 +361,7 @@ function checkEvents(input: ReconcileInput, erasures: Erasures, problems: Record
     duplicates,
     erased: erasedAt.size,
     receiptsErased: erasures.records.reduce((sum, erasure) => sum + (erasure.receiptsErased ?? 0), 0),
+    racing: erasures.racing(),
     delayMs: { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), max: sorted.at(-1) ?? 0 },
   };
 }
@@ -325,9 +371,13 @@ type AppliedDelivery = Delivery & { event: NonNullable<Delivery["event"]> };
 function checkStore(input: ReconcileInput, erasures: Erasures, problems: Record<Problem, string[]>): void {
   const { store, now } = input;
   const stored = new Set(store.receipts.map((receipt) => receipt.receipt_id));
-  for (const receiptId of stored) {
-    const erasure = erasures.surelyTook(receiptId);
-    if (erasure) problems["survived erasure"].push(`receipt ${receiptId}: still stored after the erasure of ${erasure.appUserId}`);
+  for (const receipt of store.receipts) {
+    const erasure = erasures.took(receipt.receipt_id);
+    if (erasure) {
+      problems["survived erasure"].push(
+        `receipt ${receipt.receipt_id}: created ${receipt.created_at}, still stored after the erasure of ${erasure.appUserId} at ${erasure.occurredAt}`,
+      );
+    }
   }
   const deleted = new Set(store.outbox.filter((row) => row.type === "receipt.deleted").map((row) => row.receipt_id));
   for (const row of store.outbox) {
@@ -354,4 +404,11 @@ function markerOf(receiptText: string | undefined): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+// A UUIDv7's first 48 bits are its ms since the epoch; undefined for an ID of another shape.
+function createdAtOfId(receiptId: string): string | undefined {
+  const hex = receiptId.replaceAll("-", "");
+  if (!/^[0-9a-f]{12}7/i.test(hex)) return undefined;
+  return new Date(Number.parseInt(hex.slice(0, 12), 16)).toISOString();
 }

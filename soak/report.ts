@@ -63,6 +63,7 @@ export function printReport(summary: {
         ["receipt.deleted delivered", String(result.events.deleted)],
         ["created not sent: receipt deleted first", String(result.events.createdSkipped)],
         ["app_user.erased delivered (receipts erased)", `${result.events.erased} (${result.events.receiptsErased})`],
+        ["adds racing an erasure of their user: erased / kept", `${result.events.racing.erased} / ${result.events.racing.kept}`],
         ["duplicates (a webhook-id again)", String(result.events.duplicates)],
         ["delivery delay p50 / p99 / max (ms)", `${result.events.delayMs.p50} / ${result.events.delayMs.p99} / ${result.events.delayMs.max}`],
         ["5xx or no answer, explained by a fault", `${result.failedRequests.explained} of ${result.failedRequests.total}`],

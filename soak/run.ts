@@ -35,10 +35,12 @@ const USAGE = `Usage: npm run soak -- [--seconds <n>] [--concurrency <n>] [--see
 /** The cron's period: a minute in production, short here so that re-sends play out within the run. */
 const CRON_PERIOD_MS = 2000;
 /**
- * How often a till has an app user erased, against its other actions (about 90 in all): a few
- * erasures a minute across the tills, each taking an app user's receipts mid-flight.
+ * The operator's pause between erasures, in ms: several a minute, each racing the adds the tills
+ * keep sending for the app user being erased. An erasure under faults takes seconds and holds the
+ * next restart off (FaultDriver.outsideRestarts): closer erasures would push the restarts past the
+ * pushes they must cut off mid-batch.
  */
-const ERASURE_WEIGHT = 0.1;
+const ERASURE_PAUSE_MS = [5000, 12000] as const;
 /** The drain gives up after this long; the events still undelivered then count as lost. */
 const DRAIN_LIMIT_MS = 180_000;
 
@@ -99,7 +101,7 @@ await runCli(USAGE, async (argv) => {
         prng: prng.fork("load"),
         until,
         shardTags: shards.map((shard) => shard.tag),
-        erasure: soakErasure(runtime, ERASURE_WEIGHT, (work) => driver.outsideRestarts(work)),
+        erasure: soakErasure(runtime, ERASURE_PAUSE_MS, (work) => driver.outsideRestarts(work)),
       }),
       driver.play(plan, loadStarted),
     ]);
@@ -126,6 +128,7 @@ await runCli(USAGE, async (argv) => {
       ...PROBLEMS.filter((problem) => result.problems[problem].length > 0).map((problem) => `${result.problems[problem].length} × ${problem}`),
       ...Object.entries(faults).filter(([, count]) => count === 0).map(([kind]) => `never injected: ${kind}`),
       ...(drained.complete ? [] : [`the drain did not finish within ${DRAIN_LIMIT_MS / 1000} s`]),
+      ...(result.events.racing.erased + result.events.racing.kept === 0 ? ["no add raced an erasure of its app user"] : []),
       ...(rebuild.missing.length > 0 ? [`${rebuild.missing.length} × held by the shards, missing from the store rebuilt from the feed`] : []),
       ...(rebuild.extra.length > 0 ? [`${rebuild.extra.length} × in the store rebuilt from the feed, gone from the shards`] : []),
     ];

@@ -64,7 +64,7 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
     const rows = async <T>(query: Statement) => (await bound(db, query).all<T>()).results;
     snapshot.receipts.push(
       ...(await rows<StoreSnapshot["receipts"][number]>(
-        statement("SELECT receipt_id, json_extract(body, '$.pos_receipt_number') AS marker, app_user_id FROM receipts"),
+        statement("SELECT receipt_id, json_extract(body, '$.pos_receipt_number') AS marker, app_user_id, created_at FROM receipts"),
       )),
     );
     snapshot.outbox.push(...(await rows<StoreSnapshot["outbox"][number]>(everyEvent())));

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pushNotice, webhookSignature } from "../../src/notifier/push.ts";
 import { newClientRecord } from "../../src/shared/client-records.ts";
 import { APP_SCOPE, clientKey, type DeletionNotice } from "../../src/shared/types.ts";
+import { catchUp } from "../../examples/app-feed.ts";
 import { pushSecret, startReceiver, type Receiver } from "../../examples/app-receiver.ts";
 import { AppView, describeOutcome, MalformedEvent, type AppEvent } from "../../examples/app-view.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
@@ -419,6 +420,19 @@ describe("docs/api.md#event-feed: the example receiver catches up through the fe
     ]);
     expect(readFileSync(cursorFile, "utf8").trim()).not.toBe(cursor);
     await after.close();
+  }, 60_000);
+
+  it("a cursor the feed no longer knows (its event erased or aged out) starts the catch-up again from the window start", async () => {
+    const receiptId = await add("user-lost-cursor");
+    const lostCursor = path.join(state, "lost-cursor");
+    // Shaped as an event_id, naming none: what the feed answers for an erased event too.
+    writeFileSync(lostCursor, `${crypto.randomUUID().replace(/^(.{14})./, (head) => `${head.slice(0, 14)}7`)}\n`);
+    const view = new AppView();
+    const caughtUp = await catchUp({ baseUrl, clientId: app.clientId, clientSecret: app.clientSecret, cursorFile: lostCursor }, (event) =>
+      view.receive(event.event_id, event),
+    );
+    expect(view.receiptsOf("user-lost-cursor").map((receipt) => receipt.receipt_id)).toEqual([receiptId]);
+    expect(readFileSync(lostCursor, "utf8").trim()).toBe(caughtUp.cursor);
   }, 60_000);
 
   it("a feed it cannot reach is logged, and the receiver takes pushes all the same", async () => {

@@ -11,6 +11,8 @@ import { reconcile, type FaultWindow, type ReconcileInput, type StoreSnapshot } 
 import type { Delivery } from "../../soak/receiver.ts";
 
 const T = Date.parse("2026-11-23T10:00:00.000Z");
+/** When the adds of these histories stored their receipt, as their answers say. */
+const CREATED = new Date(T + 5).toISOString();
 const BODY = (marker: string) => JSON.stringify({ total: 1, pos_receipt_number: marker });
 
 /** A history in which receipt r1 (body m1) was added at T and, unless told, nothing else happened. */
@@ -37,7 +39,7 @@ function history(changes: {
 }
 
 function added(receiptId: string, marker: string, extra: Partial<RequestRecord> = {}): RequestRecord {
-  return { route: "add", action: "add", clientId: "c", start: T, end: T + 10, status: 200, expected: [200], receiptId, marker, appUserId: "u1", ...extra };
+  return { route: "add", action: "add", clientId: "c", start: T, end: T + 10, status: 200, expected: [200], receiptId, marker, appUserId: "u1", createdAt: CREATED, ...extra };
 }
 
 function created(receiptId: string, marker: string, at: number, eventId = `ce-${receiptId}`): Delivery {
@@ -63,7 +65,7 @@ const outboxRow = (receiptId: string, type: "created" | "deleted", delivered = t
   app_user_id: "u1",
 });
 
-const storedR1 = { receipts: [{ receipt_id: "r1", marker: "m1", app_user_id: "u1" }], outbox: [outboxRow("r1", "created")] };
+const storedR1 = { receipts: [{ receipt_id: "r1", marker: "m1", app_user_id: "u1", created_at: CREATED }], outbox: [outboxRow("r1", "created")] };
 
 function found(input: ReconcileInput) {
   const { problems } = reconcile(input);
@@ -71,7 +73,9 @@ function found(input: ReconcileInput) {
 }
 
 /** An erasure of u1 that began after r1's add and whose event `E-u1` arrived at `heardAt`. */
-const erasureOfU1 = (): ErasureRecord => ({ appUserId: "u1", start: T + 1000, end: T + 2000, eventId: "E-u1", receiptsErased: 1, attempts: 1 });
+const erasureOfU1 = (): ErasureRecord => ({
+  appUserId: "u1", start: T + 1000, end: T + 2000, eventId: "E-u1", occurredAt: new Date(T + 1500).toISOString(), receiptsErased: 1, attempts: 1,
+});
 function erasedEvent(at: number): Delivery {
   return { at, webhookId: "E-u1", outcome: "applied", event: { type: "app_user.erased", receipt_id: undefined!, occurred_at: new Date(T + 2000).toISOString(), event_id: "E-u1", app_user_id: "u1" } };
 }
@@ -105,6 +109,56 @@ describe("docs/reliability.md the soak's reconciliation of erasures (docs/api.md
     expect(found(late)).toEqual({ "out of order": 1 });
     const survived = history({ erasures: [erasureOfU1()], store: { ...storedR1, outbox: [...storedR1.outbox, ...erasedOutbox.outbox] }, deliveries: [created("r1", "m1", T + 100), erasedEvent(T + 5000)] });
     expect(found(survived)).toEqual({ "survived erasure": 1 });
+  });
+});
+
+describe("docs/reliability.md the soak's reconciliation of adds racing an erasure: its instant decides", () => {
+  const erasedOutbox = { outbox: [{ event_id: "E-u1", receipt_id: "E-u1", type: "app_user.erased", delivered_at: new Date(T + 5000).toISOString(), app_user_id: "u1" }] };
+  const at = (ms: number) => new Date(T + ms).toISOString();
+  /** An add of r2 (body m2) sent while the erasure of u1 ran, its receipt created at T + `createdMs`. */
+  const racing = (createdMs: number, extra: Partial<RequestRecord> = {}) =>
+    added("r2", "m2", { start: T + 1200, end: T + 1800, createdAt: at(createdMs), ...extra });
+  const r2Row = (createdMs: number) => ({ receipt_id: "r2", marker: "m2", app_user_id: "u1", created_at: at(createdMs) });
+  const base = (requests: RequestRecord[], store: Partial<StoreSnapshot> = erasedOutbox, deliveries: Delivery[] = []) =>
+    history({ requests: [added("r1", "m1"), ...requests], erasures: [erasureOfU1()], store, deliveries: [erasedEvent(T + 5000), ...deliveries] });
+
+  it("an add answered 200 whose receipt was created at or before the instant and is gone counts as erased (fenced or swept)", () => {
+    expect(found(base([racing(1400)]))).toEqual({});
+    expect(found(base([racing(1500)]))).toEqual({});
+    expect(reconcile(base([racing(1400)])).events.racing).toEqual({ erased: 1, kept: 0 });
+  });
+
+  it("its created event may even arrive after the erasure's: the app drops it, being of before the instant", () => {
+    expect(found(base([racing(1400)], erasedOutbox, [created("r2", "m2", T + 6000)]))).toEqual({});
+  });
+
+  it("a receipt created at or before the instant that is still stored survived the erasure, whenever its add ran", () => {
+    const store = { ...erasedOutbox, receipts: [r2Row(1400)], outbox: [...erasedOutbox.outbox, outboxRow("r2", "created")] };
+    expect(found(base([racing(1400)], store, [created("r2", "m2", T + 1900)]))).toEqual({ "survived erasure": 1 });
+  });
+
+  it("a receipt created after the instant is the user's anew: it must be stored and heard of, else it is lost", () => {
+    const store = { ...erasedOutbox, receipts: [r2Row(1600)], outbox: [...erasedOutbox.outbox, outboxRow("r2", "created")] };
+    const kept = base([racing(1600)], store, [created("r2", "m2", T + 1900)]);
+    expect(found(kept)).toEqual({});
+    expect(reconcile(kept).events.racing).toEqual({ erased: 0, kept: 1 });
+    expect(found(base([racing(1600)]))).toEqual({ lost: 1 });
+    expect(found(base([racing(1600)], store))).toEqual({ lost: 1 });
+  });
+
+  it("without an answer's created_at, a UUIDv7 receipt_id's own timestamp places it against the instant", () => {
+    const id = (ms: number) => `${(T + ms).toString(16).padStart(12, "0")}7000-8000-000000000000`.replace(/^(.{8})(.{4})/, "$1-$2-");
+    const before = added(id(1400), "m2", { start: T + 1200, end: T + 1800, createdAt: undefined });
+    expect(found(base([before]))).toEqual({});
+    const after = added(id(1600), "m2", { start: T + 1200, end: T + 1800, createdAt: undefined });
+    expect(found(base([after]))).toEqual({ lost: 1 });
+  });
+
+  it("a delete refused as not found is expected of a receipt the erasure took, not of one created after its instant", () => {
+    const deleteR2 = (): RequestRecord => ({ route: "delete", action: "delete", clientId: "c", start: T + 3000, end: T + 3010, status: 406, expected: [200], receiptId: "r2", appUserId: "u1" });
+    expect(found(base([racing(1400), deleteR2()]))).toEqual({});
+    const store = { ...erasedOutbox, receipts: [r2Row(1600)], outbox: [...erasedOutbox.outbox, outboxRow("r2", "created")] };
+    expect(found(base([racing(1600), deleteR2()], store, [created("r2", "m2", T + 1900)]))).toEqual({ "unexpected answer": 1 });
   });
 });
 
@@ -142,7 +196,7 @@ describe("docs/reliability.md the soak's reconciliation", () => {
   it("one body stored as two receipts is stored twice; one key answered with two receipts too", () => {
     const requests = [added("r1", "m1", { key: "k" }), added("r2", "m1", { key: "k" })];
     const store = {
-      receipts: [{ receipt_id: "r1", marker: "m1", app_user_id: "u1" }, { receipt_id: "r2", marker: "m1", app_user_id: "u1" }],
+      receipts: [{ receipt_id: "r1", marker: "m1", app_user_id: "u1", created_at: CREATED }, { receipt_id: "r2", marker: "m1", app_user_id: "u1", created_at: CREATED }],
       outbox: [outboxRow("r1", "created"), outboxRow("r2", "created")],
     };
     const deliveries = [created("r1", "m1", T + 100), created("r2", "m1", T + 100)];

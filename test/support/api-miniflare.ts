@@ -8,6 +8,7 @@ import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
+import { TEST_AUDIT_HASH_KEY } from "./keys.ts";
 import { ROOT } from "./run-script.ts";
 
 /**
@@ -43,6 +44,8 @@ export function startApiWorker(state: string): Miniflare {
       bindings: {
         ...deployedVars(),
         TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
+        // A secret, so not among the vars; the Worker refuses to start a request without it.
+        AUDIT_HASH_KEY: TEST_AUDIT_HASH_KEY,
         CLIENT_CACHE_SECONDS: "0",
         SHARD_STATES_SECONDS: "0",
       },
