@@ -17,7 +17,7 @@ export interface ClientRecord {
   updated_at: string;
   /**
    * ISO time of the last `rotate` or `disable`: tokens issued under an earlier value are refused
-   * on add and delete. Absent in records older than issue 11, which revoke nothing.
+   * on add and delete. Absent in records written before revocation existed, which revoke nothing.
    */
   tokens_valid_after?: string;
 }

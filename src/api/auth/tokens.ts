@@ -24,7 +24,7 @@ export interface AccessClaims {
   jti: string;
   /**
    * The client record's `tokens_valid_after` at login, in milliseconds since 1970 (0 when the
-   * record had none). Absent from tokens issued before issue 11. A record that has since moved
+   * record had none). Absent from tokens issued before revocation existed. A record that has since moved
    * past it revokes the token.
    */
   epoch?: number;
