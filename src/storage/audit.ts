@@ -116,13 +116,22 @@ export function countErasedBy(pseudonym: string, erasureId: string): Statement {
   );
 }
 
-/** The receipts of the app user's records, under either of their names: one column, receipt_id. */
-export function receiptsAuditedFor(appUserId: string, pseudonym: string): Statement {
+/** The receipts of the app user's records, under either of their names, created at or before `createdBy` (ISO): one column, receipt_id. */
+export function receiptsAuditedFor(appUserId: string, pseudonym: string, createdBy: string): Statement {
   return statement(
-    "SELECT receipt_id FROM audit_log WHERE app_user IN (?1, ?2) AND receipt_id IS NOT NULL",
+    "SELECT receipt_id FROM audit_log WHERE app_user IN (?1, ?2) AND receipt_id IS NOT NULL AND receipt_id < ?3",
     appUserId,
     pseudonym,
+    idsCreatedBy(createdBy),
   );
+}
+
+// A receipt_id is a UUIDv7 whose first 48 bits are its created_at in milliseconds, written as
+// 8 hex digits, a hyphen and 4 more: every ID created at or before `instant` sorts below these
+// 13 characters followed by "~", which sorts after every hex digit and the hyphen.
+function idsCreatedBy(instant: string): string {
+  const ms = Date.parse(instant).toString(16).padStart(12, "0");
+  return `${ms.slice(0, 8)}-${ms.slice(8)}~`;
 }
 
 /** Up to `limit` of the app user's records get the pseudonym; returns a row per record changed. */

@@ -187,12 +187,13 @@ function erasedKeyRecord(at: string): string {
 }
 
 /**
- * One page of what the app user's receipts deleted earlier left behind (found through their
- * audit records, under either name), of the events of their earlier erasures (which name them),
+ * One page of what the app user's receipts created at or before the instant and deleted earlier
+ * left behind (found through their audit records, under either name; a receipt created after the
+ * instant is the app user's anew, and so are its events and key record), of the events of their earlier erasures (which name them),
  * and of their audit records, which get the pseudonym. Each statement returns what it changed.
  */
 function leftoverPage(user: ErasedUser): Statement[] {
-  const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym);
+  const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at);
   return [
     ...eraseLeftoverEventsOfReceipts(theirReceipts, ERASURE_PAGE),
     ...eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), ERASURE_PAGE),

@@ -297,6 +297,28 @@ describe("docs/api.md#erasure is an instant: adds racing it", () => {
   });
 });
 
+describe("docs/api.md#erasure a receipt created after the instant is the app user's anew", () => {
+  it("its deletion's event and its Idempotency-Key record stay, though an erasure still running meets its audit record", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    const key = uniqueId("till");
+    const added = await postAdd({ ...caller.headers, app_user_id: victim, "Idempotency-Key": key });
+    expect(added.status).toBe(200);
+    const receiptId = added.body.data.receipt_id;
+    const deleted = await call(PATHS.delete, {
+      headers: { Authorization: caller.headers.Authorization!, receipt_id: receiptId, client_id: caller.client.clientId, chain_id: caller.client.chains[0]!, app_user_id: victim },
+    });
+    expect(deleted.status).toBe(200);
+    // An erasure whose instant came before this add, still sweeping when the delete committed.
+    const instant = new Date(Date.parse(added.body.data.created_at) - 1_000);
+    await eraseAppUser(victim, erasureShards(), HASH_KEY, { now: () => instant });
+    const events = await rowsOnEveryShard<{ payload: string }>("SELECT payload FROM notice_outbox WHERE receipt_id = ?", receiptId);
+    expect(events.map(({ payload }) => (JSON.parse(payload) as { type: string }).type).sort()).toEqual(["receipt.created", "receipt.deleted"]);
+    const [record] = await rowsOnEveryShard<{ erased_at: string | null }>("SELECT erased_at FROM idempotency_keys WHERE idempotency_key = ?", key);
+    expect(record).toEqual({ erased_at: null });
+  });
+});
+
 describe("docs/api.md#erasure a keyed retry after an erasure", () => {
   it("gets the first answer again, stores nothing and records no event", async () => {
     const caller = await newCaller();
