@@ -125,7 +125,8 @@ describe("notices: event ids that read as options or carry white space", () => {
 
 describe("app-users and audit: an ID holding a comma names nobody a request could name", () => {
   it.each([
-    ["app-users", ["erase", "--persist-to", state, "--", "au-1,au-2"]],
+    // app-users talks to the running service (--port), so a refused ID must stop it before any contact.
+    ["app-users", ["erase", "--port", "1", "--", "au-1,au-2"]],
     ["audit", ["chain", "c1,c2", "--persist-to", state]],
     ["audit", ["client", "--persist-to", state, "--", "pos-1, pos-2"]],
   ])("%s %j: usage, exit 2, nothing read or written", (script, args) => {
