@@ -46,8 +46,9 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
     bindings: apiBindings,
     // The cron would only add noise; the bench drives HTTP routes.
     cronTriggers: [],
-    // Only the API Worker hosts the erasure's Workflow (one Workflow name, one class to export).
-    ...(name === "api" ? {} : { workflows: {} }),
+    // Only the API Worker hosts the erasure's Workflow (one Workflow name, one class to export)
+    // and consumes the cron's sweeps (a queue takes one consumer).
+    ...(name === "api" ? {} : { workflows: {}, queueConsumers: {} }),
     unsafeDirectSockets: [{ host: LOOPBACK, port: 0 }],
   });
 
