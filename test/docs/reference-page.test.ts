@@ -9,7 +9,7 @@ import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import committed from "../../docs/openapi.json" with { type: "json" };
 import { PATHS } from "../../src/shared/paths.ts";
-import { TEST_TOKEN_KEYS } from "../support/keys.ts";
+import { TEST_AUDIT_HASH_KEY, TEST_TOKEN_KEYS } from "../support/keys.ts";
 import { endGroup, freePort, startGroup, waitForWorker } from "../support/processes.ts";
 import { freshState } from "../support/run-script.ts";
 
@@ -29,6 +29,8 @@ beforeAll(async () => {
   const { child, output } = startGroup("npx", [
     "wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort),
     "--persist-to", freshState(), "--var", `TOKEN_KEYS:${JSON.stringify(TEST_TOKEN_KEYS)}`,
+    // The Worker's secrets, given here: a fresh clone (CI) has no .dev.vars to take them from.
+    "--var", `AUDIT_HASH_KEY:${TEST_AUDIT_HASH_KEY}`,
   ]);
   worker = child;
   await waitForWorker(port, output);
