@@ -174,10 +174,22 @@ function receiptPage(user: ErasedUser): Statement[] {
   );
   return [
     auditErasedReceipts(page, user.occurred_at, user.pseudonym, user.event_id),
-    enclose(page, (ids, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)} WHERE receipt_id IN (${ids})`, user.occurred_at),
+    enclose(
+      page,
+      (ids, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
+      WHERE ${keyRecordsOf(ids, `SELECT client_id FROM receipts WHERE receipt_id IN (${ids})`)}`,
+      user.occurred_at,
+    ),
     ...eraseEventsOfReceipts(page),
     enclose(page, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
   ];
+}
+
+// The Idempotency-Key records of the receipts `ids` selects, whose clients `clients` selects:
+// the table has no index by receipt (migration 0012), so they are found under their client,
+// the first column of its primary key, among that client's last day of keys.
+function keyRecordsOf(ids: string, clients: string): string {
+  return `client_id IN (${clients}) AND receipt_id IN (${ids})`;
 }
 
 // An Idempotency-Key record in erased form (migration 0006): no app_user_id in its answer;
@@ -199,8 +211,11 @@ function leftoverPage(user: ErasedUser): Statement[] {
     ...eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), ERASURE_PAGE),
     enclose(
       theirReceipts,
-      (ids, rows, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)} WHERE rowid IN (SELECT rowid
-      FROM idempotency_keys WHERE receipt_id IN (${ids}) AND erased_at IS NULL LIMIT ${rows}) RETURNING 1`,
+      // A deleted receipt's audit record names the client that added it: only its owner may delete it.
+      (ids, rows, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
+      WHERE (client_id, idempotency_key) IN (SELECT client_id, idempotency_key FROM idempotency_keys
+        WHERE ${keyRecordsOf(ids, `SELECT client_id FROM audit_log WHERE receipt_id IN (${ids})`)} AND erased_at IS NULL
+        LIMIT ${rows}) RETURNING 1`,
       ERASURE_PAGE,
       user.occurred_at,
     ),

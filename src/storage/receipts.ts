@@ -187,8 +187,8 @@ export async function deleteExpiredIdempotencyKeys(db: D1Database, now: Date): P
   const cutoff = idempotencyCutoff(now);
   return deleteInRounds(db, (rows) =>
     statement(
-      `DELETE FROM idempotency_keys WHERE rowid IN (
-        SELECT rowid FROM idempotency_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)`,
+      `DELETE FROM idempotency_keys WHERE (client_id, idempotency_key) IN (
+        SELECT client_id, idempotency_key FROM idempotency_keys WHERE created_at < ?1 ORDER BY created_at LIMIT ?2)`,
       cutoff,
       rows,
     ),
