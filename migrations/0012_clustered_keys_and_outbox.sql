@@ -1,5 +1,5 @@
 -- Fewer rows written per receipt (docs/scale.md §7): D1 bills every index entry an insert writes
--- as a row, and both tables below paid for one they need not have.
+-- as a row, and both tables below paid for two they need not have.
 --
 -- As rowid tables with a text primary key, each row was written twice: the row under its rowid,
 -- and the primary key's own index. WITHOUT ROWID stores the row in the primary key's b-tree,
@@ -10,6 +10,12 @@
 -- idempotency_keys also loses its index by receipt_id, which only an erasure read: the erasure
 -- now finds a receipt's key record under its client_id, the first column of the primary key
 -- (the receipt and its audit records name the client), reading one day of that client's keys.
+--
+-- notice_outbox loses its index by receipt_id too, an entry on every event: an event_id is a
+-- UUIDv7 that begins with the millisecond its event was made, and a receipt's created event is
+-- made in the millisecond of its receipt_id, a deleted event in that of the deletion (its audit
+-- record's `at`), an erasure's event filed under its own ID. The claim's hold and the erasure
+-- find a receipt's events in that millisecond's range of the primary key instead.
 --
 -- SQLite cannot change a table's storage in place: each table is rebuilt with its rows and its
 -- remaining indexes made anew, in one migration, so it runs on a shard that holds data.
@@ -52,7 +58,5 @@ SELECT event_id, receipt_id, payload, created_at, enqueued_at, delivered_at, cla
 DROP TABLE notice_outbox;
 ALTER TABLE notice_outbox_clustered RENAME TO notice_outbox;
 
--- As migrations 0005 and 0007 left them: the cron re-send's undelivered events in created_at
--- order, and every event of a receipt (the claim's hold, the erasure).
+-- As migration 0007 left it: the cron re-send's undelivered events in created_at order.
 CREATE INDEX notice_outbox_pending ON notice_outbox (created_at) WHERE delivered_at IS NULL;
-CREATE INDEX notice_outbox_by_receipt ON notice_outbox (receipt_id);

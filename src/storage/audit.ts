@@ -94,12 +94,13 @@ export function auditErasure(at: string, pseudonym: string, erasureId: string): 
 
 /**
  * The earlier erasures of the app user named `pseudonym`, at or before `at`, other than
- * `erasureId`: one column, receipt_id, holding each one's event_id (an erasure's event is filed
- * in the outbox under its own ID), for the outbox to clear the events that still name the user.
+ * `erasureId`: columns receipt_id, holding each one's event_id (an erasure's event is filed in the
+ * outbox under its own ID), and `at`, null (it names no change to a receipt), for the outbox to
+ * clear the events that still name the user.
  */
 export function earlierErasuresOf(pseudonym: string, at: string, erasureId: string): Statement {
   return statement(
-    `SELECT request_id AS receipt_id FROM audit_log WHERE app_user = ?1 AND action = 'app_user.erased'
+    `SELECT request_id AS receipt_id, NULL AS at FROM audit_log WHERE app_user = ?1 AND action = 'app_user.erased'
       AND receipt_id IS NULL AND at <= ?2 AND request_id <> ?3`,
     pseudonym,
     at,
@@ -116,10 +117,14 @@ export function countErasedBy(pseudonym: string, erasureId: string): Statement {
   );
 }
 
-/** The receipts of the app user's records, under either of their names, created at or before `createdBy` (ISO): one column, receipt_id. */
+/**
+ * The receipts of the app user's records, under either of their names, created at or before
+ * `createdBy` (ISO): columns receipt_id, `at` (when the record's change was made) and client_id
+ * (the POS client that deleted it, its owner; `operator` for an erasure).
+ */
 export function receiptsAuditedFor(appUserId: string, pseudonym: string, createdBy: string): Statement {
   return statement(
-    "SELECT receipt_id FROM audit_log WHERE app_user IN (?1, ?2) AND receipt_id IS NOT NULL AND receipt_id < ?3",
+    "SELECT receipt_id, at, client_id FROM audit_log WHERE app_user IN (?1, ?2) AND receipt_id IS NOT NULL AND receipt_id < ?3",
     appUserId,
     pseudonym,
     idsCreatedBy(createdBy),

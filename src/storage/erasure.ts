@@ -212,9 +212,9 @@ function leftoverPage(user: ErasedUser): Statement[] {
     enclose(
       theirReceipts,
       // A deleted receipt's audit record names the client that added it: only its owner may delete it.
-      (ids, rows, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
+      (audited, rows, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
       WHERE (client_id, idempotency_key) IN (SELECT client_id, idempotency_key FROM idempotency_keys
-        WHERE ${keyRecordsOf(ids, `SELECT client_id FROM audit_log WHERE receipt_id IN (${ids})`)} AND erased_at IS NULL
+        WHERE ${keyRecordsOf(`SELECT receipt_id FROM (${audited})`, `SELECT client_id FROM (${audited})`)} AND erased_at IS NULL
         LIMIT ${rows}) RETURNING 1`,
       ERASURE_PAGE,
       user.occurred_at,

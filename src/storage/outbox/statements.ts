@@ -132,10 +132,30 @@ export function pendingEvents(unsentBefore: Date, lostBefore: Date, limit: numbe
   );
 }
 
+/**
+ * SQL true for the outbox row `event` when it is an event of the receipt `receiptId` made in the
+ * millisecond whose ID prefix `made` gives (both SQL expressions). The outbox has no index by
+ * receipt (migration 0012): an event_id is a UUIDv7 that begins with the millisecond its event was
+ * made, so a receipt's events are found in a range of the primary key. A created event is made in
+ * the millisecond of its receipt_id (`substr(receipt_id, 1, 13)`), a deleted event in that of the
+ * deletion ({@link idPrefixAt} of its audit record's `at`); an erasure's event, filed under its
+ * own ID, in that of its receipt_id.
+ */
+function eventOfReceiptMadeIn(event: string, receiptId: string, made: string): string {
+  return `${event}.event_id > ${made} AND ${event}.event_id < ${made} || '~' AND ${event}.receipt_id = ${receiptId}`;
+}
+
+/** SQL of the 13 characters every UUIDv7 made in the millisecond of `isoTime` (an SQL expression) begins with. */
+function idPrefixAt(isoTime: string): string {
+  const ms = `CAST(round(unixepoch(${isoTime}, 'subsec') * 1000) AS INTEGER)`;
+  return `printf('%08x-%04x', ${ms} >> 16, ${ms} & 65535)`;
+}
+
 // The undelivered created event of the same receipt as the outbox row at hand: a deleted event
 // waits while it is pushed, so that the app never hears of a receipt after its deletion.
 const CREATED_EVENT_OF_ITS_RECEIPT = `FROM notice_outbox AS created
-      WHERE created.receipt_id = notice_outbox.receipt_id AND created.event_id <> notice_outbox.event_id
+      WHERE ${eventOfReceiptMadeIn("created", "notice_outbox.receipt_id", "substr(notice_outbox.receipt_id, 1, 13)")}
+        AND created.event_id <> notice_outbox.event_id
         AND created.delivered_at IS NULL AND json_extract(created.payload, '$.type') = 'receipt.created'`;
 
 /**
@@ -266,33 +286,44 @@ function uuidv7TimePrefix(msecs: number): string {
 }
 
 /**
- * → purged: every event, in the outbox and among the failed ones, of the receipts that
- * `receipts` selects (a query of one column, receipt_id, with its own parameters).
+ * → purged: every event, in the outbox and among the failed ones, of the stored receipts that
+ * `receipts` selects (a query of one column, receipt_id, with its own parameters): a stored
+ * receipt's events in the outbox are its created event and, should it have had none, no other.
  */
 export function eraseEventsOfReceipts(receipts: Statement): [Statement, Statement] {
   return [
-    enclose(receipts, (ids) => `DELETE FROM notice_outbox WHERE receipt_id IN (${ids})`),
+    enclose(
+      receipts,
+      (ids) => `DELETE FROM notice_outbox WHERE event_id IN (WITH receipt(receipt_id) AS (${ids})
+      SELECT event.event_id FROM receipt JOIN notice_outbox AS event
+        ON ${eventOfReceiptMadeIn("event", "receipt.receipt_id", "substr(receipt.receipt_id, 1, 13)")})`,
+    ),
     // failed_notices holds dead letters until an operator replays them: few rows, no index.
     enclose(receipts, (ids) => `DELETE FROM failed_notices WHERE receipt_id IN (${ids})`),
   ];
 }
 
 /**
- * → purged: a page of up to `limit` events of each table, of the receipts that `receipts`
- * selects (as in {@link eraseEventsOfReceipts}). Each statement returns a row per event erased.
+ * → purged: a page of up to `limit` events of each table, of the receipts (stored or not) that
+ * `receipts` selects: a query of at least the columns `receipt_id` and `at`, the time of a change
+ * to the receipt that may have made an event of it besides its creation (a deletion), or null. Each
+ * statement returns a row per event erased.
  */
 export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number): [Statement, Statement] {
   return [
     enclose(
       receipts,
-      (ids, rows) => `DELETE FROM notice_outbox WHERE event_id IN (SELECT event_id FROM notice_outbox
-      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      (rows, page) => `DELETE FROM notice_outbox WHERE event_id IN (WITH receipt AS (${rows}),
+        made(receipt_id, prefix) AS (SELECT receipt_id, substr(receipt_id, 1, 13) FROM receipt
+          UNION SELECT receipt_id, ${idPrefixAt("at")} FROM receipt WHERE at IS NOT NULL)
+      SELECT event.event_id FROM made JOIN notice_outbox AS event
+        ON ${eventOfReceiptMadeIn("event", "made.receipt_id", "made.prefix")} LIMIT ${page}) RETURNING 1`,
       limit,
     ),
     enclose(
       receipts,
-      (ids, rows) => `DELETE FROM failed_notices WHERE event_id IN (SELECT event_id FROM failed_notices
-      WHERE receipt_id IN (${ids}) LIMIT ${rows}) RETURNING 1`,
+      (rows, page) => `DELETE FROM failed_notices WHERE event_id IN (WITH receipt AS (${rows})
+      SELECT event_id FROM failed_notices WHERE receipt_id IN (SELECT receipt_id FROM receipt) LIMIT ${page}) RETURNING 1`,
       limit,
     ),
   ];

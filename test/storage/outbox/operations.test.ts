@@ -3,6 +3,7 @@
  * shard's real local D1: recorded → enqueued → claimed → delivered or failed → purged or
  * replayed, and the order rule that holds a receipt's deleted event behind its created event.
  */
+import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../../src/shared/types.ts";
@@ -23,6 +24,7 @@ import {
   stateOfRow,
   type EventState,
 } from "../../../src/storage/outbox/statements.ts";
+import { idOnShard } from "../../../src/storage/shards.ts";
 import { bound, runBatch, statement } from "../../../src/storage/statement.ts";
 import { uniqueId } from "../../support/api.ts";
 import { SHARDS, idOn } from "../../support/shards.ts";
@@ -56,9 +58,15 @@ async function recordedEvent(at: Date): Promise<AppUserErasedEvent> {
   return event;
 }
 
+// An ID on the shard made at `at`, as the Workers make them: a receipt_id and its created event's
+// event_id at the receipt's created_at, a deleted event's at its deletion.
+function idAt(at: Date): string {
+  return idOnShard(uuidv7({ msecs: at.getTime() }), shard);
+}
+
 /** A receipt row on the shard, and its created and deleted events (not recorded yet). */
 async function storedReceiptEvents(at: Date): Promise<{ created: CreationNotice; deleted: DeletionNotice }> {
-  const owner = { receipt_id: idOn(shard), chain_id: "chain-1", client_id: "pos-1", app_user_id: uniqueId("au") };
+  const owner = { receipt_id: idAt(at), chain_id: "chain-1", client_id: "pos-1", app_user_id: uniqueId("au") };
   await bound(
     db,
     statement(
@@ -71,8 +79,9 @@ async function storedReceiptEvents(at: Date): Promise<{ created: CreationNotice;
       at.toISOString(),
     ),
   ).run();
-  const created: CreationNotice = { ...owner, event_id: idOn(shard), type: "receipt.created", occurred_at: at.toISOString(), created_at: at.toISOString() };
-  const deleted: DeletionNotice = { ...owner, event_id: idOn(shard), type: "receipt.deleted", occurred_at: new Date(at.getTime() + SECOND).toISOString() };
+  const created: CreationNotice = { ...owner, event_id: idAt(at), type: "receipt.created", occurred_at: at.toISOString(), created_at: at.toISOString() };
+  const deletedAt = new Date(at.getTime() + SECOND);
+  const deleted: DeletionNotice = { ...owner, event_id: idAt(deletedAt), type: "receipt.deleted", occurred_at: deletedAt.toISOString() };
   return { created, deleted };
 }
 
