@@ -11,7 +11,9 @@ import { idOnShard, type Shard } from "../storage/shards.ts";
 
 /**
  * The event of one stored receipt, recorded on the receipt's shard with the receipt itself; its
- * time is the receipt's created_at, and its event_id names the shard.
+ * time is the receipt's created_at, and its event_id names the shard. The event_id is made in the
+ * millisecond of the receipt_id (both at created_at): the outbox, which keeps no index by
+ * receipt, finds a receipt's created event by that (src/storage/outbox/statements.ts).
  */
 export function newCreationNotice(
   receipt: { receipt_id: string; app_user_id: string; chain_id: string; client_id: string; created_at: string },
@@ -39,7 +41,8 @@ export function newDeletionNotice(
   now = new Date(),
 ): DeletionNotice {
   return {
-    // UUIDv7: time-ordered, so outbox rows append to the primary key's b-tree.
+    // UUIDv7: time-ordered, so outbox rows append to the primary key's b-tree. Made in the
+    // millisecond of occurred_at, which the audit record keeps: how an erasure finds the event.
     event_id: idOnShard(uuidv7({ msecs: now.getTime() }), shard),
     type: "receipt.deleted",
     occurred_at: now.toISOString(),
