@@ -287,8 +287,8 @@ function uuidv7TimePrefix(msecs: number): string {
 
 /**
  * → purged: every event, in the outbox and among the failed ones, of the stored receipts that
- * `receipts` selects (a query of one column, receipt_id, with its own parameters): a stored
- * receipt's events in the outbox are its created event and, should it have had none, no other.
+ * `receipts` selects (a query of one column, receipt_id, with its own parameters). A stored
+ * receipt has no event but its created one: its deleted event is recorded as it goes.
  */
 export function eraseEventsOfReceipts(receipts: Statement): [Statement, Statement] {
   return [
