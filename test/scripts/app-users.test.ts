@@ -137,6 +137,7 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     expect(shown).toEqual({
       id: job,
       kind: "erasure",
+      part_of: null,
       state: "complete",
       steps_done: 4,
       steps: 4,
@@ -146,7 +147,11 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     });
     const listed = jobs(["list", "--json"]);
     expect(listed.status, listed.stderr).toBe(0);
-    expect((JSON.parse(listed.stdout) as { id: string }[]).map((each) => each.id)).toContain(job);
+    const all = JSON.parse(listed.stdout) as { id: string; kind: string; part_of: string | null; state: string; steps_done: number }[];
+    const at = all.findIndex((each) => each.id === job);
+    expect(at).not.toBe(-1);
+    // Two shards make one part, erasing a shard a step, listed right after its erasure.
+    expect(all[at + 1]).toMatchObject({ kind: "erasure part", part_of: job, state: "complete", steps_done: 2 });
     expect(jobs(["list"]).stdout).toMatch(/^ID\s+KIND\s+STATE\s+STEPS\s+STARTED\s+ENDED\s+ERROR$/m);
   });
 
