@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { newCreationNotice } from "../../../src/api/events.ts";
 import { runScheduledJobs } from "../../../src/api/scheduled.ts";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { ConfigError, apiConfig } from "../../../src/shared/config.ts";
 import { erasureOfPart } from "../../../src/shared/job-ids.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
@@ -177,6 +178,15 @@ describe("docs/api.md#erasure erases exactly one app user's data, in every shard
 });
 
 describe("docs/api.md#erasure runs as durable, bounded steps", () => {
+  it("ERASURE_PART_SHARDS sets the shards of a part: 500 when unset, refused as a setting outside 1 to 500", () => {
+    const { ERASURE_PART_SHARDS: _set, ...unset } = env;
+    expect(apiConfig(unset).erasurePartShards).toBe(500);
+    expect(apiConfig({ ...env, ERASURE_PART_SHARDS: "500" }).erasurePartShards).toBe(500);
+    for (const bad of ["0", "501", "2.5", "-1", "many", ""]) {
+      expect(() => apiConfig({ ...env, ERASURE_PART_SHARDS: bad }), bad).toThrow(new ConfigError("ERASURE_PART_SHARDS must be a whole number from 1 to 500"));
+    }
+  });
+
   it("a step that fails is retried, and the instance ends as an undisturbed one would, with one app_user.erased event", async () => {
     const caller = await newCaller();
     const victim = uniqueId("shopper");
