@@ -8,6 +8,7 @@ import { spawnSync } from "node:child_process";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENTS_USAGE, clientCommands } from "../../scripts/lib/client-commands.ts";
+import { dispatch } from "../../scripts/lib/cli.ts";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
 import { miniflareClientStore } from "../support/client-store.ts";
@@ -22,7 +23,7 @@ afterAll(() => mf?.dispose());
 
 /** A command of `npm run clients`, in-process, on the test's local state. */
 const clients = (...args: string[]): Promise<ScriptResult> =>
-  runInProcess(CLIENTS_USAGE, clientCommands(() => miniflareClientStore(mf)), [...args, "--persist-to", state]);
+  runInProcess(CLIENTS_USAGE, (argv) => dispatch(clientCommands(() => miniflareClientStore(mf)), argv), [...args, "--persist-to", state]);
 
 /** A command of `npm run clients` as an operator runs it: a process, and wrangler for KV. */
 const spawned = (...args: string[]): ScriptResult => runScript("clients", [...args, "--persist-to", state]);

@@ -3,6 +3,12 @@
  * set them up and look into them: through wrangler, as an operator's shell would.
  */
 import { spawn, spawnSync } from "node:child_process";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import type { RunOnShard } from "../../scripts/lib/audit-command.ts";
+import { readShards } from "../../scripts/lib/shards.ts";
+import { shardBinding } from "../../src/shared/shard-ids.ts";
+import { runBatch } from "../../src/storage/statement.ts";
 import { ROOT } from "./run-script.ts";
 
 /** The D1 databases of wrangler.toml's two shards. */
@@ -30,4 +36,27 @@ export function localD1(state: string, shard: string, sql: string): Record<strin
   });
   if (result.status !== 0) throw new Error(result.stderr);
   return (JSON.parse(result.stdout) as { results: Record<string, unknown>[] }[]).at(-1)!.results;
+}
+
+/**
+ * The shards of a local state reached through Miniflare, for an operator script's commands run
+ * in-process: the databases `wrangler d1 --persist-to <state>` reaches, without a wrangler start
+ * per query. Start it after the last write through wrangler: it does not see a later one.
+ */
+export function localShardsMiniflare(state: string): { mf: Miniflare; run: RunOnShard } {
+  const shards = readShards(path.join(ROOT, "wrangler.toml"));
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      modules: true,
+      script: "export default { fetch: () => new Response(null, { status: 404 }) };",
+      compatibilityDate: "2026-10-20",
+      d1Databases: Object.fromEntries(shards.map((shard) => [shardBinding(shard.name), shard.database_id])),
+      resourcePersistencePath: path.join(state, "v3"),
+    }),
+  );
+  const run: RunOnShard = async (_target, shard, statements) => {
+    const results = await runBatch(await mf.getD1Database(shardBinding(shard.name)), statements);
+    return results.map(({ results: rows }) => rows);
+  };
+  return { mf, run };
 }

@@ -4,7 +4,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { format } from "node:util";
-import { cliStatus, dispatch, type Commands } from "../../scripts/lib/cli.ts";
+import { cliStatus } from "../../scripts/lib/cli.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "../..");
 
@@ -42,14 +42,14 @@ export function runScript(name: string, args: string[], input?: string, env: Rec
  * status, standard output and error output, for the cases where the process itself is not what
  * is tested (each script keeps real runs of its commands too).
  */
-export async function runInProcess(usage: string, commands: Commands, args: string[]): Promise<ScriptResult> {
+export async function runInProcess(usage: string, main: (argv: string[]) => Promise<void> | void, args: string[]): Promise<ScriptResult> {
   const out: string[] = [];
   const err: string[] = [];
   const { log, error } = console;
   console.log = (...parts: unknown[]) => void out.push(`${format(...parts)}\n`);
   console.error = (...parts: unknown[]) => void err.push(`${format(...parts)}\n`);
   try {
-    const status = await cliStatus(usage, (argv) => dispatch(commands, argv), args);
+    const status = await cliStatus(usage, main, args);
     return { status, stdout: out.join(""), stderr: err.join("") };
   } finally {
     Object.assign(console, { log, error });
