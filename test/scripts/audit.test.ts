@@ -10,7 +10,7 @@ import { AUDIT_USAGE, auditCommand, type RunOnShard } from "../../scripts/lib/au
 import type { AuditRecord } from "../../src/storage/audit.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
-import { localD1, localShardsMiniflare, migrateLocalShards } from "../support/local-d1.ts";
+import { localD1, localStateMiniflare, migrateLocalShards } from "../support/local-d1.ts";
 import { freshState, runInProcess, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -46,7 +46,7 @@ beforeAll(async () => {
     );
     localD1(state, shard, `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) VALUES ${values.join(", ")}`);
   }
-  ({ mf, run } = localShardsMiniflare(state));
+  ({ mf, run } = localStateMiniflare(state));
 }, 120_000);
 afterAll(() => mf?.dispose());
 
