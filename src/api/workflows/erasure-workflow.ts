@@ -50,22 +50,26 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
       if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
       const steps: StepRunner = (name, work) => step.do(name, STEP_CONFIG, work as () => Promise<never>);
       const shards = erasureShards(this.env);
-      const hashKey = apiConfig(this.env).auditHashKey;
-      if (part) return { shards: await eraseShards(appUserId.data, part, shardsNamed(shards, part.shards), hashKey, steps) };
-
-      const first = shards[0];
-      if (!first) throw new NonRetryableError("no shards to erase from");
-      const start = await beginErasure(first, steps);
-      const ids = await startParts(this.env.ERASURE, step, event.instanceId, appUserId.data, start, shards, apiConfig(this.env).erasurePartShards);
-      const perShard = Object.assign({}, ...(await waitForParts(this.env.ERASURE, step, ids)).map((output) => output.shards)) as PartOutput["shards"];
-      return await recordErasure(appUserId.data, start, perShard, first, hashKey, {
-        steps,
-        send: (erased) => enqueueNotice(this.env, erased),
-      });
+      const { auditHashKey } = apiConfig(this.env);
+      if (part) return { shards: await eraseShards(appUserId.data, part, shardsNamed(shards, part.shards), auditHashKey, steps) };
+      return await this.erase(event.instanceId, appUserId.data, shards, step, steps);
     } catch (error) {
       logLine("error", "job", { job: part ? ERASURE_PART_JOB : ERASURE_JOB, instance_id: event.instanceId, outcome: "failed", cause: describeError(error) });
       throw error;
     }
+  }
+
+  // The erasure itself: `begin`, its parts, then, once every shard is erased, `record and send`.
+  // Work on the app user's data outside the shards belongs between the two, after the parts.
+  private async erase(id: string, appUserId: string, shards: readonly ErasureShard[], step: WorkflowStep, steps: StepRunner): Promise<Erasure> {
+    const first = shards[0];
+    if (!first) throw new NonRetryableError("no shards to erase from");
+    const { auditHashKey, erasurePartShards } = apiConfig(this.env);
+    const start = await beginErasure(first, steps);
+    const parts = await startParts(this.env.ERASURE, step, id, appUserId, start, shards, erasurePartShards);
+    const outputs = await waitForParts(this.env.ERASURE, step, parts);
+    const perShard: PartOutput["shards"] = Object.assign({}, ...outputs.map((output) => output.shards));
+    return recordErasure(appUserId, start, perShard, first, auditHashKey, { steps, send: (erased) => enqueueNotice(this.env, erased) });
   }
 }
 
