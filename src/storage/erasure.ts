@@ -5,12 +5,13 @@
  * per erased receipt, their audit records pseudonymised, and one `app_user.erased` event.
  *
  * The work is a list of named steps, each one D1 batch (one transaction) on one shard, safe to
- * run again after it committed: the erasure's Workflow (src/api/workflows/erasure-workflow.ts) makes each
- * a durable step, the shards' steps split over child instances, so a run cut off anywhere
- * resumes with the same end state; the soak runs them straight through. No step grows with the app user's data or the number of shards. Adds racing
- * the erasure: a shard's first page first writes the erasure's fence (src/storage/fences.ts), so
- * an add created at or before the instant either committed before it (and the pages sweep it)
- * or finds the fence and stores nothing. This file stays free of Workers types.
+ * run again after it committed: the erasure's Workflow (src/api/workflows/erasure-workflow.ts)
+ * makes each a durable step, the shards' steps split over child instances, so a run cut off
+ * anywhere resumes with the same end state; the soak runs them straight through. No step grows
+ * with the app user's data or the number of shards. Adds racing the erasure: a shard's first
+ * page first writes the erasure's fence (src/storage/fences.ts), so an add created at or before
+ * the instant either committed before it (and the pages sweep it) or finds the fence and stores
+ * nothing. This file stays free of Workers types.
  */
 import { v7 as uuidv7 } from "uuid";
 import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
