@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { configDefaults, defineConfig } from "vitest/config";
@@ -7,29 +8,47 @@ import { PUSH_LOG_NAMESPACE, TEST_SHARD, notifierWorkers } from "./test/support/
 
 const root = import.meta.dirname;
 
+// The files of the "workers-wide" project, and its 24 shards beside the test run's three.
+const WIDE_FILES = ["test/api/workflows/erasure-parts.test.ts"];
+const WIDE_SHARDS = Object.fromEntries(
+  Array.from({ length: 24 }, (_, index) => [`DB_W${index + 1}`, `00000000-0000-4000-8000-1000000000${String(index + 1).padStart(2, "0")}`]),
+);
+// 27 shards take 29 steps in one instance; in parts of 4 every instance stays within 16.
+const WIDE_STEP_LIMIT = 16;
+const WIDE_PART_SHARDS = 4;
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(root, "migrations"));
   // wrangler.toml's [assets] folder must hold the API reference's files before the Workers start.
   writeDocsAssets();
+  const apiWorker = { main: "./src/api/index.ts", wrangler: { configPath: "./wrangler.toml" } };
+  const apiBindings = {
+    TEST_MIGRATIONS: migrations,
+    TOKEN_KEYS: JSON.stringify(TEST_TOKEN_KEYS),
+    AUDIT_HASH_KEY: TEST_AUDIT_HASH_KEY,
+    // Tests change client records and shard states and expect the next request to see it.
+    CLIENT_CACHE_SECONDS: "0",
+    SHARD_STATES_SECONDS: "0",
+    // The deadline tests wait it out in real time; 10 s deployed.
+    BODY_DEADLINE_SECONDS: "2",
+  };
   return {
     test: {
+      // Vitest's default, a worker less than the cores, runs one file at a time on two cores. A file
+      // spends most of its time waiting on other processes (workerd, wrangler, npm start), so a
+      // second file alongside it takes little from it: two node files ran in 41 s instead of 81.
+      maxWorkers: Math.max(2, availableParallelism() - 1),
       projects: [
         {
           // The Workers themselves, inside workerd against local D1, KV and Queues.
           plugins: [
             cloudflareTest({
-              main: "./src/api/index.ts",
-              wrangler: { configPath: "./wrangler.toml" },
+              ...apiWorker,
               miniflare: {
                 bindings: {
-                  TEST_MIGRATIONS: migrations,
-                  TOKEN_KEYS: JSON.stringify(TEST_TOKEN_KEYS),
-                  AUDIT_HASH_KEY: TEST_AUDIT_HASH_KEY,
-                  // Tests change client records and shard states and expect the next request to see it.
-                  CLIENT_CACHE_SECONDS: "0",
-                  SHARD_STATES_SECONDS: "0",
-                  // The deadline tests wait it out in real time; 10 s deployed.
-                  BODY_DEADLINE_SECONDS: "2",
+                  ...apiBindings,
+                  // Erasures on the three shards run in two parts (500 shards a part deployed).
+                  ERASURE_PART_SHARDS: "2",
                 },
                 // A third shard beside the two of wrangler.toml: the suite runs on three.
                 d1Databases: TEST_SHARD,
@@ -46,7 +65,7 @@ export default defineConfig(async () => {
             globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/storage/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
             // A `.node.test.ts` file drives the code it tests from outside (wrangler dev): it runs on Node.
-            exclude: [...configDefaults.exclude, "**/*.node.test.ts"],
+            exclude: [...configDefaults.exclude, "**/*.node.test.ts", ...WIDE_FILES],
             // Requests per fuzzed route: `npm test` runs a smoke of each route's campaign (100), `npm run
             // fuzz` the full one (FUZZ_RUNS); FUZZ_SEED replays a campaign; FUZZ_SECONDS bounds each
             // route's campaign, so that `npm test` stays fast whatever the machine.
@@ -55,6 +74,29 @@ export default defineConfig(async () => {
               fuzzSeconds: Number(process.env.FUZZ_SECONDS) || 60,
               fuzzSeed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : null,
             },
+            setupFiles: ["./test/support/apply-migrations.ts"],
+          },
+        },
+        {
+          // The erasure over more shards than one Workflow instance has steps for (docs/scale.md
+          // §6): the API Worker alone, on 27 shards, a part of an erasure taking WIDE_PART_SHARDS,
+          // and every instance of the erasure's Workflow held to WIDE_STEP_LIMIT steps (the
+          // runtime fails an instance that takes one more).
+          plugins: [
+            cloudflareTest({
+              ...apiWorker,
+              miniflare: {
+                bindings: { ...apiBindings, ERASURE_PART_SHARDS: String(WIDE_PART_SHARDS) },
+                d1Databases: { ...TEST_SHARD, ...WIDE_SHARDS },
+                workflows: { ERASURE: { name: "receipts-v2-erasure", className: "ErasureWorkflow", stepLimit: WIDE_STEP_LIMIT } },
+              },
+            }),
+          ],
+          test: {
+            name: "workers-wide",
+            silent: "passed-only",
+            include: WIDE_FILES,
+            provide: { wideStepLimit: WIDE_STEP_LIMIT, widePartShards: WIDE_PART_SHARDS },
             setupFiles: ["./test/support/apply-migrations.ts"],
           },
         },

@@ -1,97 +1,11 @@
 /**
  * Operators read the audit trail (docs/api.md#audit, docs/operations.md "Who removed this
  * receipt?"): the records of one receipt, client or chain on every shard, newest first, with the
- * queries of src/storage/audit.ts run through `wrangler d1 execute`.
+ * queries of src/storage/audit.ts run through `wrangler d1 execute`. The command is
+ * scripts/lib/audit-command.ts.
  */
-import { shardOfId } from "../src/shared/shard-ids.ts";
-import { AUDIT_SUBJECTS, auditPage, type AuditCursor, type AuditRecord, type AuditSubject } from "../src/storage/audit.ts";
-import { UsageError, parse, runCli, table, usableId } from "./lib/cli.ts";
+import { AUDIT_USAGE, auditCommand } from "./lib/audit-command.ts";
+import { runCli } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
-import { targetShards, type ConfigShard } from "./lib/shards.ts";
-import { TARGET_OPTIONS, targetOf, type Target } from "./lib/wrangler.ts";
 
-const USAGE = `Usage: npm run audit -- receipt <receipt_id> | client <client_id> | chain <chain_id>
-                      [--since <RFC 3339 date>] [--json] [--remote]
-
-  Prints the audit records (deletes and erasures) of one receipt, POS client or chain on
-  every shard, newest first, as a header row and aligned columns: at, action, receipt_id,
-  chain_id, client_id, app_user, request_id ('-' for none). With --json one JSON array of
-  objects with those fields. --since keeps the records at or after a date (2026-11-01) or a
-  time (2026-11-01T09:30:00Z, or with an offset). Erasures are recorded with client_id
-  'operator': 'client operator' lists them.
-
-Acts on the local state of 'npm start' unless --remote is given (--persist-to <dir> picks
-another local state directory).`;
-
-/** Records per query: one wrangler call reads this many of a shard's records. */
-const PAGE = 1000;
-
-// RFC 3339: a full-date, or a date-time with its offset (Z or ±hh:mm).
-const RFC3339 =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
-
-await runCli(USAGE, (argv) => {
-  const [subject, ...rest] = argv;
-  if (subject === undefined) throw new UsageError("No receipt, client or chain given.");
-  if (!Object.hasOwn(AUDIT_SUBJECTS, subject)) throw new UsageError(`Unknown command: ${subject}`);
-  const { values, positionals } = parse(rest, {
-    since: { type: "string" },
-    json: { type: "boolean" },
-    ...TARGET_OPTIONS,
-  });
-  if (positionals.length === 0) throw new UsageError(`No ${subject} ID given.`);
-  if (positionals.length > 1) throw new UsageError(`Unexpected argument: ${positionals[1]}`);
-  const id = usableId(`${subject} ID`, positionals[0]!, { optionLike: true });
-  const since = values.since === undefined ? undefined : rfc3339(values.since);
-  const records = auditRecords(targetOf(values), subject as AuditSubject, id, since);
-  if (values.json) console.log(JSON.stringify(records));
-  else if (records.length === 0) console.log(`No audit records for ${subject} ${JSON.stringify(id)}.`);
-  else {
-    const rows = records.map((record) => [record.at, record.action, record.receipt_id ?? "-", record.chain_id ?? "-", record.client_id, record.app_user, record.request_id]);
-    console.log(table(["AT", "ACTION", "RECEIPT_ID", "CHAIN_ID", "CLIENT_ID", "APP_USER", "REQUEST_ID"], rows));
-  }
-});
-
-/**
- * Every record of the subject, newest first. A receipt's records are on the shard its ID names
- * (none for an ID that names no shard); a client's or chain's on any shard.
- */
-function auditRecords(target: Target, subject: AuditSubject, id: string, since: string | undefined): AuditRecord[] {
-  const all = targetShards(target);
-  const shards = subject === "receipt" ? [shardOfId(all, id) ?? []].flat() : all;
-  const records = shards.flatMap((shard) => shardRecords(target, shard, subject, id, since));
-  // Each shard's records come newest first; ISO times of one format sort as time does.
-  return records.sort((a, b) => b.at.localeCompare(a.at));
-}
-
-function shardRecords(target: Target, shard: ConfigShard, subject: AuditSubject, id: string, since: string | undefined): AuditRecord[] {
-  const records: AuditRecord[] = [];
-  let after: AuditCursor | undefined;
-  for (;;) {
-    const rows = execute<AuditRecord & AuditCursor>(target, shard, [auditPage(subject, id, { since, after, limit: PAGE })]).at(-1) ?? [];
-    for (const { audit_id: _id, ...record } of rows) records.push(record);
-    if (rows.length < PAGE) return records;
-    after = rows.at(-1)!;
-  }
-}
-
-/** A --since value as the ISO time the records hold (a date alone is its midnight UTC). */
-function rfc3339(value: string): string {
-  const match = RFC3339.exec(value);
-  const [year, month, day] = (match?.slice(1, 4) ?? []).map(Number);
-  // Date.parse would roll 2026-02-31 over into March rather than refuse it.
-  const dayExists = match !== null && new Date(Date.UTC(year!, month! - 1, day!)).getUTCDate() === day && month! <= 12;
-  const time = dayExists ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : withoutLeapSecond(value)) : Number.NaN;
-  if (Number.isNaN(time)) throw new UsageError(`--since is not an RFC 3339 date or time: ${JSON.stringify(value)}`);
-  return new Date(time).toISOString();
-}
-
-/**
- * RFC 3339 allows a leap second (…:60), which Date.parse refuses. The records' times, written by
- * JavaScript, never fall inside one, so "at or after a leap second" means from the next second on.
- */
-function withoutLeapSecond(value: string): string {
-  const leap = /^(.{17})60(?:\.\d+)?(.*)$/.exec(value);
-  if (!leap) return value;
-  return new Date(Date.parse(`${leap[1]}59${leap[2]}`) + 1000).toISOString();
-}
+await runCli(AUDIT_USAGE, auditCommand(async (target, shard, statements) => execute(target, shard, statements)));

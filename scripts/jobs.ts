@@ -10,6 +10,7 @@ import {
   describeJob,
   jobTargetOf,
   listJobIds,
+  newestFirst,
   restartCommand,
   summary,
   type JobKind,
@@ -19,10 +20,12 @@ import {
 const USAGE = `Usage: npm run jobs -- list [--json] [--remote | --port <port>]
        npm run jobs -- show <id> [--json] [--remote | --port <port>]
 
-  list        every job (Workflow instance) of the service: ID, kind, state, steps done of
-              steps, start, end, error; with --json an array of
-              {"id", "kind", "state", "steps_done", "steps", "started", "ended", "error"}
-  show <id>   one job, and for a failed one the command that runs it again
+  list        every job (Workflow instance) of the service, newest first: ID, kind, state,
+              steps done of steps, start, end, error; an erasure's parts (kind "erasure
+              part") follow it; with --json an array of {"id", "kind", "part_of", "state",
+              "steps_done", "steps", "started", "ended", "error"}
+  show <id>   one job, and for a failed one the command that runs it again (for a part:
+              its erasure's)
 
   --remote        the deployed service instead of 'npm start'
   --port <port>   the port of 'npm start' (default 8787)`;
@@ -35,8 +38,7 @@ function list(argv: string[]): void {
   const { values, positionals } = parse(argv, { json: { type: "boolean" }, ...JOB_TARGET_OPTIONS });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = jobTargetOf(values);
-  const jobs = kinds().flatMap((kind) => listJobIds(kind, target).map((id) => summary(kind, describeJob(kind, id, target))));
-  jobs.sort((a, b) => (b.started ?? "").localeCompare(a.started ?? ""));
+  const jobs = newestFirst(kinds().flatMap((kind) => listJobIds(kind, target).map((id) => summary(kind, describeJob(kind, id, target)))));
   console.log(values.json ? JSON.stringify(jobs) : table(HEADER, jobs.map(row)));
 }
 
@@ -54,7 +56,10 @@ function show(argv: string[]): void {
     return;
   }
   console.log(table(HEADER, [row(job)]));
-  if (job.state === "errored" || job.state === "terminated") console.log(`\nRun it again with: ${restartCommand(found.kind, id, target)}`);
+  if (job.state !== "errored" && job.state !== "terminated") return;
+  // A failed part has failed its erasure: the erasure, run again, starts parts of its own.
+  if (job.part_of) console.log(`\nPart of erasure ${job.part_of}, which it failed. Run that again with: ${restartCommand(found.kind, job.part_of, target)}`);
+  else console.log(`\nRun it again with: ${restartCommand(found.kind, id, target)}`);
 }
 
 function row(job: JobSummary): string[] {

@@ -15,10 +15,15 @@ declare global {
 }
 
 declare module "vitest" {
-  /** What vitest.config.ts provides to the tests (the fuzzing's campaign size and seed). */
+  /**
+   * What vitest.config.ts provides to the tests: the fuzzing's campaign size and seed, and in the
+   * "workers-wide" project the steps each Workflow instance may run and the shards of a part.
+   */
   interface ProvidedContext {
     fuzzRuns: number;
     fuzzSeconds: number;
     fuzzSeed: number | null;
+    wideStepLimit: number;
+    widePartShards: number;
   }
 }

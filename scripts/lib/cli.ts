@@ -50,20 +50,29 @@ export function usableId(flag: string, value: string, { optionLike = false } = {
  * it and exits 2, any other failure prints its message and exits 1.
  */
 export async function runCli(usage: string, main: (args: string[]) => Promise<void> | void): Promise<void> {
-  const argv = process.argv.slice(2);
+  const status = await cliStatus(usage, main, process.argv.slice(2));
+  if (status !== 0) process.exit(status);
+}
+
+/**
+ * What {@link runCli} does for `argv`, returning the exit status instead of exiting: the tests
+ * run a command in-process with it.
+ */
+export async function cliStatus(usage: string, main: (args: string[]) => Promise<void> | void, argv: string[]): Promise<number> {
   if (asksForHelp(argv)) {
     console.log(usage);
-    return;
+    return 0;
   }
   try {
     await main(argv);
+    return 0;
   } catch (error) {
     if (error instanceof UsageError) {
       console.error(`${error.message}\n\n${usage}`);
-      process.exit(2);
+      return 2;
     }
     console.error((error as Error).message);
-    process.exit(1);
+    return 1;
   }
 }
 
@@ -73,16 +82,19 @@ export async function runCli(usage: string, main: (args: string[]) => Promise<vo
  *
  * @example await runCommands(USAGE, { list: (args) => list(args), close: (args) => setState("close", args) });
  */
-export async function runCommands(
-  usage: string,
-  commands: Record<string, (args: string[]) => Promise<void> | void>,
-): Promise<void> {
-  await runCli(usage, (argv) => {
-    const [command, ...rest] = argv;
-    const run = command === undefined ? undefined : Object.hasOwn(commands, command) ? commands[command] : undefined;
-    if (!run) throw new UsageError(command ? `Unknown command: ${command}` : "No command given.");
-    return run(rest);
-  });
+export async function runCommands(usage: string, commands: Commands): Promise<void> {
+  await runCli(usage, (argv) => dispatch(commands, argv));
+}
+
+/** An operator script's commands by name, each taking the arguments after its name. */
+export type Commands = Record<string, (args: string[]) => Promise<void> | void>;
+
+/** Runs the command that `argv` names with the rest of it; an unknown or missing one is a UsageError. */
+export function dispatch(commands: Commands, argv: string[]): Promise<void> | void {
+  const [command, ...rest] = argv;
+  const run = command === undefined ? undefined : Object.hasOwn(commands, command) ? commands[command] : undefined;
+  if (!run) throw new UsageError(command ? `Unknown command: ${command}` : "No command given.");
+  return run(rest);
 }
 
 /**

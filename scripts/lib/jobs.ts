@@ -4,6 +4,7 @@
  * Shared by `npm run app-users -- erase` and `npm run jobs`.
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { erasureOfPart } from "../../src/shared/job-ids.ts";
 import { UsageError, positiveInteger } from "./cli.ts";
 import { wrangler } from "./wrangler.ts";
 
@@ -53,10 +54,15 @@ export interface DescribedJob {
   steps: DescribedStep[];
 }
 
-/** One job as `npm run jobs` shows it. */
+/**
+ * One job as `npm run jobs` shows it. An erasure over many shards runs in parts, child instances
+ * of its Workflow (docs/scale.md §6): a part's kind is "erasure part", and `part_of` names its
+ * erasure (its ID, cut to 64 characters).
+ */
 export interface JobSummary {
   id: string;
-  kind: JobKind;
+  kind: JobKind | "erasure part";
+  part_of: string | null;
   state: string;
   steps_done: number;
   steps: number;
@@ -98,9 +104,11 @@ export function listJobIds(kind: JobKind, target: JobTarget): string[] {
 /** An instance in the terms `npm run jobs` prints. Steps done: the steps that succeeded. */
 export function summary(kind: JobKind, job: DescribedJob): JobSummary {
   const steps = job.steps.filter((step) => step.type === "step");
+  const partOf = kind === "erasure" ? erasureOfPart(job.id) : undefined;
   return {
     id: job.id,
-    kind,
+    kind: partOf ? "erasure part" : kind,
+    part_of: partOf ?? null,
     state: job.status,
     steps_done: steps.filter((step) => step.success === true).length,
     steps: steps.length,
@@ -108,6 +116,16 @@ export function summary(kind: JobKind, job: DescribedJob): JobSummary {
     ended: job.end,
     error: job.error ? `${job.error.name}: ${job.error.message}` : null,
   };
+}
+
+/** Jobs newest first, each erasure's parts right after it, in their order. */
+export function newestFirst(jobs: readonly JobSummary[]): JobSummary[] {
+  const byStart = (a: JobSummary, b: JobSummary) => (b.started ?? "").localeCompare(a.started ?? "");
+  const partsOf = (erasure: JobSummary) =>
+    jobs.filter((job) => job.part_of !== null && job.part_of === erasure.id.slice(0, job.part_of.length)).sort((a, b) => a.id.localeCompare(b.id, "en", { numeric: true }));
+  const placed = jobs.filter((job) => job.part_of === null).sort(byStart).flatMap((job) => [job, ...partsOf(job)]);
+  // Parts whose erasure is no longer listed (its state expired before theirs) still show.
+  return [...placed, ...jobs.filter((job) => !placed.includes(job)).sort(byStart)];
 }
 
 /** What an operator runs to start a failed instance again (docs/operations.md). */

@@ -6,9 +6,8 @@
  * Worker's bindings.
  */
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
-import type { ErasureParams } from "../../src/api/workflows/erasure-workflow.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
-import type { SweepMessage } from "../../src/shared/types.ts";
+import type { ErasureParams, SweepMessage } from "../../src/shared/types.ts";
 import { ERASE_PATH, FAULTS_PATH } from "../protocol.ts";
 import { deployedModule, deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";

@@ -41,6 +41,12 @@ export interface ApiSettings {
    * promise events the purge has taken.
    */
   EVENT_FEED_DAYS?: string;
+  /**
+   * How many shards one part of an erasure (a child instance of its Workflow) erases; 500 when
+   * unset. At most {@link MAX_ERASURE_PART_SHARDS}: a part runs a step a shard, plus a step for
+   * each further page, within the steps one instance may run.
+   */
+  ERASURE_PART_SHARDS?: string;
 }
 
 /** The notifier Worker's wrangler vars and secrets, as the runtime hands them over. */
@@ -81,6 +87,8 @@ export interface ApiConfig {
   noticeLostAfterMs: number;
   /** How far back the event feed reaches. */
   eventFeedMs: number;
+  /** How many shards one part of an erasure erases. */
+  erasurePartShards: number;
 }
 
 /** How long a push may take, how long a delivery holds its notice, and when a failed one is tried again. */
@@ -130,6 +138,7 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
     eventFeedMs: eventFeedDays(settings) * DAY_MS,
+    erasurePartShards: erasurePartShards(settings),
   }));
 }
 
@@ -149,6 +158,22 @@ function eventFeedDays(settings: ApiSettings): number {
     throw new ConfigError(`EVENT_FEED_DAYS must be at most ${DELIVERED_RETENTION_MS / DAY_MS}, how long delivered events are kept`);
   }
   return days;
+}
+
+/**
+ * The most shards one part of an erasure may take: Workflows allow 1,024 steps an instance
+ * (docs/scale.md §6), and a part takes one a shard and one a further page of an app user's
+ * receipts, so about half the steps stay free for those pages.
+ */
+export const MAX_ERASURE_PART_SHARDS = 500;
+
+function erasurePartShards(settings: ApiSettings): number {
+  const text = settings.ERASURE_PART_SHARDS ?? String(MAX_ERASURE_PART_SHARDS);
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1 || value > MAX_ERASURE_PART_SHARDS) {
+    throw new ConfigError(`ERASURE_PART_SHARDS must be a whole number from 1 to ${MAX_ERASURE_PART_SHARDS}`);
+  }
+  return value;
 }
 
 /** The notifier's delivery timing (src/notifier/wrangler.toml [vars]), parsed on first use in an isolate. */

@@ -7,7 +7,7 @@
  * run on Node, share those types but not the Workers runtime's.
  */
 import type { ApiSettings, NotifierSettings } from "./config.ts";
-import type { QueuedNotice, SweepMessage } from "./types.ts";
+import type { ErasureParams, QueuedNotice, SweepMessage } from "./types.ts";
 
 /**
  * The shards: receipts, idempotency keys, the notice outbox and failed notices, one D1 database
@@ -26,8 +26,11 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
   NOTICES: Queue<QueuedNotice>;
   /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
   SWEEPS: Queue<SweepMessage>;
-  /** The erasure's Workflow (src/api/workflows/erasure-workflow.ts), started by `npm run app-users -- erase`. */
-  ERASURE: Workflow<{ app_user_id: string }>;
+  /**
+   * The erasure's Workflow (src/api/workflows/erasure-workflow.ts), started by `npm run app-users
+   * -- erase`, and by an erasure for each of its parts.
+   */
+  ERASURE: Workflow<ErasureParams>;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */

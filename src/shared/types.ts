@@ -44,6 +44,16 @@ export interface SweepMessage {
   at: string;
 }
 
+/**
+ * What starts an instance of the erasure's Workflow: an erasure of the app user (what `npm run
+ * app-users -- erase` starts), or with `part` one of its parts, which the erasure starts itself
+ * over some of the shards, at the erasure's event_id and instant.
+ */
+export interface ErasureParams {
+  app_user_id: string;
+  part?: { event_id: string; occurred_at: string; shards: string[] };
+}
+
 /** The receipt a queued notice is about, for log lines; an erasure's event is about none. */
 export function receiptOf(notice: QueuedNotice): string | undefined {
   return "receipt_id" in notice ? notice.receipt_id : undefined;

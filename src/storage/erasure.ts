@@ -5,12 +5,13 @@
  * per erased receipt, their audit records pseudonymised, and one `app_user.erased` event.
  *
  * The work is a list of named steps, each one D1 batch (one transaction) on one shard, safe to
- * run again after it committed: the erasure's Workflow (src/api/workflows/erasure-workflow.ts) makes each
- * a durable step, so a run cut off anywhere resumes with the same end state; the soak runs them
- * straight through. No step grows with the app user's data or the number of shards. Adds racing
- * the erasure: a shard's first page first writes the erasure's fence (src/storage/fences.ts), so
- * an add created at or before the instant either committed before it (and the pages sweep it)
- * or finds the fence and stores nothing. This file stays free of Workers types.
+ * run again after it committed: the erasure's Workflow (src/api/workflows/erasure-workflow.ts)
+ * makes each a durable step, the shards' steps split over child instances, so a run cut off
+ * anywhere resumes with the same end state; the soak runs them straight through. No step grows
+ * with the app user's data or the number of shards. Adds racing the erasure: a shard's first
+ * page first writes the erasure's fence (src/storage/fences.ts), so an add created at or before
+ * the instant either committed before it (and the pages sweep it) or finds the fence and stores
+ * nothing. This file stays free of Workers types.
  */
 import { v7 as uuidv7 } from "uuid";
 import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
@@ -74,7 +75,8 @@ export interface ErasureOptions<S extends ErasureShard = ErasureShard> {
  * record on the first shard (any shard's outbox reaches the notifier; the first is where an
  * operator looks) and hands the event over. Steps: `begin`, `erase <shard> page <n>` for each
  * shard (page 0 also writes the fence), `record and send`. A step that throws throws out of
- * here; run again (or resumed), the erasure erases what is left.
+ * here; run again (or resumed), the erasure erases what is left. The erasure's Workflow runs
+ * the same three parts, the middle one split over child instances.
  *
  * @param hashKey AUDIT_HASH_KEY's bytes, which key the hash kept in place of the app_user_id.
  * @example await eraseAppUser("user-42", shards, key) // { receipts_erased: 3, ... }
@@ -83,22 +85,57 @@ export async function eraseAppUser<S extends ErasureShard>(
   appUserId: string,
   shards: readonly S[],
   hashKey: Uint8Array,
-  { steps = (_name, work) => work(), now = () => new Date(), send }: ErasureOptions<S> = {},
+  { steps = runAtOnce, now = () => new Date(), send }: ErasureOptions<S> = {},
 ): Promise<Erasure> {
   const first = shards[0];
   if (!first) throw new Error("no shards to erase from");
-  const start = await steps<{ event_id: string; occurred_at: string }>("begin", async () => ({
+  const start = await beginErasure(first, steps, now);
+  const perShard = await eraseShards(appUserId, start, shards, hashKey, steps);
+  return recordErasure(appUserId, start, perShard, first, hashKey, { steps, send });
+}
+
+/**
+ * The `begin` step: fixes the erasure's event_id (on the first shard, where its event is
+ * recorded) and its instant, once for the whole erasure, whatever runs its shards.
+ */
+export function beginErasure(first: ShardBase, steps: StepRunner = runAtOnce, now: () => Date = () => new Date()): Promise<ErasureStart> {
+  return steps<{ event_id: string; occurred_at: string }>("begin", async () => ({
     event_id: stampShardTag(uuidv7(), first.tag),
     occurred_at: now().toISOString(),
   }));
-  const user: ErasedUser = {
-    id: appUserId,
-    pseudonym: await pseudonymWith(await importAuditHashKey(hashKey), appUserId),
-    ...start,
-  };
+}
 
+/**
+ * The `erase <shard> page <n>` steps of some of the shards, in turn, up to the erasure's
+ * instant. Returns the receipts this erasure erased per shard name.
+ */
+export async function eraseShards(
+  appUserId: string,
+  start: ErasureStart,
+  shards: readonly ErasureShard[],
+  hashKey: Uint8Array,
+  steps: StepRunner = runAtOnce,
+): Promise<Record<string, number>> {
+  const user = await erasedUser(appUserId, start, hashKey);
   const perShard: Record<string, number> = {};
   for (const shard of shards) perShard[shard.name] = await eraseOnShard(shard, user, steps);
+  return perShard;
+}
+
+/**
+ * The `record and send` step, once every shard is erased: the erasure's event and its own audit
+ * record on the first shard (both once, however often the step runs, also when the erasure
+ * erased nothing), and the event handed over. Returns what the erasure did.
+ */
+export async function recordErasure<S extends ErasureShard>(
+  appUserId: string,
+  start: ErasureStart,
+  perShard: Record<string, number>,
+  first: S,
+  hashKey: Uint8Array,
+  { steps = runAtOnce, send }: Pick<ErasureOptions<S>, "steps" | "send"> = {},
+): Promise<Erasure> {
+  const user = await erasedUser(appUserId, start, hashKey);
   const receipts = Object.values(perShard).reduce((sum, count) => sum + count, 0);
   const event: AppUserErasedEvent = {
     event_id: user.event_id,
@@ -108,12 +145,14 @@ export async function eraseAppUser<S extends ErasureShard>(
     receipts,
   };
   await steps("record and send", async () => {
-    await first.run(recordErasure(event, user));
+    await first.run([recordErasedEvent(event), auditErasure(event.occurred_at, user.pseudonym, event.event_id)]);
     await send?.(event, first);
     return true;
   });
   return { app_user_id: appUserId, receipts_erased: receipts, shards: perShard, event };
 }
+
+const runAtOnce: StepRunner = (_name, work) => work();
 
 /**
  * The keyed hash kept in audit records in place of an erased app_user_id (see
@@ -127,6 +166,10 @@ export async function pseudonym(appUserId: string, hashKey: Uint8Array): Promise
 interface ErasedUser extends ErasureStart {
   id: string;
   pseudonym: string;
+}
+
+async function erasedUser(appUserId: string, start: ErasureStart, hashKey: Uint8Array): Promise<ErasedUser> {
+  return { id: appUserId, pseudonym: await pseudonym(appUserId, hashKey), event_id: start.event_id, occurred_at: start.occurred_at };
 }
 
 /**
@@ -221,12 +264,4 @@ function leftoverPage(user: ErasedUser): Statement[] {
     ),
     pseudonymiseAudit(user.id, user.pseudonym, ERASURE_PAGE),
   ];
-}
-
-/**
- * The erasure's event in the outbox and its own audit record, also when it erased nothing; both
- * once, however often the step runs.
- */
-function recordErasure(event: AppUserErasedEvent, user: ErasedUser): Statement[] {
-  return [recordErasedEvent(event), auditErasure(event.occurred_at, user.pseudonym, event.event_id)];
 }

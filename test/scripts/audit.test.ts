@@ -1,16 +1,25 @@
 /**
- * docs/api.md#audit, docs/operations.md "Who removed this receipt?": `npm run audit` itself,
- * through wrangler, on the two shards of a throwaway local state.
+ * docs/api.md#audit, docs/operations.md "Who removed this receipt?": `npm run audit` on the two
+ * shards of a throwaway local state. Most cases run the command in-process on those databases
+ * through Miniflare (a wrangler start per shard and query would cost seconds each); the last
+ * block runs it as a real process, through wrangler.
  */
-import { beforeAll, describe, expect, it } from "vitest";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AUDIT_USAGE, auditCommand, type RunOnShard } from "../../scripts/lib/audit-command.ts";
 import type { AuditRecord } from "../../src/storage/audit.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
-import { localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { freshState, runScript } from "../support/run-script.ts";
+import { localD1, localStateMiniflare, migrateLocalShards } from "../support/local-d1.ts";
+import { freshState, runInProcess, runScript } from "../support/run-script.ts";
 
 const state = freshState();
-const audit = (...args: string[]) => runScript("audit", [...args, "--persist-to", state]);
+let mf: Miniflare | undefined;
+let run: RunOnShard;
+/** `npm run audit` in-process, on the test's local state. */
+const audit = (...args: string[]) => runInProcess(AUDIT_USAGE, auditCommand(run), [...args, "--persist-to", state]);
+/** `npm run audit` as an operator runs it: a process, and wrangler for each shard. */
+const spawned = (...args: string[]) => runScript("audit", [...args, "--persist-to", state]);
 
 const ON_S1 = stampShardTag("019aa8a4-3c1e-7000-8000-000000000001", shardTag("s1"));
 const ON_S2 = stampShardTag("019aa8a4-3c1e-7000-8000-000000000002", shardTag("s2"));
@@ -37,7 +46,9 @@ beforeAll(async () => {
     );
     localD1(state, shard, `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) VALUES ${values.join(", ")}`);
   }
+  ({ mf, run } = localStateMiniflare(state));
 }, 120_000);
+afterAll(() => mf?.dispose());
 
 describe("docs/api.md#audit npm run audit: bad arguments, usage and exit 2", () => {
   it.each([
@@ -51,8 +62,8 @@ describe("docs/api.md#audit npm run audit: bad arguments, usage and exit 2", () 
     ["a --since without an offset", ["chain", "a", "--since", "2026-11-01T10:00:00"]],
     ["a --since on a day that does not exist", ["chain", "a", "--since", "2026-02-30"]],
     ["--remote with --persist-to", ["chain", "a", "--remote"]],
-  ])("%s", (_label, args) => {
-    const result = audit(...args);
+  ])("%s", async (_label, args) => {
+    const result = await audit(...args);
     expect(result.status, result.stderr).toBe(2);
     expect(result.stderr).toContain("Usage: npm run audit");
     expect(result.stdout).toBe("");
@@ -60,40 +71,40 @@ describe("docs/api.md#audit npm run audit: bad arguments, usage and exit 2", () 
 });
 
 describe("docs/api.md#audit npm run audit: records of every shard, newest first", () => {
-  it("chain --json: one JSON array of the documented fields, from both shards", () => {
-    const result = audit("chain", "chain-nord", "--json");
+  it("chain --json: one JSON array of the documented fields, from both shards", async () => {
+    const result = await audit("chain", "chain-nord", "--json");
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord")));
   });
 
-  it("chain --since a date-time with an offset keeps the records at or after it", () => {
-    const result = audit("chain", "chain-nord", "--json", "--since", "2026-11-02T10:00:00+01:00");
+  it("chain --since a date-time with an offset keeps the records at or after it", async () => {
+    const result = await audit("chain", "chain-nord", "--json", "--since", "2026-11-02T10:00:00+01:00");
     expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord" && record.at >= "2026-11-02T09:00:00.000Z")));
   });
 
-  it("chain --since a leap second keeps the records from the second after it", () => {
-    const result = audit("chain", "chain-nord", "--json", "--since", "2026-11-20T10:59:60+01:00");
+  it("chain --since a leap second keeps the records from the second after it", async () => {
+    const result = await audit("chain", "chain-nord", "--json", "--since", "2026-11-20T10:59:60+01:00");
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord" && record.at >= "2026-11-20T10:00:00.000Z")));
   });
 
-  it("client --since a date", () => {
-    const result = audit("client", "pos-1", "--json", "--since", "2026-11-01");
+  it("client --since a date", async () => {
+    const result = await audit("client", "pos-1", "--json", "--since", "2026-11-01");
     expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.client_id === "pos-1" && record.at >= "2026-11-01")));
   });
 
-  it("client operator lists the erasures", () => {
-    const result = audit("client", "operator", "--json");
+  it("client operator lists the erasures", async () => {
+    const result = await audit("client", "operator", "--json");
     expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.client_id === "operator")));
   });
 
-  it("receipt: the records of that receipt, from the shard its ID names", () => {
-    const result = audit("receipt", ON_S2, "--json");
+  it("receipt: the records of that receipt, from the shard its ID names", async () => {
+    const result = await audit("receipt", ON_S2, "--json");
     expect(JSON.parse(result.stdout)).toEqual([printed(RECORDS[1]!)]);
   });
 
-  it("plain output: a header row and aligned columns, '-' for what an erasure's own record lacks", () => {
-    const result = audit("client", "operator");
+  it("plain output: a header row and aligned columns, '-' for what an erasure's own record lacks", async () => {
+    const result = await audit("client", "operator");
     expect(result.status, result.stderr).toBe(0);
     const receiptId = RECORDS[2]!.receipt_id!;
     const request = "019abcde-0000-7000-8000-000000000009";
@@ -110,9 +121,21 @@ describe("docs/api.md#audit npm run audit: records of every shard, newest first"
     ["a LIKE wildcard", "chain-%"],
     ["another case", "CHAIN-NORD"],
     ["a receipt_id that names no shard", "not-a-receipt"],
-  ])("%s matches nothing: an empty array, exit 0", (_label, id) => {
-    const result = audit(id === "not-a-receipt" ? "receipt" : "chain", id, "--json");
+  ])("%s matches nothing: an empty array, exit 0", async (_label, id) => {
+    const result = await audit(id === "not-a-receipt" ? "receipt" : "chain", id, "--json");
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual([]);
   });
+});
+
+describe("docs/api.md#audit npm run audit as a process, through wrangler", () => {
+  it("chain --json prints the records of both shards; bad arguments exit 2 with the usage", () => {
+    const result = spawned("chain", "chain-nord", "--json");
+    expect(result.status, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual(newestFirst(RECORDS.filter((record) => record.chain_id === "chain-nord")));
+    const bad = spawned("chain", "a", "--since", "yesterday");
+    expect(bad.status, bad.stderr).toBe(2);
+    expect(bad.stderr).toContain("Usage: npm run audit");
+    expect(bad.stdout).toBe("");
+  }, 60_000);
 });

@@ -1,36 +1,63 @@
+/**
+ * docs/api.md#operators: `npm run clients`. Most cases run the script's commands in-process on the
+ * CLIENTS namespace of a throwaway local state, reached through Miniflare (a wrangler start per
+ * KV call would cost seconds each); the last block runs every command as a real process, through
+ * wrangler, on that same namespace. The API Worker runs on it too, for logins.
+ */
 import { spawnSync } from "node:child_process";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CLIENTS_USAGE, clientCommands } from "../../scripts/lib/client-commands.ts";
+import { dispatch } from "../../scripts/lib/cli.ts";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
-import { ROOT, freshState, runScript } from "../support/run-script.ts";
+import { miniflareClientStore } from "../support/client-store.ts";
+import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
-const clients = (...args: string[]) => runScript("clients", [...args, "--persist-to", state]);
+let mf: Miniflare;
+beforeAll(() => {
+  mf = startApiWorker(state);
+}, 60_000);
+afterAll(() => mf?.dispose());
 
-function issued(...args: string[]): { client_id: string; client_secret: string; chains: string[] } {
-  const result = clients("issue", ...args, "--json");
+/** A command of `npm run clients`, in-process, on the test's local state. */
+const clients = (...args: string[]): Promise<ScriptResult> =>
+  runInProcess(CLIENTS_USAGE, (argv) => dispatch(clientCommands(() => miniflareClientStore(mf)), argv), [...args, "--persist-to", state]);
+
+/** A command of `npm run clients` as an operator runs it: a process, and wrangler for KV. */
+const spawned = (...args: string[]): ScriptResult => runScript("clients", [...args, "--persist-to", state]);
+
+async function issued(...args: string[]): Promise<{ client_id: string; client_secret: string; chains: string[] }> {
+  const result = await clients("issue", ...args, "--json");
   expect(result.stderr).toBe("");
   expect(result.status).toBe(0);
   return JSON.parse(result.stdout);
 }
 
-function stored(clientId: string): Record<string, unknown> {
-  const result = clients("show", clientId, "--json");
+async function stored(clientId: string): Promise<Record<string, unknown>> {
+  const result = await clients("show", clientId, "--json");
   expect(result.status).toBe(0);
   return JSON.parse(result.stdout);
 }
 
-function kvValue(clientId: string): string {
-  const args = ["kv", "key", "get", `client:${clientId}`, "--binding", "CLIENTS", "--text", "--local", "--persist-to", state];
-  return spawnSync("wrangler", args, { cwd: ROOT, encoding: "utf8" }).stdout;
+/** The client's record as KV holds it, or null. */
+async function kvValue(clientId: string): Promise<string | null> {
+  return (await mf.getKVNamespace("CLIENTS")).get(`client:${clientId}`, "text");
+}
+
+/** The client's record as KV holds it, parsed; the test fails if there is none. */
+async function kvRecord(clientId: string): Promise<Record<string, unknown>> {
+  const raw = await kvValue(clientId);
+  expect(raw, clientId).not.toBeNull();
+  return JSON.parse(raw!);
 }
 
 describe("docs/api.md#operators npm run clients", () => {
   it("issue --json prints the client_id, the secret once and the chains; KV holds only the secret's hash", async () => {
-    const client = issued("--chain", "c1", "--chain", "c2", "--client-id", "pos-store-7");
+    const client = await issued("--chain", "c1", "--chain", "c2", "--client-id", "pos-store-7");
     expect(client).toEqual({ client_id: "pos-store-7", client_secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), chains: ["c1", "c2"] });
-    const raw = kvValue("pos-store-7");
+    const raw = (await kvValue("pos-store-7"))!;
     expect(raw).not.toContain(client.client_secret);
     expect(JSON.parse(raw)).toMatchObject({
       client_id: "pos-store-7",
@@ -41,46 +68,46 @@ describe("docs/api.md#operators npm run clients", () => {
     });
   });
 
-  it("issue makes a client_id when none is given, and two issues never share one", () => {
-    const first = issued("--chain", "c1");
-    const second = issued("--chain", "c1");
+  it("issue makes a client_id when none is given, and two issues never share one", async () => {
+    const first = await issued("--chain", "c1");
+    const second = await issued("--chain", "c1");
     expect(first.client_id).toMatch(/^pos_[A-Za-z0-9_-]{12}$/);
     expect(second.client_id).not.toBe(first.client_id);
   });
 
-  it("issue --app makes the app push service's client: scope service.app alone, no chains; --app with --chain is refused", () => {
-    const app = issued("--app");
+  it("issue --app makes the app push service's client: scope service.app alone, no chains; --app with --chain is refused", async () => {
+    const app = await issued("--app");
     expect(app).toEqual({ client_id: expect.stringMatching(/^app_[A-Za-z0-9_-]{12}$/), client_secret: expect.any(String), chains: [] });
-    expect(stored(app.client_id)).toMatchObject({ chains: [], scopes: ["service.app"], disabled: false });
-    const mixed = clients("issue", "--app", "--chain", "c1");
+    expect(await stored(app.client_id)).toMatchObject({ chains: [], scopes: ["service.app"], disabled: false });
+    const mixed = await clients("issue", "--app", "--chain", "c1");
     expect(mixed.status).toBe(2);
     expect(mixed.stderr).toContain("--app takes no --chain");
   });
 
-  it("issue refuses an existing client_id rather than overwrite its secret", () => {
-    issued("--chain", "c1", "--client-id", "pos-taken");
-    const again = clients("issue", "--chain", "c9", "--client-id", "pos-taken");
+  it("issue refuses an existing client_id rather than overwrite its secret", async () => {
+    await issued("--chain", "c1", "--client-id", "pos-taken");
+    const again = await clients("issue", "--chain", "c9", "--client-id", "pos-taken");
     expect(again.status).toBe(1);
     expect(again.stderr).toContain("already exists");
-    expect(stored("pos-taken")).toMatchObject({ chains: ["c1"] });
+    expect(await kvRecord("pos-taken")).toMatchObject({ chains: ["c1"] });
   });
 
-  it("without --json, issue prints the secret once with a warning to store it", () => {
-    const result = clients("issue", "--chain", "c1");
+  it("without --json, issue prints the secret once with a warning to store it", async () => {
+    const result = await clients("issue", "--chain", "c1");
     expect(result.status).toBe(0);
     expect(result.stdout).toMatch(/client_secret: [A-Za-z0-9_-]{43}/);
     expect(result.stdout).toContain("only this once");
   });
 
-  it("show and list never print the hash", () => {
-    const client = issued("--chain", "c1");
-    expect(stored(client.client_id)).not.toHaveProperty("secret_hash");
-    const listed = clients("list", "--json");
+  it("show and list never print the hash", async () => {
+    const client = await issued("--chain", "c1");
+    expect(await stored(client.client_id)).not.toHaveProperty("secret_hash");
+    const listed = await clients("list", "--json");
     expect(listed.status).toBe(0);
     const records = JSON.parse(listed.stdout) as Record<string, unknown>[];
     expect(records.map((record) => record.client_id)).toContain(client.client_id);
     expect(listed.stdout).not.toContain("sha256:");
-    const [header, ...lines] = clients("list").stdout.trimEnd().split("\n");
+    const [header, ...lines] = (await clients("list")).stdout.trimEnd().split("\n");
     expect(header).toMatch(/^CLIENT_ID +STATE +CHAINS +SCOPES +UPDATED$/);
     const line = lines.find((text) => text.startsWith(`${client.client_id} `))!;
     // Aligned: each cell starts where its column's header does.
@@ -89,37 +116,37 @@ describe("docs/api.md#operators npm run clients", () => {
   });
 
   it("disable and enable flip the record; rotate replaces the hash and prints a new secret", async () => {
-    const client = issued("--chain", "c1");
-    expect(clients("disable", client.client_id).status).toBe(0);
-    expect(stored(client.client_id)).toMatchObject({ disabled: true });
-    expect(clients("enable", client.client_id).status).toBe(0);
-    expect(stored(client.client_id)).toMatchObject({ disabled: false });
-    const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
+    const client = await issued("--chain", "c1");
+    expect((await clients("disable", client.client_id)).status).toBe(0);
+    expect(await kvRecord(client.client_id)).toMatchObject({ disabled: true });
+    expect((await clients("enable", client.client_id)).status).toBe(0);
+    expect(await kvRecord(client.client_id)).toMatchObject({ disabled: false });
+    const rotated = JSON.parse((await clients("rotate", client.client_id, "--json")).stdout);
     expect(rotated.client_id).toBe(client.client_id);
     expect(rotated.client_secret).not.toBe(client.client_secret);
-    expect(JSON.parse(kvValue(client.client_id)).secret_hash).toBe(await hashClientSecret(rotated.client_secret));
+    expect((await kvRecord(client.client_id)).secret_hash).toBe(await hashClientSecret(rotated.client_secret));
   });
 
-  it("revocation (docs/api.md#revocation): disable and rotate move tokens_valid_after on, enable keeps it", () => {
-    const client = issued("--chain", "c1");
-    const validAfter = () => JSON.parse(kvValue(client.client_id)).tokens_valid_after as string | undefined;
-    expect(validAfter()).toBeUndefined();
-    expect(clients("disable", client.client_id).status).toBe(0);
-    const disabled = validAfter()!;
+  it("revocation (docs/api.md#revocation): disable and rotate move tokens_valid_after on, enable keeps it", async () => {
+    const client = await issued("--chain", "c1");
+    const validAfter = async () => (await kvRecord(client.client_id)).tokens_valid_after as string | undefined;
+    expect(await validAfter()).toBeUndefined();
+    expect((await clients("disable", client.client_id)).status).toBe(0);
+    const disabled = (await validAfter())!;
     expect(Date.parse(disabled)).toBeGreaterThan(Date.now() - 60_000);
-    expect(clients("enable", client.client_id).status).toBe(0);
-    expect(validAfter()).toBe(disabled);
-    expect(clients("rotate", client.client_id).status).toBe(0);
-    expect(Date.parse(validAfter()!)).toBeGreaterThan(Date.parse(disabled));
+    expect((await clients("enable", client.client_id)).status).toBe(0);
+    expect(await validAfter()).toBe(disabled);
+    expect((await clients("rotate", client.client_id)).status).toBe(0);
+    expect(Date.parse((await validAfter())!)).toBeGreaterThan(Date.parse(disabled));
   });
 
-  it("acting on an unknown client fails with status 1 and writes nothing", () => {
+  it("acting on an unknown client fails with status 1 and writes nothing", async () => {
     for (const command of ["show", "disable", "enable", "rotate"]) {
-      const result = clients(command, "pos-nobody");
+      const result = await clients(command, "pos-nobody");
       expect(result.status).toBe(1);
       expect(result.stderr).toContain("No client pos-nobody");
     }
-    expect(kvValue("pos-nobody").trim()).toBe("Value not found");
+    expect(await kvValue("pos-nobody")).toBeNull();
   });
 
   describe("bad arguments: a usage message, exit status 2, nothing written", () => {
@@ -136,28 +163,21 @@ describe("docs/api.md#operators npm run clients", () => {
       ["disable with two ids", ["disable", "a", "b"]],
       ["--remote with --persist-to", ["list", "--remote"]],
     ];
-    it.each(cases)("%s", (_label, args) => {
-      const result = clients(...args);
+    it.each(cases)("%s", async (_label, args) => {
+      const result = await clients(...args);
       expect(result.status).toBe(2);
       expect(result.stderr).toContain("Usage: npm run clients --");
       expect(result.stdout).toBe("");
     });
 
-    it("left no client behind", () => {
-      const ids = (JSON.parse(clients("list", "--json").stdout) as { client_id: string }[]).map((r) => r.client_id);
+    it("left no client behind", async () => {
+      const ids = (JSON.parse((await clients("list", "--json")).stdout) as { client_id: string }[]).map((r) => r.client_id);
       expect(ids.filter((id) => id.startsWith("pos-bad"))).toEqual([]);
     });
   });
 });
 
 describe("docs/api.md#operators an issued client logs in against the real Worker; disable and rotate stop it", () => {
-  let mf: Miniflare;
-
-  beforeAll(() => {
-    mf = startApiWorker(state);
-  }, 60_000);
-  afterAll(() => mf?.dispose());
-
   const login = async (clientId: string, secret: string, scope = "service.pos") => {
     const response = await mf.dispatchFetch("http://localhost/receipts/v2/login", {
       method: "POST",
@@ -167,23 +187,23 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
   };
 
   it("issue → 200; disable → 403; enable → 200; rotate → old secret 403, new secret 200", async () => {
-    const client = issued("--chain", "c1");
+    const client = await issued("--chain", "c1");
     const ok = await login(client.client_id, client.client_secret);
     expect(ok.status).toBe(200);
     expect(ok.body.data.token_type).toBe("Bearer");
 
-    clients("disable", client.client_id);
+    await clients("disable", client.client_id);
     expect((await login(client.client_id, client.client_secret)).status).toBe(403);
-    clients("enable", client.client_id);
+    await clients("enable", client.client_id);
     expect((await login(client.client_id, client.client_secret)).status).toBe(200);
 
-    const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
+    const rotated = JSON.parse((await clients("rotate", client.client_id, "--json")).stdout);
     expect((await login(client.client_id, client.client_secret)).status).toBe(403);
     expect((await login(client.client_id, rotated.client_secret)).status).toBe(200);
   }, 60_000);
 
   it("an --app client logs in with scope service.app (not service.pos) and reads the event feed", async () => {
-    const app = issued("--app");
+    const app = await issued("--app");
     expect((await login(app.client_id, app.client_secret)).status).toBe(403);
     const { status, body } = await login(app.client_id, app.client_secret, "service.app");
     expect(status).toBe(200);
@@ -197,7 +217,7 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
   }, 60_000);
 
   it("revocation (docs/api.md#revocation): tokens issued before disable or rotate are refused on delete, also after enable", async () => {
-    const client = issued("--chain", "c1");
+    const client = await issued("--chain", "c1");
     // No receipt exists under this ID: a token that passes every check gets 406, a revoked one 403.
     const remove = async (token: string) => {
       const response = await mf.dispatchFetch("http://localhost/receipts/v2/delete", {
@@ -209,15 +229,60 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
     const first = (await login(client.client_id, client.client_secret)).body.data.access_token;
     expect((await remove(first)).status).toBe(406);
 
-    clients("disable", client.client_id);
-    clients("enable", client.client_id);
+    await clients("disable", client.client_id);
+    await clients("enable", client.client_id);
     expect(await remove(first)).toMatchObject({ status: 403, message: expect.stringContaining("generate a fresh token") });
     const second = (await login(client.client_id, client.client_secret)).body.data.access_token;
     expect((await remove(second)).status).toBe(406);
 
-    const rotated = JSON.parse(clients("rotate", client.client_id, "--json").stdout);
+    const rotated = JSON.parse((await clients("rotate", client.client_id, "--json")).stdout);
     expect((await remove(second)).status).toBe(403);
     const third = (await login(client.client_id, rotated.client_secret)).body.data.access_token;
     expect((await remove(third)).status).toBe(406);
+  }, 60_000);
+});
+
+describe("docs/api.md#operators npm run clients as a process, through wrangler", () => {
+  // Read back through wrangler too: a Miniflare that has the namespace open does not see a
+  // record that another process replaced.
+  const shown = (clientId: string) => {
+    const result = spawned("show", clientId, "--json");
+    expect(result.status, result.stderr).toBe(0);
+    return JSON.parse(result.stdout) as Record<string, unknown>;
+  };
+  const hashInKv = (clientId: string) => {
+    const args = ["kv", "key", "get", `client:${clientId}`, "--binding", "CLIENTS", "--text", "--local", "--persist-to", state];
+    return (JSON.parse(spawnSync("wrangler", args, { cwd: ROOT, encoding: "utf8" }).stdout) as { secret_hash: string }).secret_hash;
+  };
+
+  it("issue, show, list, disable, enable and rotate each write and read the local CLIENTS namespace", async () => {
+    const issue = spawned("issue", "--chain", "c1", "--client-id", "pos-spawned", "--json");
+    expect(issue.stderr).toBe("");
+    expect(issue.status).toBe(0);
+    const client = JSON.parse(issue.stdout) as { client_id: string; client_secret: string };
+    expect(hashInKv("pos-spawned")).toBe(await hashClientSecret(client.client_secret));
+
+    expect(shown("pos-spawned")).toMatchObject({ client_id: "pos-spawned", chains: ["c1"], disabled: false });
+    const list = spawned("list", "--json");
+    expect(list.status, list.stderr).toBe(0);
+    expect((JSON.parse(list.stdout) as { client_id: string }[]).map((record) => record.client_id)).toContain("pos-spawned");
+
+    expect(spawned("disable", "pos-spawned").status).toBe(0);
+    expect(shown("pos-spawned")).toMatchObject({ disabled: true });
+    expect(spawned("enable", "pos-spawned").status).toBe(0);
+    expect(shown("pos-spawned")).toMatchObject({ disabled: false });
+    const rotate = spawned("rotate", "pos-spawned", "--json");
+    expect(rotate.status, rotate.stderr).toBe(0);
+    expect(hashInKv("pos-spawned")).toBe(await hashClientSecret(JSON.parse(rotate.stdout).client_secret));
+  }, 120_000);
+
+  it("bad arguments exit 2 with the usage; an unknown client exits 1", () => {
+    const usage = spawned("issue", "--client-id", "pos-bad-0");
+    expect(usage.status).toBe(2);
+    expect(usage.stderr).toContain("Usage: npm run clients --");
+    expect(usage.stdout).toBe("");
+    const unknown = spawned("show", "pos-nobody");
+    expect(unknown.status).toBe(1);
+    expect(unknown.stderr).toContain("No client pos-nobody");
   }, 60_000);
 });

@@ -1,12 +1,18 @@
 /**
  * `npm run shards` (docs/operations.md#shards) against a throwaway local state and a copy of both
  * Workers' configs (--config-dir), so that no test ever edits the project's wrangler.toml files.
+ * Most cases run the commands in-process, their shard states in the local SHARD_STATES through
+ * Miniflare (a wrangler start per KV call would cost seconds each); the last block runs list,
+ * close and open as real processes through wrangler, and add runs so where its migrations fail.
  */
 import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { dispatch } from "../../scripts/lib/cli.ts";
+import { SHARDS_USAGE, shardCommands, type StatesOf } from "../../scripts/lib/shard-commands.ts";
 import { shardTag } from "../../src/shared/shard-ids.ts";
 import {
   addConflict,
@@ -16,7 +22,8 @@ import {
   targetShards,
   withShardBlock,
 } from "../../scripts/lib/shards.ts";
-import { ROOT, freshState, runScript } from "../support/run-script.ts";
+import { localStateMiniflare } from "../support/local-d1.ts";
+import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
 const configDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
@@ -31,9 +38,17 @@ symlinkSync(path.join(ROOT, "migrations"), path.join(configDir, "migrations"));
 const ORIGINAL_API = readFileSync(API_CONFIG, "utf8");
 const ORIGINAL_NOTIFIER = readFileSync(NOTIFIER_CONFIG, "utf8");
 
+let mf: Miniflare | undefined;
+let shardStates: StatesOf;
+
 /** `shards <command> --persist-to <state> --config-dir <copy> <args>`: the flags before any `--` in args. */
-const shards = (command?: string, ...args: string[]) =>
-  runScript("shards", command === undefined ? [] : [command, "--persist-to", state, "--config-dir", configDir, ...args]);
+const argsOf = (command?: string, ...args: string[]) =>
+  command === undefined ? [] : [command, "--persist-to", state, "--config-dir", configDir, ...args];
+/** A command of `npm run shards`, in-process. */
+const shards = (command?: string, ...args: string[]): Promise<ScriptResult> =>
+  runInProcess(SHARDS_USAGE, (argv) => dispatch(shardCommands(shardStates), argv), argsOf(command, ...args));
+/** A command of `npm run shards` as an operator runs it: a process, and wrangler for KV. */
+const spawned = (command?: string, ...args: string[]): ScriptResult => runScript("shards", argsOf(command, ...args));
 
 interface Row {
   name: string;
@@ -43,8 +58,8 @@ interface Row {
   bytes: number;
 }
 
-function listed(): Row[] {
-  const result = shards("list", "--json");
+async function listed(): Promise<Row[]> {
+  const result = await shards("list", "--json");
   expect(result.status, result.stderr).toBe(0);
   return JSON.parse(result.stdout) as Row[];
 }
@@ -66,7 +81,9 @@ beforeAll(async () => {
   // What `npm start` does first: the tables on both shards, one after the other, as two
   // wrangler processes on one local state lock each other out.
   for (const db of ["receipts-v2-s1", "receipts-v2-s2"]) await wranglerAsync(["d1", "migrations", "apply", db]);
+  ({ mf, shardStates } = localStateMiniflare(state));
 }, 120_000);
+afterAll(() => mf?.dispose());
 
 /** A valid name whose ID tag is s1's: add must refuse it. */
 function nameWithTagOf(shard: string): string {
@@ -96,27 +113,27 @@ describe("docs/operations.md#shards npm run shards: bad arguments change nothing
     ["add of an empty name", ["add", ""]],
     ["add of an existing shard", ["add", "s2"]],
     ["add of a name whose ID tag is s1's", ["add", nameWithTagOf("s1")]],
-  ])("%s: usage on standard error, exit 2", (_label, args) => {
-    const result = shards(...args);
+  ])("%s: usage on standard error, exit 2", async (_label, args) => {
+    const result = await shards(...args);
     expect(result.status, result.stderr).toBe(2);
     expect(result.stderr).toContain("Usage: npm run shards");
     expect(result.stdout).toBe("");
   });
 
-  it("--remote with --persist-to: exit 2", () => {
-    const result = shards("list", "--remote");
+  it("--remote with --persist-to: exit 2", async () => {
+    const result = await shards("list", "--remote");
     expect(result.status).toBe(2);
   });
 
-  it("the configs are as they were", () => {
+  it("the configs are as they were", async () => {
     expect(readFileSync(API_CONFIG, "utf8")).toBe(ORIGINAL_API);
     expect(readFileSync(NOTIFIER_CONFIG, "utf8")).toBe(ORIGINAL_NOTIFIER);
   });
 });
 
 describe("docs/operations.md#shards list, close, open, add", () => {
-  it("list --json: both shards of wrangler.toml, open, empty, with their size", () => {
-    const rows = listed();
+  it("list --json: both shards of wrangler.toml, open, empty, with their size", async () => {
+    const rows = (await listed());
     expect(rows).toEqual([
       { name: "s1", binding: "DB_S1", state: "open", receipts: 0, bytes: expect.any(Number) },
       { name: "s2", binding: "DB_S2", state: "open", receipts: 0, bytes: expect.any(Number) },
@@ -126,40 +143,42 @@ describe("docs/operations.md#shards list, close, open, add", () => {
 
   it("close writes the state as operator, then list shows it closed; open reopens it", async () => {
     const before = Date.now();
-    const closed = shards("close", "s1");
+    const closed = await shards("close", "s1");
     expect(closed.status, closed.stderr).toBe(0);
     expect(closed.stdout).toContain("s1 is now closed");
     expect(closed.stdout).toContain("65 s");
-    const record = JSON.parse(
-      await wranglerAsync(["kv", "key", "get", "shard:s1", "--binding", "SHARD_STATES", "--text"]),
-    ) as { state: string; changed_at: string; by: string };
+    const record = JSON.parse((await (await mf!.getKVNamespace("SHARD_STATES")).get("shard:s1", "text"))!) as {
+      state: string;
+      changed_at: string;
+      by: string;
+    };
     expect(record).toEqual({ state: "closed", changed_at: expect.any(String), by: "operator" });
     expect(Date.parse(record.changed_at)).toBeGreaterThanOrEqual(before - 1000);
-    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "open"]]);
+    expect((await listed()).map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "open"]]);
 
-    const opened = shards("open", "s1");
+    const opened = await shards("open", "s1");
     expect(opened.status, opened.stderr).toBe(0);
     expect(opened.stdout).toContain("s1 is now open");
-    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "open"], ["s2", "open"]]);
+    expect((await listed()).map(({ name, state }) => [name, state])).toEqual([["s1", "open"], ["s2", "open"]]);
   });
 
-  it("close of the last open shard: refused with exit 2 and nothing changed, unless --force", () => {
-    expect(shards("close", "s1").status).toBe(0);
-    const refused = shards("close", "s2");
+  it("close of the last open shard: refused with exit 2 and nothing changed, unless --force", async () => {
+    expect((await shards("close", "s1")).status).toBe(0);
+    const refused = await shards("close", "s2");
     expect(refused.status, refused.stderr).toBe(2);
     expect(refused.stderr).toContain("last open shard");
     expect(refused.stderr).toContain("--force");
-    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "open"]]);
+    expect((await listed()).map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "open"]]);
 
-    const forced = shards("close", "s2", "--force");
+    const forced = await shards("close", "s2", "--force");
     expect(forced.status, forced.stderr).toBe(0);
     expect(forced.stderr).toContain("no shard is open now");
-    expect(listed().map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "closed"]]);
-    for (const name of ["s1", "s2"]) expect(shards("open", name).status).toBe(0);
+    expect((await listed()).map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "closed"]]);
+    for (const name of ["s1", "s2"]) expect((await shards("open", name)).status).toBe(0);
   }, 240_000);
 
-  it("add s3: kept out of the committed configs, in git-ignored local copies that bind it after s2; migrated, closed until opened", () => {
-    const added = shards("add", "s3");
+  it("add s3: kept out of the committed configs, in git-ignored local copies that bind it after s2; migrated, closed until opened", async () => {
+    const added = await shards("add", "s3");
     expect(added.status, added.stderr).toBe(0);
     expect(added.stdout).toContain("open s3");
     expect(added.stdout).toContain("To undo");
@@ -188,7 +207,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     expect(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
     expect(readFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
 
-    expect(listed()).toEqual([
+    expect((await listed())).toEqual([
       expect.objectContaining({ name: "s1", state: "open" }),
       expect.objectContaining({ name: "s2", state: "open" }),
       { name: "s3", binding: "DB_S3", state: "closed", receipts: 0, bytes: expect.any(Number) },
@@ -200,12 +219,12 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     );
     expect(targetShards({ remote: true }, configDir).map(({ name }) => name)).toEqual(["s1", "s2"]);
 
-    const again = shards("add", "s3");
+    const again = await shards("add", "s3");
     expect(again.status).toBe(2);
     expect(again.stderr).toContain("exists already");
   }, 240_000);
 
-  it("add whose migrations fail: no config binds the shard, so a running service never sees it unmigrated", () => {
+  it("add whose migrations fail: no config binds the shard, so a running service never sees it unmigrated", async () => {
     const brokenDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
     copyFileSync(API_CONFIG, path.join(brokenDir, "wrangler.toml"));
     mkdirSync(path.join(brokenDir, "src/notifier"), { recursive: true });
@@ -268,4 +287,28 @@ binding = "CLIENTS"
       "3f0a2c4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b",
     );
   });
+});
+
+describe("docs/operations.md#shards list, close and open as processes, through wrangler", () => {
+  const states = () => {
+    const result = spawned("list", "--json");
+    expect(result.status, result.stderr).toBe(0);
+    return (JSON.parse(result.stdout) as Row[]).map(({ name, state }) => [name, state]);
+  };
+
+  it("close writes the local SHARD_STATES and list reads it; open reopens; bad arguments exit 2", async () => {
+    const closed = spawned("close", "s1");
+    expect(closed.status, closed.stderr).toBe(0);
+    expect(closed.stdout).toContain("s1 is now closed");
+    const record = JSON.parse(await wranglerAsync(["kv", "key", "get", "shard:s1", "--binding", "SHARD_STATES", "--text"])) as { state: string; by: string };
+    expect(record).toMatchObject({ state: "closed", by: "operator" });
+    expect(states()).toEqual([["s1", "closed"], ["s2", "open"], ["s3", "closed"]]);
+    const opened = spawned("open", "s1");
+    expect(opened.status, opened.stderr).toBe(0);
+    expect(states()).toEqual([["s1", "open"], ["s2", "open"], ["s3", "closed"]]);
+    const usage = spawned("close");
+    expect(usage.status).toBe(2);
+    expect(usage.stderr).toContain("Usage: npm run shards");
+    expect(usage.stdout).toBe("");
+  }, 240_000);
 });

@@ -1,8 +1,10 @@
-/** Runs an operator script the way `npm run <name> --` does, against a throwaway local state. */
+/** Runs an operator script the way `npm run <name> --` does, against a throwaway local state, or in-process. */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { format } from "node:util";
+import { cliStatus } from "../../scripts/lib/cli.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "../..");
 
@@ -33,4 +35,23 @@ export function runScript(name: string, args: string[], input?: string, env: Rec
     ) as NodeJS.ProcessEnv,
   });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/**
+ * Runs an operator script's commands in-process as `runScript` runs the script: the same exit
+ * status, standard output and error output, for the cases where the process itself is not what
+ * is tested (each script keeps real runs of its commands too).
+ */
+export async function runInProcess(usage: string, main: (argv: string[]) => Promise<void> | void, args: string[]): Promise<ScriptResult> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const { log, error } = console;
+  console.log = (...parts: unknown[]) => void out.push(`${format(...parts)}\n`);
+  console.error = (...parts: unknown[]) => void err.push(`${format(...parts)}\n`);
+  try {
+    const status = await cliStatus(usage, main, args);
+    return { status, stdout: out.join(""), stderr: err.join("") };
+  } finally {
+    Object.assign(console, { log, error });
+  }
 }

@@ -5,6 +5,11 @@
  * whatever the number of shards, nothing waits on the operator's machine, and an instance cut
  * off anywhere resumes where it stopped with the same end state. Its output is what the erasure
  * did (`Erasure`).
+ *
+ * An instance may run 1,024 steps and an erasure takes one a shard (docs/scale.md §6), so the
+ * erasure splits its shards into parts of at most ERASURE_PART_SHARDS, each a child instance of
+ * this same Workflow (src/api/workflows/erasure-parts.ts), waits for them all, and only then
+ * records and sends its one `app_user.erased` event.
  */
 import { NonRetryableError } from "cloudflare:workflows";
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep, type WorkflowStepConfig } from "cloudflare:workers";
@@ -12,18 +17,18 @@ import { apiConfig } from "../../shared/config.ts";
 import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
 import { addHeaders } from "../../shared/schemas.ts";
-import { eraseAppUser, type Erasure, type StepRunner } from "../../storage/erasure.ts";
+import type { ErasureParams } from "../../shared/types.ts";
+import { beginErasure, eraseShards, recordErasure, type Erasure, type ErasureShard, type StepRunner } from "../../storage/erasure.ts";
 import { shardsOf } from "../../storage/shards.ts";
 import { runBatch } from "../../storage/statement.ts";
 import { enqueueNotice } from "../events.ts";
+import { startParts, waitForParts, type PartOutput } from "./erasure-parts.ts";
 
-/** What starts an erasure. */
-export interface ErasureParams {
-  app_user_id: string;
-}
-
-/** The kind `npm run jobs` shows for an instance of this Workflow. */
+/** The kind `npm run jobs` shows for an erasure. */
 export const ERASURE_JOB = "erasure";
+
+/** The kind `npm run jobs` shows for a part of an erasure. */
+export const ERASURE_PART_JOB = "erasure part";
 
 // A step's batch is one short transaction; a failing shard gets a few minutes to come back
 // before the instance gives up (an operator restarts it: docs/operations.md).
@@ -33,26 +38,54 @@ const STEP_CONFIG: WorkflowStepConfig = {
 };
 
 /**
- * The erasure's Workflow, bound as ERASURE in wrangler.toml. A step that gives up fails the
- * instance with an error log line (`"event": "job"`) an alert can match.
+ * The erasure's Workflow, bound as ERASURE in wrangler.toml: an erasure, or a part of one. A
+ * step that gives up fails the instance with an error log line (`"event": "job"`) an alert can
+ * match; a part that fails fails its erasure, with the part's ID and error.
  */
 export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
-  override async run(event: Readonly<WorkflowEvent<ErasureParams>>, step: WorkflowStep): Promise<Erasure> {
-    const appUserId = addHeaders.shape.app_user_id.safeParse(event.payload?.app_user_id);
-    if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
-    const shards = shardsOf(this.env).map((shard) => ({
-      ...shard,
-      run: async (statements: Parameters<typeof runBatch>[1]) => (await runBatch(shard.db, statements)).map(({ results }) => results),
-    }));
-    const steps: StepRunner = (name, work) => step.do(name, STEP_CONFIG, work as () => Promise<never>);
+  override async run(event: Readonly<WorkflowEvent<ErasureParams>>, step: WorkflowStep): Promise<Erasure | PartOutput> {
+    const part = event.payload?.part;
     try {
-      return await eraseAppUser(appUserId.data, shards, apiConfig(this.env).auditHashKey, {
-        steps,
-        send: (erased, shard) => enqueueNotice(this.env, erased),
-      });
+      const appUserId = addHeaders.shape.app_user_id.safeParse(event.payload?.app_user_id);
+      if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
+      const steps: StepRunner = (name, work) => step.do(name, STEP_CONFIG, work as () => Promise<never>);
+      const shards = erasureShards(this.env);
+      const { auditHashKey } = apiConfig(this.env);
+      if (part) return { shards: await eraseShards(appUserId.data, part, shardsNamed(shards, part.shards), auditHashKey, steps) };
+      return await this.erase(event.instanceId, appUserId.data, shards, step, steps);
     } catch (error) {
-      logLine("error", "job", { job: ERASURE_JOB, instance_id: event.instanceId, outcome: "failed", cause: describeError(error) });
+      logLine("error", "job", { job: part ? ERASURE_PART_JOB : ERASURE_JOB, instance_id: event.instanceId, outcome: "failed", cause: describeError(error) });
       throw error;
     }
   }
+
+  // The erasure itself: `begin`, its parts, then, once every shard is erased, `record and send`.
+  // Work on the app user's data outside the shards belongs between the two, after the parts.
+  private async erase(id: string, appUserId: string, shards: readonly ErasureShard[], step: WorkflowStep, steps: StepRunner): Promise<Erasure> {
+    const first = shards[0];
+    if (!first) throw new NonRetryableError("no shards to erase from");
+    const { auditHashKey, erasurePartShards } = apiConfig(this.env);
+    const start = await beginErasure(first, steps);
+    const parts = await startParts(this.env.ERASURE, step, id, appUserId, start, shards, erasurePartShards);
+    const outputs = await waitForParts(this.env.ERASURE, step, parts);
+    const perShard: PartOutput["shards"] = Object.assign({}, ...outputs.map((output) => output.shards));
+    return recordErasure(appUserId, start, perShard, first, auditHashKey, { steps, send: (erased) => enqueueNotice(this.env, erased) });
+  }
+}
+
+/** The Worker's shards as the erasure takes them: each runs its statements as one D1 batch. */
+function erasureShards(env: ApiEnv): ErasureShard[] {
+  return shardsOf(env).map((shard) => ({
+    ...shard,
+    run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results),
+  }));
+}
+
+// A part names its shards; one this deployment no longer binds cannot be erased by retrying.
+function shardsNamed(shards: readonly ErasureShard[], names: readonly string[]): ErasureShard[] {
+  return names.map((name) => {
+    const shard = shards.find((candidate) => candidate.name === name);
+    if (!shard) throw new NonRetryableError(`shard ${name} is not bound to this Worker`);
+    return shard;
+  });
 }

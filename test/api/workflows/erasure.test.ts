@@ -5,11 +5,13 @@
  * erasure, keyed retries after it, re-runs and two erasures of one app user at once.
  */
 import { env } from "cloudflare:workers";
-import { introspectWorkflowInstance, type WorkflowInstanceModifier } from "cloudflare:test";
+import { introspectWorkflow, introspectWorkflowInstance, type WorkflowInstanceModifier } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newCreationNotice } from "../../../src/api/events.ts";
 import { runScheduledJobs } from "../../../src/api/scheduled.ts";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { ConfigError, apiConfig } from "../../../src/shared/config.ts";
+import { erasureOfPart } from "../../../src/shared/job-ids.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
 import { ERASURE_PAGE, eraseAppUser, pseudonym, type Erasure, type ErasureShard } from "../../../src/storage/erasure.ts";
@@ -22,14 +24,19 @@ import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "../../support/shards.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
 
-/** Runs the erasure's Workflow for one app user to its end and returns its output. */
-async function erase(appUserId: string, modify?: (m: WorkflowInstanceModifier) => Promise<void>): Promise<Erasure> {
+/**
+ * Runs the erasure's Workflow for one app user to its end and returns its output; `modifyAll`
+ * changes every instance started meanwhile, the erasure and its parts.
+ */
+async function erase(appUserId: string, modifyAll?: (m: WorkflowInstanceModifier) => Promise<void>): Promise<Erasure> {
   const id = uniqueId("erasure");
-  await using instance = await introspectWorkflowInstance(env.ERASURE, id);
-  await instance.modify(async (m) => {
+  await using everyInstance = modifyAll ? await introspectWorkflow(env.ERASURE) : undefined;
+  await everyInstance?.modifyAll(async (m) => {
     await m.disableRetryDelays();
-    await modify?.(m);
+    await modifyAll!(m);
   });
+  await using instance = await introspectWorkflowInstance(env.ERASURE, id);
+  await instance.modify((m) => m.disableRetryDelays());
   await env.ERASURE.create({ id, params: { app_user_id: appUserId } });
   await instance.waitForStatus("complete");
   return (await instance.getOutput()) as Erasure;
@@ -171,6 +178,15 @@ describe("docs/api.md#erasure erases exactly one app user's data, in every shard
 });
 
 describe("docs/api.md#erasure runs as durable, bounded steps", () => {
+  it("ERASURE_PART_SHARDS sets the shards of a part: 500 when unset, refused as a setting outside 1 to 500", () => {
+    const { ERASURE_PART_SHARDS: _set, ...unset } = env;
+    expect(apiConfig(unset).erasurePartShards).toBe(500);
+    expect(apiConfig({ ...env, ERASURE_PART_SHARDS: "500" }).erasurePartShards).toBe(500);
+    for (const bad of ["0", "501", "2.5", "-1", "many", ""]) {
+      expect(() => apiConfig({ ...env, ERASURE_PART_SHARDS: bad }), bad).toThrow(new ConfigError("ERASURE_PART_SHARDS must be a whole number from 1 to 500"));
+    }
+  });
+
   it("a step that fails is retried, and the instance ends as an undisturbed one would, with one app_user.erased event", async () => {
     const caller = await newCaller();
     const victim = uniqueId("shopper");
@@ -184,22 +200,32 @@ describe("docs/api.md#erasure runs as durable, bounded steps", () => {
     expect(await erasedEventsNaming(victim)).toEqual([{ event_id: erasure.event.event_id, where: "notice_outbox" }]);
   });
 
-  it("a step that keeps failing fails the instance, with an error log line an alert can match; its receipts wait for a restart", async () => {
+  it("a step of a part that keeps failing fails the part and then the erasure, each with an error log line an alert can match; its receipts wait for a restart", async () => {
     const caller = await newCaller();
     const victim = uniqueId("shopper");
     await appUserWithData(caller, victim);
     const id = uniqueId("erasure");
+    let error: { name: string; message: string } | undefined;
     const lines = await consoleLines(async () => {
-      await using instance = await introspectWorkflowInstance(env.ERASURE, id);
-      await instance.modify(async (m) => {
+      await using parts = await introspectWorkflow(env.ERASURE);
+      await parts.modifyAll(async (m) => {
         await m.disableRetryDelays();
         await m.mockStepError({ name: `erase ${SHARDS[2]!.name} page 0` }, new Error("D1 unavailable"));
       });
+      await using instance = await introspectWorkflowInstance(env.ERASURE, id);
       await env.ERASURE.create({ id, params: { app_user_id: victim } });
       await instance.waitForStatus("errored");
+      error = await instance.getError();
     });
     const failures = lines.filter((line) => line.includes('"event":"job"')).map((line) => JSON.parse(line) as Record<string, unknown>);
-    expect(failures).toEqual([expect.objectContaining({ level: "error", event: "job", job: "erasure", instance_id: id, outcome: "failed" })]);
+    const part = failures[0]?.instance_id as string;
+    expect(erasureOfPart(part)).toBe(id);
+    expect(failures).toEqual([
+      expect.objectContaining({ level: "error", event: "job", job: "erasure part", instance_id: part, outcome: "failed" }),
+      expect.objectContaining({ level: "error", event: "job", job: "erasure", instance_id: id, outcome: "failed" }),
+    ]);
+    expect(error!.message).toContain(`erasure part ${part} errored`);
+    expect(error!.message).toContain("D1 unavailable");
     expect(JSON.stringify(failures)).not.toContain(victim);
     expect(await erasedEventsNaming(victim)).toEqual([]);
   });

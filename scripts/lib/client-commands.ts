@@ -1,0 +1,180 @@
+/**
+ * The commands of `npm run clients` (docs/api.md#operators), on a {@link ClientStore}: the
+ * script's is CLIENTS through `wrangler kv`; the tests run most cases in-process on the same
+ * local namespace through Miniflare, where a wrangler start each would cost seconds.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { base64url } from "jose";
+import { newClientRecord, revokingIssuedTokens } from "../../src/shared/client-records.ts";
+import { hashClientSecret, makeClientSecret } from "../../src/shared/secrets.ts";
+import { APP_SCOPE, type ClientRecord } from "../../src/shared/types.ts";
+import type { ClientStore } from "./client-store.ts";
+import { UsageError, parse, table, usableId, type Commands } from "./cli.ts";
+import { TARGET_OPTIONS, targetOf, type Target } from "./wrangler.ts";
+
+/** The client records of a target (the local state, another one, or the deployment). */
+export type StoreOf = (target: Target) => ClientStore;
+
+export const CLIENTS_USAGE = `Usage: npm run clients -- <command> [options]
+
+  issue --chain <chain_id> [--chain <another>] [--client-id <id>] [--json]
+                       issue a POS client; prints its secret once
+  issue --app [--client-id <id>] [--json]
+                       issue the app push service's client (scope service.app, no
+                       chains: it reads the event feed); prints its secret once
+  list [--json]        every client with its chains and state
+  show <client_id> [--json]
+  disable <client_id>  refuse its logins and every token issued so far
+  enable <client_id>   allow logins again; tokens issued before disable stay refused
+  rotate <client_id> [--json]
+                       a new secret; the old one and every token issued so far stop working
+
+Every command acts on the local state of 'npm start' unless --remote is given
+(--persist-to <dir> picks another local state directory).`;
+
+/** The commands by name, acting on the store that `storeOf` gives for the target their flags name. */
+export function clientCommands(storeOf: StoreOf): Commands {
+  return {
+    issue: (args) => issue(storeOf, args),
+    list: (args) => list(storeOf, args),
+    show: (args) => onOneClient(storeOf, "show", args),
+    disable: (args) => onOneClient(storeOf, "disable", args),
+    enable: (args) => onOneClient(storeOf, "enable", args),
+    rotate: (args) => onOneClient(storeOf, "rotate", args),
+  };
+}
+
+const COMMON = {
+  ...TARGET_OPTIONS,
+  json: { type: "boolean" },
+} as const;
+
+// How long a remote KV write may take to be seen everywhere (Cloudflare documents up to 60 s).
+const KV_PROPAGATION_MS = 60_000;
+
+async function issue(storeOf: StoreOf, argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, {
+    ...COMMON,
+    chain: { type: "string", multiple: true },
+    "client-id": { type: "string" },
+    app: { type: "boolean" },
+  });
+  noPositionals(positionals);
+  const chains = values.chain ?? [];
+  if (values.app && chains.length > 0) throw new UsageError("issue --app takes no --chain: the app's client acts for no chain.");
+  if (!values.app && chains.length === 0) throw new UsageError("issue needs at least one --chain <chain_id>, or --app.");
+  chains.forEach((chain) => usableId("--chain", chain));
+  const prefix = values.app ? "app" : "pos";
+  const clientId = values["client-id"] ?? `${prefix}_${base64url.encode(crypto.getRandomValues(new Uint8Array(9)))}`;
+  usableId("--client-id", clientId);
+  const target = targetOf(values);
+  const store = storeOf(target);
+  if (await store.read(clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
+
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains, ...(values.app && { scopes: [APP_SCOPE] }) });
+  const writeStarted = Date.now();
+  // Not made again if the local state is locked: a late write could land after a rival's check.
+  try {
+    await store.write(record, { retryLocked: false });
+  } catch (error) {
+    throw new Error(`Client ${clientId} was not issued; no secret is valid. ${(error as Error).message}`);
+  }
+  // A made client_id is 72 random bits: no other issue can be racing for it.
+  if (values["client-id"] !== undefined) await confirmStillOurs(store, target, record, Date.now() - writeStarted);
+  printSecret(values.json, record, secret, "Issued");
+}
+
+/**
+ * KV has no compare-and-set, so two issues for one --client-id can both find it free and both
+ * write; the last write stands. A rival that found the ID free before our write landed has its own
+ * write still to make, which takes about as long as ours did (a wrangler start, under the same
+ * load), plus remotely up to KV's 60 s propagation, over which its read may have missed ours. We
+ * wait that long, then read back (one more wrangler start of margin): the one whose record KV does
+ * not hold has lost, and its secret was never valid. docs/operations.md#clients says what this can
+ * and cannot promise.
+ */
+async function confirmStillOurs(store: ClientStore, target: Target, record: ClientRecord, writeMs: number): Promise<void> {
+  const waitMs = (target.remote ? KV_PROPAGATION_MS : 0) + writeMs;
+  if (target.remote) {
+    console.error(`Waiting ${Math.ceil(waitMs / 1000)} s to confirm that no other issue for ${record.client_id} raced this one.`);
+  }
+  await sleep(waitMs);
+  if ((await store.read(record.client_id))?.secret_hash !== record.secret_hash) {
+    throw new Error(
+      `Another issue for client ${record.client_id} ran at the same time and its record stands; ` +
+        `this command's secret was never valid and is not shown. See 'npm run clients -- show ${record.client_id}'.`,
+    );
+  }
+}
+
+async function list(storeOf: StoreOf, argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, COMMON);
+  noPositionals(positionals);
+  const records = (await storeOf(targetOf(values)).readAll()).map(publicView);
+  if (values.json) console.log(JSON.stringify(records));
+  else if (records.length === 0) console.log("No clients.");
+  else {
+    const rows = records.map((record) => [record.client_id, stateOf(record), record.chains.join(","), record.scopes.join(","), record.updated_at]);
+    console.log(table(["CLIENT_ID", "STATE", "CHAINS", "SCOPES", "UPDATED"], rows));
+  }
+}
+
+async function onOneClient(storeOf: StoreOf, command: "show" | "disable" | "enable" | "rotate", argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, COMMON);
+  if (positionals.length !== 1) throw new UsageError(`${command} needs exactly one client_id.`);
+  const clientId = usableId("client_id", positionals[0]!);
+  const target = targetOf(values);
+  const store = storeOf(target);
+  const record = await store.read(clientId);
+  if (!record) throw new Error(`No client ${clientId}.`);
+
+  if (command === "show") {
+    console.log(values.json ? JSON.stringify(publicView(record)) : describe(publicView(record)));
+  } else if (command === "rotate") {
+    const secret = makeClientSecret();
+    const rotated = revokingIssuedTokens({ ...record, secret_hash: await hashClientSecret(secret) });
+    await store.write(rotated);
+    printSecret(values.json, rotated, secret, "Rotated");
+  } else if (command === "disable") {
+    await store.write(revokingIssuedTokens({ ...record, disabled: true }));
+    console.log(
+      `Disabled client ${clientId}. Logins see it at once; tokens issued so far are refused within about ` +
+        "a minute (KV spread and isolate cache), and stay refused after enable.",
+    );
+  } else {
+    // Tokens issued before the disable stay revoked: enable leaves tokens_valid_after alone.
+    await store.write({ ...record, disabled: false, updated_at: new Date().toISOString() });
+    console.log(`Enabled client ${clientId}. It can log in again wherever KV shows the change.`);
+  }
+}
+
+function printSecret(json: boolean | undefined, record: ClientRecord, secret: string, verb: string): void {
+  if (json) {
+    console.log(JSON.stringify({ client_id: record.client_id, client_secret: secret, chains: record.chains }));
+    return;
+  }
+  const app = record.scopes.includes(APP_SCOPE);
+  const whose = app ? `the app push service (scope ${APP_SCOPE})` : `chains ${record.chains.join(", ")}`;
+  console.log(`${verb} client ${record.client_id} for ${whose}.
+  client_id:     ${record.client_id}
+  client_secret: ${secret}
+The secret is shown only this once: put it into the ${app ? "app push service's" : "POS"} configuration now.`);
+}
+
+/** A record without its hash: nothing an operator's terminal needs to show. */
+function publicView({ secret_hash: _hash, ...rest }: ClientRecord): Omit<ClientRecord, "secret_hash"> {
+  return rest;
+}
+
+function stateOf(record: Omit<ClientRecord, "secret_hash">): string {
+  return record.disabled ? "disabled" : "enabled";
+}
+
+function describe(record: Omit<ClientRecord, "secret_hash">): string {
+  const state = stateOf(record);
+  return `${record.client_id}\t${state}\tchains=${record.chains.join(",")}\tscopes=${record.scopes.join(",")}\tupdated=${record.updated_at}`;
+}
+
+function noPositionals(positionals: string[]): void {
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
+}

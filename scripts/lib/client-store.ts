@@ -1,0 +1,64 @@
+/**
+ * Where `npm run clients` keeps client records: the CLIENTS KV namespace, locally or deployed,
+ * through `wrangler kv`.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { clientKey, type ClientRecord } from "../../src/shared/types.ts";
+import { targetFlags, wrangler, type Target } from "./wrangler.ts";
+
+/** The client records of one target, by client_id. */
+export interface ClientStore {
+  read(clientId: string): Promise<ClientRecord | null>;
+  /** Every record, in the order of their keys. */
+  readAll(): Promise<ClientRecord[]>;
+  /** `retryLocked: false`: a write whose timing decides a race is not made again (see `wrangler`). */
+  write(record: ClientRecord, options?: { retryLocked?: boolean }): Promise<void>;
+}
+
+// KV's bulk read takes at most 100 keys a call.
+const BULK_GET_LIMIT = 100;
+
+/** The target's CLIENTS namespace through wrangler, one wrangler run a call. */
+export function wranglerClientStore(target: Target): ClientStore {
+  return {
+    async read(clientId) {
+      const flags = ["--binding", "CLIENTS", "--text", ...targetFlags(target)];
+      const text = wrangler(["kv", "key", "get", clientKey(clientId), ...flags]).trim();
+      // wrangler prints "Value not found" for a missing key rather than failing.
+      if (text === "" || text === "Value not found") return null;
+      return JSON.parse(text) as ClientRecord;
+    },
+    async readAll() {
+      const keys = JSON.parse(
+        wrangler(["kv", "key", "list", "--binding", "CLIENTS", "--prefix", clientKey(""), ...targetFlags(target)]),
+      ) as { name: string }[];
+      return bulkRead(target, keys.map(({ name }) => name));
+    },
+    async write(record, options = {}) {
+      wrangler(
+        ["kv", "key", "put", clientKey(record.client_id), JSON.stringify(record), "--binding", "CLIENTS", ...targetFlags(target)],
+        options,
+      );
+    },
+  };
+}
+
+function bulkRead(target: Target, keys: string[]): ClientRecord[] {
+  const records: ClientRecord[] = [];
+  const dir = mkdtempSync(path.join(tmpdir(), "receipts-clients-"));
+  try {
+    for (let start = 0; start < keys.length; start += BULK_GET_LIMIT) {
+      const file = path.join(dir, "keys.json");
+      writeFileSync(file, JSON.stringify(keys.slice(start, start + BULK_GET_LIMIT)));
+      const values = JSON.parse(
+        wrangler(["kv", "bulk", "get", file, "--binding", "CLIENTS", ...targetFlags(target)]),
+      ) as Record<string, { value: string | null }>;
+      for (const { value } of Object.values(values)) if (value) records.push(JSON.parse(value) as ClientRecord);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return records;
+}

@@ -1,0 +1,281 @@
+/**
+ * The commands of `npm run shards` (docs/operations.md#shards), on the shard states that a
+ * {@link StatesOf} gives: the script's are SHARD_STATES through `wrangler kv`; the tests run most
+ * cases in-process on the same local namespace through Miniflare.
+ */
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { isShardOpen, shardBinding, type ShardState } from "../../src/shared/shard-ids.ts";
+import { UsageError, parse, type Commands } from "./cli.ts";
+import {
+  addConflict,
+  configPaths,
+  countAndSize,
+  createdDatabaseId,
+  localConfigFiles,
+  localConfigPaths,
+  localShardsFile,
+  readLocalShards,
+  readShards,
+  replaceIfChanged,
+  shardDatabaseName,
+  shardNameArgument,
+  withShardBlock,
+  type ConfigPaths,
+  type ConfigShard,
+} from "./shards.ts";
+import type { ShardStates } from "./shard-states.ts";
+import { PROJECT_ROOT, TARGET_OPTIONS, targetFlags, targetOf, wrangler, type Target } from "./wrangler.ts";
+
+export const SHARDS_USAGE = `Usage: npm run shards -- <command> [options]
+
+  list [--json]   every shard of wrangler.toml: name, binding, state, receipts, bytes
+                  (--json: one JSON array of {"name","binding","state","receipts","bytes"})
+  close <name>    the shard takes no new receipts; delete, replays and events go on.
+                  The last open shard closes only with --force: then every add fails.
+  open <name>     the shard takes new receipts (again)
+                  Either lands within 65 s, without a deploy.
+  add <name>      a new shard, closed: database receipts-v2-<name> bound as DB_<NAME> in
+                  wrangler.toml and src/notifier/wrangler.toml, migrations applied. With
+                  --remote it creates the database first, and prints what is left (deploy
+                  both Workers, then open it).
+
+A shard name is a lower-case letter, then up to 19 lower-case letters or digits.
+Every command acts on the local state of 'npm start' unless --remote is given
+(--persist-to <dir> picks another local state directory). --config-dir <dir> reads and
+edits <dir>/wrangler.toml and <dir>/src/notifier/wrangler.toml instead of the project's.`;
+
+const COMMON = {
+  ...TARGET_OPTIONS,
+  "config-dir": { type: "string" },
+} as const;
+
+/** One row of `list`, as `--json` prints it. */
+interface ShardRow {
+  name: string;
+  binding: string;
+  state: "open" | "closed";
+  receipts: number | null;
+  bytes: number | null;
+  /** Only for a shard whose database could not be read; the command then exits 1. */
+  error?: string;
+}
+
+const COUNT_SQL = "SELECT COUNT(*) AS n FROM receipts";
+
+/** The states of a target's shards: SHARD_STATES through wrangler for the script. */
+export type StatesOf = (target: Target, configs: ConfigPaths) => ShardStates;
+
+/** The commands by name, reading and writing shard states where `statesOf` says. */
+export function shardCommands(statesOf: StatesOf): Commands {
+  return {
+    list: (args) => list(statesOf, args),
+    close: (args) => setState(statesOf, "close", args),
+    open: (args) => setState(statesOf, "open", args),
+    add: (args) => add(statesOf, args),
+  };
+}
+
+async function list(statesOf: StatesOf, argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, { ...COMMON, json: { type: "boolean" } });
+  if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
+  const target = targetOf(values);
+  const configs = configsFor(target, values["config-dir"]);
+  const shards = readShards(configs.api);
+  const states = await statesOf(target, configs).read(shards);
+  const sizes = target.remote ? remoteSizes(configs, shards) : await localSizes(target, configs, shards);
+  const rows: ShardRow[] = shards.map((shard) => {
+    const size = sizes.get(shard.name)!;
+    return {
+      name: shard.name,
+      binding: shard.binding,
+      // As the API Worker reads it: open unless a record says otherwise.
+      state: isShardOpen(states, shard.name) ? "open" : "closed",
+      ...("error" in size ? { receipts: null, bytes: null, error: size.error } : size),
+    };
+  });
+  if (values.json) console.log(JSON.stringify(rows));
+  else if (rows.length === 0) console.log("No shards in wrangler.toml.");
+  else {
+    for (const row of rows) {
+      const fill = row.error ? `error=${row.error}` : `receipts=${row.receipts}\tbytes=${row.bytes}`;
+      console.log(`${row.name}\t${row.binding}\t${row.state}\t${fill}`);
+    }
+  }
+  const failed = rows.filter((row) => row.error);
+  if (failed.length > 0) throw new Error(`Could not read shard ${failed.map((row) => row.name).join(", ")}; see its row.`);
+}
+
+async function setState(statesOf: StatesOf, command: "open" | "close", argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, command === "close" ? { ...COMMON, force: { type: "boolean" } } : COMMON);
+  if (positionals.length !== 1) throw new UsageError(`${command} needs exactly one shard name.`);
+  const name = shardNameArgument(positionals[0]);
+  const target = targetOf(values);
+  const configs = configsFor(target, values["config-dir"]);
+  const shards = readShards(configs.api);
+  if (!shards.some((shard) => shard.name === name)) {
+    throw new UsageError(`No shard ${name} in wrangler.toml (shards: ${shards.map((shard) => shard.name).join(", ")}).`);
+  }
+  const state: ShardState = { state: command === "open" ? "open" : "closed", changed_at: new Date().toISOString(), by: "operator" };
+  // Read before the write: remotely, a read right after it might not see it yet.
+  const others = command === "close" ? await statesOf(target, configs).read(shards) : new Map<string, ShardState>();
+  const stillOpen = shards.filter((shard) => shard.name !== name && isShardOpen(others, shard.name));
+  // With no open shard every new add is refused, so that takes a second, deliberate word.
+  if (command === "close" && stillOpen.length === 0 && !("force" in values && values.force)) {
+    throw new UsageError(`Shard ${name} is the last open shard: closing it stops every new add. Add --force to close it anyway.`);
+  }
+  await statesOf(target, configs).write(name, state);
+  console.log(
+    `Shard ${name} is now ${state.state} (${target.remote ? "deployed" : "local"} SHARD_STATES, ${state.changed_at}). ` +
+      `The API Worker ${state.state === "open" ? "places new receipts on it" : "stops placing new receipts on it"} within 65 s.`,
+  );
+  if (command === "close" && stillOpen.length === 0) {
+    console.error(`Warning: no shard is open now; adds fail until one is opened ('npm run shards -- open <name>').`);
+  }
+}
+
+async function add(statesOf: StatesOf, argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, COMMON);
+  if (positionals.length !== 1) throw new UsageError("add needs exactly one shard name.");
+  const name = shardNameArgument(positionals[0]);
+  const target = targetOf(values);
+  const dir = values["config-dir"];
+  const committed = configPaths(dir);
+  const current = configsFor(target, dir);
+  const conflict = addConflict(name, [...readShards(current.api), ...readShards(current.notifier)]);
+  if (conflict) throw new UsageError(conflict);
+  const databaseName = shardDatabaseName(name);
+  const binding = shardBinding(name);
+
+  let databaseId: string;
+  if (target.remote) {
+    console.log(`Creating D1 database ${databaseName}...`);
+    databaseId = createdDatabaseId(wrangler(["d1", "create", databaseName, "-c", committed.api]));
+  } else {
+    databaseId = crypto.randomUUID();
+  }
+  const shard = { name, database_id: databaseId };
+  // Both configs are computed before anything is written, so a config that cannot take the block
+  // leaves everything unchanged.
+  const newApi = withShardBlock(readFileSync(current.api, "utf8"), shard, current.api);
+  const newNotifier = withShardBlock(readFileSync(current.notifier, "utf8"), shard, current.notifier);
+
+  // A running service (wrangler dev reloads a changed config within seconds; a deploy) must never
+  // see the shard before it is recorded closed and migrated, or it places receipts on a database
+  // without tables. So the configs it reads gain the binding last, and the migrations run on a
+  // staged copy of the new config beside it (its relative paths hold there too).
+  const state: ShardState = { state: "closed", changed_at: new Date().toISOString(), by: "operator" };
+  await statesOf(target, committed).write(name, state);
+  console.log(`Shard ${name} is closed in SHARD_STATES until opened.`);
+
+  const staged = current.api.replace(/\.toml$/, ".adding.local.toml");
+  writeFileSync(staged, newApi);
+  try {
+    console.log(`Applying the migrations to ${databaseName}...`);
+    wrangler(["d1", "migrations", "apply", databaseName, "-c", staged, ...targetFlags(target)]);
+  } catch (error) {
+    throw new Error(
+      `${(error as Error).message}\nNo config binds shard ${name} yet; fix the cause and run the same add again.`,
+    );
+  } finally {
+    rmSync(staged, { force: true });
+  }
+
+  if (target.remote) {
+    // The notifier first: it only reads a shard the API Worker places receipts on.
+    replaceIfChanged(committed.notifier, newNotifier);
+    replaceIfChanged(committed.api, newApi);
+  } else {
+    writeFileSync(localShardsFile(dir), `${JSON.stringify([...readLocalShards(dir), shard], null, 2)}\n`);
+    localConfigPaths(dir);
+  }
+  const written = target.remote ? committed : localConfigFiles(dir);
+  console.log(`Added ${binding} (database ${databaseName}, id ${databaseId}) to ${relative(written.api)} and ${relative(written.notifier)}.`);
+
+  if (target.remote) {
+    console.log(`Shard ${name} is created, migrated and closed. What is left, in this order:
+  1. Commit ${relative(committed.api)} and ${relative(committed.notifier)}.
+  2. npx wrangler deploy -c src/notifier/wrangler.toml     # the notifier first
+  3. npx wrangler deploy                                    # then the API Worker
+  4. npm run shards -- open ${name} --remote                # within 65 s it takes new receipts`);
+  } else {
+    console.log(`Shard ${name} is ready and closed locally, in the git-ignored ${relative(localShardsFile(dir))}
+(the committed wrangler.toml files are unchanged). Restart 'npm start' if it runs, so both Workers
+bind it, then:
+  npm run shards -- open ${name}
+To undo: delete ${relative(localShardsFile(dir))} and the wrangler.local.toml files.`);
+  }
+}
+
+/** The configs a command acts on: the committed ones for the deployment, the local ones otherwise. */
+function configsFor(target: Target, dir: string | undefined): ConfigPaths {
+  return target.remote ? configPaths(dir) : localConfigPaths(dir);
+}
+
+type Size = { receipts: number; bytes: number } | { error: string };
+
+/** Each deployed shard's count and size: one `wrangler d1 execute` each, its meta.size_after. */
+function remoteSizes(configs: ConfigPaths, shards: readonly ConfigShard[]): Map<string, Size> {
+  const sizes = new Map<string, Size>();
+  for (const shard of shards) {
+    try {
+      const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", COUNT_SQL, "-c", configs.api, "--remote"]);
+      sizes.set(shard.name, countAndSize(output));
+    } catch (error) {
+      sizes.set(shard.name, { error: errorGist(error) });
+    }
+  }
+  return sizes;
+}
+
+/**
+ * Each local shard's count and size. `wrangler d1 execute --local` keeps only the duration of a
+ * result's meta, and the local D1 refuses `PRAGMA page_count`, so this opens the local databases
+ * as wrangler does (Miniflare, the same persistence directory and database IDs), where every
+ * result carries `size_after` as it does remotely; one start for all shards.
+ */
+async function localSizes(target: Target, configs: ConfigPaths, shards: readonly ConfigShard[]): Promise<Map<string, Size>> {
+  const sizes = new Map<string, Size>();
+  if (shards.length === 0) return sizes;
+  // As wrangler resolves it: --persist-to against its working directory (the project root),
+  // otherwise .wrangler/state beside the config.
+  const persist = target.persistTo
+    ? path.resolve(PROJECT_ROOT, target.persistTo)
+    : path.join(path.dirname(configs.api), ".wrangler", "state");
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      modules: true,
+      script: "export default {}",
+      resourcePersistencePath: path.join(persist, "v3"),
+      d1Databases: Object.fromEntries(shards.map((shard) => [shard.binding, shard.database_id])),
+    }),
+  );
+  try {
+    for (const shard of shards) {
+      try {
+        const db = await mf.getD1Database(shard.binding);
+        const { results, meta } = await db.prepare(COUNT_SQL).run<{ n: number }>();
+        sizes.set(shard.name, { receipts: results[0]?.n ?? 0, bytes: (meta as { size_after: number }).size_after });
+      } catch (error) {
+        sizes.set(shard.name, { error: errorGist(error) });
+      }
+    }
+  } finally {
+    await mf.dispose();
+  }
+  return sizes;
+}
+
+/** The gist of a failure for a row of `list`: wrangler's error text, or the first line. */
+function errorGist(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const jsonError = /"text":\s*"((?:[^"\\]|\\.)*)"/.exec(message)?.[1];
+  if (jsonError !== undefined) return JSON.parse(`"${jsonError}"`) as string;
+  const lines = message.split("\n").map((line) => line.trim()).filter((line) => line !== "" && !/^wrangler .* failed:$/.test(line));
+  return (lines.find((line) => line.includes("[ERROR]")) ?? lines[0] ?? message).replace(/^✘ \[ERROR\] /, "");
+}
+
+function relative(file: string): string {
+  return path.relative(PROJECT_ROOT, file) || file;
+}
