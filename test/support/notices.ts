@@ -64,6 +64,9 @@ export interface OutboxRow {
   claimed_until: string | null;
   attempts: number;
   last_error: string | null;
+  /** Migration 0011: the next attempt's time after a failed one, and the end of the retry window. */
+  next_attempt_at: string | null;
+  retry_until: string | null;
 }
 
 export async function outboxRows(receiptId: string): Promise<OutboxRow[]> {
