@@ -92,7 +92,11 @@ export async function deliverBatch(
   try {
     gate = await takeProbe(home.db, now, timing.probeMs);
   } catch (error) {
-    for (const message of messages) retryAfterError(message, timing, error);
+    // The home shard unreachable: an isolate that saw the push service up goes on delivering;
+    // one that saw it down tries the batch again later, pushing nothing meanwhile.
+    logLine("error", "push-endpoint", { outcome: "probe slot not read", cause: describeError(error) });
+    if (!endpoint.down) await deliverWatching(messages, env, target, timing, endpoint, now);
+    else for (const message of messages) retryAfterError(message, timing, error);
     return;
   }
   endpoint.checkedAt = now.getTime();
