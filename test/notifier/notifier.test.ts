@@ -20,7 +20,7 @@ import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { runBatch } from "../../src/storage/statement.ts";
 import { uniqueId } from "../support/api.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
-import { failedRows, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
+import { failedRows, forgetPushEndpoint, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
 import { SHARDS, dbOf, idOn } from "../support/shards.ts";
 import { shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { StorageLedger } from "../support/storage-ledger.ts";
@@ -44,8 +44,7 @@ let notifier: ReturnType<typeof createNotifier>;
 
 beforeEach(async () => {
   notifier = createNotifier();
-  // Every shard's record of the push service, as a fresh deploy has it.
-  for (const { db } of shardsOf(notifierEnv())) await db.prepare("UPDATE push_endpoint SET down_since = NULL, probe_at = NULL, up_since = NULL").run();
+  await forgetPushEndpoint();
   pushes = [];
   answers = [200];
   deadLetters = [];
@@ -61,9 +60,10 @@ beforeEach(async () => {
   );
 });
 
-afterEach(() => {
+afterEach(async () => {
   vi.unstubAllGlobals();
   vi.restoreAllMocks();
+  await forgetPushEndpoint();
 });
 
 type Settings =

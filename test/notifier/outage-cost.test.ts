@@ -20,6 +20,7 @@ import { deliverBatch, freshEndpointView } from "../../src/notifier/deliver.ts";
 import { formatTable } from "../../harness/table.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { routeStorageCalls } from "../support/binding-proxy.ts";
+import { forgetPushEndpoint } from "../support/notices.ts";
 import { SHARDS, idOn } from "../support/shards.ts";
 
 const EVENTS = 10_000;
@@ -56,8 +57,9 @@ beforeEach(() => {
   );
 });
 
-afterEach(() => {
+afterEach(async () => {
   vi.unstubAllGlobals();
+  await forgetPushEndpoint();
 });
 
 const costs: Costs = { pushes: 0, queueOperations: 0, d1RowsWritten: 0 };
@@ -125,7 +127,7 @@ describe("docs/reliability.md what a one-hour push outage costs, 10,000 events w
     const target = await pushTarget(notifierEnv);
     const timing = deliveryTiming(notifierEnv);
     const endpoint = freshEndpointView(t0);
-    for (const { db } of SHARDS) await db.prepare("UPDATE push_endpoint SET down_since = NULL, probe_at = NULL, up_since = NULL").run();
+    await forgetPushEndpoint();
 
     // The API's sends after each delete: every event's first copy, at the outage's start.
     let queue: Queued[] = notices.map((body) => ({ body, attempts: 1, at: t0 }));
