@@ -39,16 +39,17 @@ const DOWN_AFTER_FAILURES = 3;
 export interface EndpointView {
   down: boolean;
   failuresInARow: number;
-  checkedAt: number;
+  /**
+   * Null before the isolate's first batch, which counts as a look: a new isolate's first batches
+   * cost no extra round trip (during an outage its own failed pushes tell it soon enough). Not
+   * the time the view is made: a Worker's clock stands still outside a request.
+   */
+  checkedAt: number | null;
 }
 
-/**
- * An isolate's view before its first batch: up, checked with the home shard after a probe period,
- * so that a new isolate's first batches cost no extra round trip (during an outage its own failed
- * pushes tell it soon enough).
- */
-export function freshEndpointView(now = Date.now()): EndpointView {
-  return { down: false, failuresInARow: 0, checkedAt: now };
+/** An isolate's view before its first batch: up. */
+export function freshEndpointView(): EndpointView {
+  return { down: false, failuresInARow: 0, checkedAt: null };
 }
 
 /**
@@ -83,6 +84,7 @@ export async function deliverBatch(
   now = new Date(),
 ): Promise<void> {
   const home = shardsOf(env)[0];
+  endpoint.checkedAt ??= now.getTime();
   const ask = endpoint.down || now.getTime() - endpoint.checkedAt >= timing.probeMs;
   if (target.kind !== "push" || !home || !ask) {
     await deliverWatching(messages, env, target, timing, endpoint, now);

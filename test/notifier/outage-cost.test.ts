@@ -126,7 +126,7 @@ describe("docs/reliability.md what a one-hour push outage costs, 10,000 events w
     } as unknown as NotifierEnv);
     const target = await pushTarget(notifierEnv);
     const timing = deliveryTiming(notifierEnv);
-    const endpoint = freshEndpointView(t0);
+    const endpoint = freshEndpointView();
     await forgetPushEndpoint();
 
     // The API's sends after each delete: every event's first copy, at the outage's start.
