@@ -11,7 +11,10 @@ export type TimedFault =
   | { kind: "d1"; worker: "api" | "notifier"; shard: string; share: number; at: number; seconds: number }
   /** A share of the API Worker's queue sends fail. */
   | { kind: "queue"; share: number; at: number; seconds: number }
-  /** The push service answers 500 to everything: long enough, and notices run out of retries. */
+  /**
+   * The push service answers 500 to everything, for longer than the queue's retries once carried
+   * an event (QUEUE_SCHEDULE_SECONDS): nothing may need an operator afterwards.
+   */
   | { kind: "push outage"; at: number; seconds: number }
   /** The push service answers 401 to everything: every event pushed meanwhile is dead-lettered. */
   | { kind: "push refused"; at: number; seconds: number }
@@ -25,6 +28,12 @@ export interface Restart {
 }
 
 export type PlannedFault = TimedFault | Restart;
+
+/**
+ * How long the soak's push outages took to dead-letter events when the queue's retries were the
+ * schedule (3 retries, 1 s doubling to 2 s). Every planned outage is longer.
+ */
+export const QUEUE_SCHEDULE_SECONDS = 1 + 2 + 2;
 
 /** Share of pushes the receiver answers badly outside outages. */
 export const PUSH_FAULT_RATE = 0.12;
@@ -46,7 +55,7 @@ export function planFaults(prng: Prng, seconds: number, shards: readonly string[
     // The notifier makes few D1 calls a second, so all of them fail while the fault lasts.
     plan.push({ kind: "d1", worker: "notifier", shard: prng.pick(shards), share: 1, at: start(), seconds: length(4, 8) });
     plan.push({ kind: "queue", share: prng.between(0.3, 1), at: start(), seconds: length(3, 8) });
-    plan.push({ kind: "push outage", at: start(), seconds: length(8, 25) });
+    plan.push({ kind: "push outage", at: start(), seconds: Math.max(QUEUE_SCHEDULE_SECONDS + 3, length(8, 25)) });
     plan.push({ kind: "push refused", at: start(), seconds: length(2, 5) });
     plan.push({ kind: "shard closed", shard: prng.pick(shards), at: start(), seconds: length(5, 15) });
     plan.push({ kind: "restart", at: start() });

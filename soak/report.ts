@@ -6,6 +6,7 @@ import type { InjectedCalls } from "./protocol.ts";
 import type { Delivery } from "./receiver.ts";
 import type { FaultWindow } from "./reconcile.ts";
 import type { Drain } from "./store.ts";
+import { QUEUE_SCHEDULE_SECONDS } from "./plan.ts";
 
 /** Every kind of fault the soak injects, and how many times it struck. */
 export type FaultCounts = Record<string, number>;
@@ -44,6 +45,7 @@ export function printReport(summary: {
   result: Reconciliation;
   faults: FaultCounts;
   drain: Drain;
+  windows: readonly FaultWindow[];
   failures: readonly string[];
 }): void {
   const { result, faults, drain } = summary;
@@ -68,6 +70,8 @@ export function printReport(summary: {
         ["delivery delay p50 / p99 / max (ms)", `${result.events.delayMs.p50} / ${result.events.delayMs.p99} / ${result.events.delayMs.max}`],
         ["5xx or no answer, explained by a fault", `${result.failedRequests.explained} of ${result.failedRequests.total}`],
         ["dead letters replayed (replays)", `${drain.replayed} (${drain.replays})`],
+        ["of them not refused for good: ran out of retries", String(drain.afterRetries)],
+        [`longest push outage (queue retries once gave up after ${QUEUE_SCHEDULE_SECONDS} s)`, `${(outageMs(summary.windows) / 1000).toFixed(1)} s`],
         [`drain (${drain.complete ? "complete" : "INCOMPLETE"})`, `${drain.seconds.toFixed(1)} s`],
       ],
     ),
@@ -84,4 +88,17 @@ function printExamples(problem: Problem, found: readonly string[]): void {
   console.log(`\n${problem}:`);
   for (const line of found.slice(0, SHOWN_PER_PROBLEM)) console.log(`  ${line}`);
   if (found.length > SHOWN_PER_PROBLEM) console.log(`  ... and ${found.length - SHOWN_PER_PROBLEM} more`);
+}
+
+// The longest push outage as it really happened (windows may overlap: the receiver is down while any is on).
+function outageMs(windows: readonly FaultWindow[]): number {
+  const outages = windows.filter((window) => window.kind === "push outage").sort((a, b) => a.start - b.start);
+  let longest = 0;
+  let current: { start: number; end: number } | undefined;
+  for (const { start, end } of outages) {
+    if (current && start <= current.end) current.end = Math.max(current.end, end);
+    else current = { start, end };
+    longest = Math.max(longest, current.end - current.start);
+  }
+  return longest;
 }

@@ -128,6 +128,7 @@ await runCli(USAGE, async (argv) => {
       ...PROBLEMS.filter((problem) => result.problems[problem].length > 0).map((problem) => `${result.problems[problem].length} × ${problem}`),
       ...Object.entries(faults).filter(([, count]) => count === 0).map(([kind]) => `never injected: ${kind}`),
       ...(drained.complete ? [] : [`the drain did not finish within ${DRAIN_LIMIT_MS / 1000} s`]),
+      ...(drained.afterRetries > 0 ? [`${drained.afterRetries} × dead-lettered after retries: needed an operator's replay`] : []),
       ...(result.events.racing.erased + result.events.racing.kept === 0 ? ["no add raced an erasure of its app user"] : []),
       ...(rebuild.missing.length > 0 ? [`${rebuild.missing.length} × held by the shards, missing from the store rebuilt from the feed`] : []),
       ...(rebuild.extra.length > 0 ? [`${rebuild.extra.length} × in the store rebuilt from the feed, gone from the shards`] : []),
@@ -137,6 +138,7 @@ await runCli(USAGE, async (argv) => {
       result,
       faults,
       drain: drained,
+      windows: driver.windows,
       failures,
     });
     console.log(

@@ -34,7 +34,7 @@ export const SOAK_VARS = {
     // A closed or reopened shard is seen within a second.
     SHARD_STATES_SECONDS: "1",
     NOTICE_RESEND_GRACE_SECONDS: "3",
-    // Longer than a live copy's retries (SOAK_MAX_RETRIES, 1 s doubling to 2 s) take.
+    // Longer than a live copy's queue retries (SOAK_MAX_RETRIES, 1 s doubling to 2 s) take.
     NOTICE_LOST_AFTER_SECONDS: "30",
   },
   notifier: {
@@ -42,15 +42,21 @@ export const SOAK_VARS = {
     PUSH_TIMEOUT_SECONDS: "2",
     RETRY_FIRST_DELAY_SECONDS: "1",
     RETRY_MAX_DELAY_SECONDS: "2",
+    // 90 s (72 hours deployed): longer than any outage of the plan, as 72 hours is meant to be
+    // longer than the outages a push service has.
+    NOTICE_RETRY_HOURS: String(90 / 3600),
+    // One probe a second while the push service is down (20 s deployed).
+    PUSH_PROBE_SECONDS: "1",
   },
 } as const;
 
 /**
- * The notices queue's `max_retries` in the soak, against 10 in src/notifier/wrangler.toml: with
- * the short backoff above, a push outage of the plan's length runs notices out of retries, so
- * that the dead letters, and their replay by the drain, are exercised too.
+ * The notices queue's `max_retries` in the soak, as in src/notifier/wrangler.toml. The queue
+ * retries only what a D1 failure left unrecorded: with 1 s doubling to 2 s they outlast the
+ * plan's D1 faults of the notifier, so only the refusals for good become dead letters.
  */
-export const SOAK_MAX_RETRIES = 3;
+export const SOAK_MAX_RETRIES = 10;
+
 
 /** A shard as the soak addresses it. */
 /** A shard of the soak's runtime, as every part of the service knows one. */

@@ -9,6 +9,7 @@ import {
   countUndelivered,
   everyEvent,
   everyFailedEvent,
+  listFailed,
   replayFailed,
 } from "../src/storage/outbox/statements.ts";
 import { bound, runBatch, statement, type Statement } from "../src/storage/statement.ts";
@@ -23,7 +24,15 @@ export interface Drain {
   /** Dead letters replayed, and how many replays it took. */
   replayed: number;
   replays: number;
+  /**
+   * Of the dead letters, those not refused for good (any answer but a 4xx other than 408 and
+   * 429): events that ran out of retries, which a push outage within the retry window must not cause.
+   */
+  afterRetries: number;
 }
+
+// The errors of an answer that retrying cannot change (src/notifier/push.ts).
+const REFUSED_FOR_GOOD = /^HTTP (?!408|429)4\d\d /;
 
 /**
  * Runs the cron every `periodMs` until no shard holds an undelivered event or a dead letter, for
@@ -34,6 +43,7 @@ export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: num
   const started = Date.now();
   let replayed = 0;
   let replays = 0;
+  let afterRetries = 0;
   for (;;) {
     await runtime.runCron();
     let undelivered = 0;
@@ -43,6 +53,8 @@ export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: num
       undelivered += pending!.n;
       const failed = await bound(db, countFailed()).first<{ n: number }>();
       if (failed!.n > 0) {
+        const { results: rows } = await bound(db, listFailed()).all<{ last_error: string }>();
+        afterRetries += rows.filter((row) => !REFUSED_FOR_GOOD.test(row.last_error)).length;
         const results = await runBatch(db, replayFailed([]));
         replayed += results.at(-1)!.results.length;
         replays += 1;
@@ -50,8 +62,8 @@ export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: num
       }
     }
     const seconds = (Date.now() - started) / 1000;
-    if (undelivered === 0) return { seconds, complete: true, replayed, replays };
-    if (Date.now() - started > limitMs) return { seconds, complete: false, replayed, replays };
+    if (undelivered === 0) return { seconds, complete: true, replayed, replays, afterRetries };
+    if (Date.now() - started > limitMs) return { seconds, complete: false, replayed, replays, afterRetries };
     await sleep(periodMs);
   }
 }

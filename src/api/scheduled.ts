@@ -12,7 +12,14 @@ import { describeError, logLine } from "../shared/log.ts";
 import type { QueuedNotice, SweepMessage } from "../shared/types.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
 import { FENCE_KEPT_MS, purgeFences } from "../storage/fences.ts";
-import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } from "../storage/outbox/operations.ts";
+import {
+  endpointState,
+  markEnqueued,
+  pendingEvents,
+  probeCandidates,
+  purgeDelivered as purgeDeliveredEvents,
+  type OutboxEvent,
+} from "../storage/outbox/operations.ts";
 import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
@@ -42,8 +49,9 @@ const JOBS: Record<string, ScheduledJob> = {
   },
   "notices.resend": {
     run: (env, shard, now, config) => resendPendingNotices(env, shard, now, config),
-    // Each page reads the pending events, then marks them enqueued.
-    maxQueries: RESEND_PAGES_PER_RUN * 2,
+    // Reads the shard's copy of the push service's state; then each page reads the pending events
+    // and marks them enqueued.
+    maxQueries: 1 + RESEND_PAGES_PER_RUN * 2,
   },
   "notices.purge-delivered": { run: purgeDelivered, maxQueries: 1 },
   "audit.purge-expired": {
@@ -142,10 +150,17 @@ export async function runScheduledJobs(
   );
 }
 
+// While the push service is down, each shard offers this many events a tick for the notifier to
+// probe it with; the notifier's probe slot, not this, bounds the pushes.
+const PROBE_CANDIDATES_PER_SHARD = 1;
+
 /**
- * Cron job: sends every event the shard's outbox holds unsent after the grace period
- * (NOTICE_RESEND_GRACE_SECONDS), or lost: enqueued that long ago (NOTICE_LOST_AFTER_SECONDS) and
- * still undelivered, although the notifier's retries of a live copy end well before.
+ * Cron job: hands the queue every event of the shard's outbox that is due: unsent after the grace
+ * period (NOTICE_RESEND_GRACE_SECONDS); due for its next attempt by its retry schedule
+ * (src/notifier/retry.ts); acked unpushed while the push service was down, once a probe found it
+ * back (docs/reliability.md#backing-off-as-a-whole); or lost: enqueued that long ago
+ * (NOTICE_LOST_AFTER_SECONDS) with no attempt scheduled and still undelivered. While the push
+ * service is down it hands over only the oldest due event, a probe candidate.
  */
 export async function resendPendingNotices(
   env: Pick<ApiEnv, "NOTICES">,
@@ -153,22 +168,35 @@ export async function resendPendingNotices(
   now: Date,
   timing: Pick<ApiConfig, "noticeResendGraceMs" | "noticeLostAfterMs">,
 ): Promise<Record<string, number>> {
+  const endpoint = await endpointState(shard.db);
+  if (endpoint.downSince !== null) {
+    return { probe_candidates: await resend(env, shard, now, await probeCandidates(shard.db, now, PROBE_CANDIDATES_PER_SHARD)) };
+  }
   let resent = 0;
   for (let page = 0; page < RESEND_PAGES_PER_RUN; page += 1) {
-    const events = await pendingEvents(shard.db, {
-      unsentBefore: new Date(now.getTime() - timing.noticeResendGraceMs),
-      lostBefore: new Date(now.getTime() - timing.noticeLostAfterMs),
-      limit: RESEND_PAGE,
-    });
-    if (events.length === 0) break;
-    await env.NOTICES.sendBatch(
-      events.map(({ payload }) => ({ body: JSON.parse(payload) as QueuedNotice, contentType: "json" as const })),
+    const events = await pendingEvents(
+      shard.db,
+      {
+        unsentBefore: new Date(now.getTime() - timing.noticeResendGraceMs),
+        lostBefore: new Date(now.getTime() - timing.noticeLostAfterMs),
+        upSince: endpoint.upSince,
+        limit: RESEND_PAGE,
+      },
+      now,
     );
-    await markEnqueued(shard.db, events.map(({ event_id }) => event_id), now);
-    resent += events.length;
+    resent += await resend(env, shard, now, events);
     if (events.length < RESEND_PAGE) break;
   }
   return { resent };
+}
+
+async function resend(env: Pick<ApiEnv, "NOTICES">, shard: Shard, now: Date, events: readonly OutboxEvent[]): Promise<number> {
+  if (events.length === 0) return 0;
+  await env.NOTICES.sendBatch(
+    events.map(({ payload }) => ({ body: JSON.parse(payload) as QueuedNotice, contentType: "json" as const })),
+  );
+  await markEnqueued(shard.db, events.map(({ event_id }) => event_id), now);
+  return events.length;
 }
 
 export { DELIVERED_RETENTION_MS };

@@ -6,15 +6,51 @@
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type QueuedNotice } from "../shared/types.ts";
-import { claimEvents, settleEvents, type Claim } from "../storage/outbox/operations.ts";
+import {
+  claimEvents,
+  markEndpointDown,
+  markEndpointUp,
+  settleEvents,
+  takeProbe,
+  type Claim,
+  type ProbeGate,
+} from "../storage/outbox/operations.ts";
 import { pushedEvent } from "../storage/outbox/pushed-event.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import type { DeliveryTiming, PushTarget } from "../shared/config.ts";
 import { pushNotice } from "./push.ts";
-import { retryDelaySeconds } from "./retry.ts";
+import { nextAttempt, retryDelaySeconds, type NextAttempt } from "./retry.ts";
 
 /** How many pushes of one batch are in flight at once: a Worker may hold six connections open. */
 const PUSH_CONCURRENCY = 6;
+
+/**
+ * How many pushes in a row, with none getting through between them, an isolate sees fail
+ * (408, 429, 5xx, no answer) before it records the push service as down: one failure is the
+ * event's own retry, three in a row is the push service.
+ */
+const DOWN_AFTER_FAILURES = 3;
+
+/**
+ * What one isolate knows of the push service between batches (the notifier's isolate state):
+ * whether it was last seen down, how many pushes failed in a row since one got through, and when
+ * it last asked the home shard (another isolate may have found it down; epoch ms).
+ */
+export interface EndpointView {
+  down: boolean;
+  failuresInARow: number;
+  /**
+   * Null before the isolate's first batch, which counts as a look: a new isolate's first batches
+   * cost no extra round trip (during an outage its own failed pushes tell it soon enough). Not
+   * the time the view is made: a Worker's clock stands still outside a request.
+   */
+  checkedAt: number | null;
+}
+
+/** An isolate's view before its first batch: up. */
+export function freshEndpointView(): EndpointView {
+  return { down: false, failuresInARow: 0, checkedAt: null };
+}
 
 /**
  * Delivers the events of a batch of messages and acks or retries each message; never throws, so
@@ -27,17 +63,115 @@ const PUSH_CONCURRENCY = 6;
  * - a created event whose receipt was deleted before it went out: not pushed at all, ack;
  * - no push URL: one log line, marked delivered, ack;
  * - pushed with a 2xx: marked delivered, ack;
- * - 408, 429, 5xx, network failure, unusable settings: retry with growing delay; Queues moves the
- *   message to the dead-letter queue once max_retries is used up;
+ * - 408, 429, 5xx, network failure, unusable settings: its next attempt recorded in the outbox
+ *   (src/notifier/retry.ts), for the cron to hand over when due, ack; once its retry window is
+ *   over, sent to the dead-letter queue instead;
  * - any other answer: sent to the dead-letter queue at once, ack.
+ *
+ * While the push service is down (docs/reliability.md#backing-off-as-a-whole), a batch asks the
+ * home shard for the next probe slot, one round trip: with it, it pushes one event, and on
+ * success delivers the rest; without it, it acks every message unpushed and writes nothing, and
+ * the cron hands the events over again once a probe got through. An isolate that sees the push
+ * service up asks the home shard too, once per probe period, so it learns of an outage that
+ * another isolate found.
  */
 export async function deliverBatch(
   messages: readonly Message<QueuedNotice>[],
   env: NotifierEnv,
   target: PushTarget,
   timing: DeliveryTiming,
+  endpoint: EndpointView,
   now = new Date(),
 ): Promise<void> {
+  const home = shardsOf(env)[0];
+  endpoint.checkedAt ??= now.getTime();
+  const ask = endpoint.down || now.getTime() - endpoint.checkedAt >= timing.probeMs;
+  if (target.kind !== "push" || !home || !ask) {
+    await deliverWatching(messages, env, target, timing, endpoint, now);
+    return;
+  }
+  let gate: ProbeGate;
+  try {
+    gate = await takeProbe(home.db, now, timing.probeMs);
+  } catch (error) {
+    // The home shard unreachable: an isolate that saw the push service up goes on delivering;
+    // one that saw it down tries the batch again later, pushing nothing meanwhile.
+    logLine("error", "push-endpoint", { outcome: "probe slot not read", cause: describeError(error) });
+    if (!endpoint.down) await deliverWatching(messages, env, target, timing, endpoint, now);
+    else for (const message of messages) retryAfterError(message, timing, error);
+    return;
+  }
+  endpoint.checkedAt = now.getTime();
+  if (gate === "up") {
+    endpoint.down = false;
+    await deliverWatching(messages, env, target, timing, endpoint, now);
+    return;
+  }
+  endpoint.down = true;
+  // The probe is the first message that comes to a push: one that needs none (delivered, held,
+  // not to be sent) is dealt with as always and the next one tried.
+  let next = 0;
+  while (gate === "probe" && next < messages.length) {
+    const pushes = await deliverMessages(messages.slice(next, next + 1), env, target, timing, now);
+    next += 1;
+    if (pushes.length === 0) continue;
+    if (pushes[0]!.ok) {
+      logLine("info", "push-endpoint", { outcome: "probe got through; delivering" });
+      Object.assign(endpoint, { down: false, failuresInARow: 0 });
+      try {
+        await markEndpointUp(shardsOf(env).map(({ db }) => db), now);
+      } catch (error) {
+        // The home shard still says down: the next probe that gets through records it again.
+        logLine("error", "push-endpoint", { outcome: "up not recorded", cause: describeError(error) });
+      }
+      await deliverWatching(messages.slice(next), env, target, timing, endpoint, now);
+      return;
+    }
+    gate = "wait";
+  }
+  const parked = messages.slice(next);
+  for (const message of parked) message.ack();
+  if (parked.length > 0) logLine("info", "notice-delivery", { outcome: "acked unpushed: push service down", events: parked.length });
+}
+
+/** How one push went, for the isolate's view of the push service. */
+interface PushOutcome {
+  ok: boolean;
+  /** A failure that says "later" (408, 429, 5xx, no answer), as a push service that is down gives. */
+  retryable: boolean;
+}
+
+// Delivers, then records the push service as down once DOWN_AFTER_FAILURES pushes in a row failed.
+async function deliverWatching(
+  messages: readonly Message<QueuedNotice>[],
+  env: NotifierEnv,
+  target: PushTarget,
+  timing: DeliveryTiming,
+  endpoint: EndpointView,
+  now: Date,
+): Promise<void> {
+  const pushes = await deliverMessages(messages, env, target, timing, now);
+  for (const push of pushes) endpoint.failuresInARow = push.ok ? 0 : push.retryable ? endpoint.failuresInARow + 1 : endpoint.failuresInARow;
+  const home = shardsOf(env)[0];
+  if (endpoint.down || endpoint.failuresInARow < DOWN_AFTER_FAILURES || !home) return;
+  endpoint.down = true;
+  logLine("warn", "push-endpoint", { outcome: "down: probing", failures_in_a_row: endpoint.failuresInARow });
+  try {
+    await markEndpointDown(shardsOf(env).map(({ db }) => db), now, timing.probeMs);
+  } catch (error) {
+    // This isolate probes anyway; the others find out by their own failures.
+    logLine("error", "push-endpoint", { outcome: "down not recorded", cause: describeError(error) });
+  }
+}
+
+// Delivers every message, grouped by shard; returns how each push went.
+async function deliverMessages(
+  messages: readonly Message<QueuedNotice>[],
+  env: NotifierEnv,
+  target: PushTarget,
+  timing: DeliveryTiming,
+  now: Date,
+): Promise<PushOutcome[]> {
   const byShard = new Map<Shard, Message<QueuedNotice>[]>();
   for (const message of messages) {
     const shard = shardOfId(shardsOf(env), message.body.event_id);
@@ -49,13 +183,14 @@ export async function deliverBatch(
     if (group) group.push(message);
     else byShard.set(shard, [message]);
   }
-  await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, timing, now)));
+  const outcomes = await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, timing, now)));
+  return outcomes.flat();
 }
 
-/** What one claimed event came to, before it is recorded and its message acked or retried. */
+/** What one claimed event came to, before it is recorded and its message acked. */
 type Settled =
   | { message: Message<QueuedNotice>; done: true; outcome: string; status?: number }
-  | { message: Message<QueuedNotice>; done: false; error: string; retryable: boolean; retryAfterSeconds?: number };
+  | { message: Message<QueuedNotice>; done: false; error: string; next: NextAttempt };
 
 async function deliverOnShard(
   shard: Shard,
@@ -64,17 +199,17 @@ async function deliverOnShard(
   target: PushTarget,
   timing: DeliveryTiming,
   now: Date,
-): Promise<void> {
+): Promise<PushOutcome[]> {
   let claims: Claim[];
   try {
     claims = await claimEvents(shard.db, messages.map((message) => message.body.event_id), now, timing.claimMs);
   } catch (error) {
     for (const message of messages) retryAfterError(message, timing, error);
-    return;
+    return [];
   }
 
   const settled: Settled[] = [];
-  const pushes: (() => Promise<Settled>)[] = [];
+  const pushes: (() => Promise<Settled & { push: PushOutcome }>)[] = [];
   messages.forEach((message, i) => {
     const claim = claims[i]!;
     if (claim.status === "delivered" || claim.status === "gone") {
@@ -86,6 +221,12 @@ async function deliverOnShard(
       message.retry({ delaySeconds });
     } else {
       const event = JSON.parse(claim.payload) as QueuedNotice;
+      const failed = (error: string, retryable: boolean, retryAfterSeconds?: number): Settled => ({
+        message,
+        done: false,
+        error,
+        next: retryable ? nextAttempt({ ...claim, retryAfterSeconds }, timing.retry, now) : { deadLetter: true },
+      });
       if (event.type === "receipt.created" && claim.body === null) {
         settled.push({ message, done: true, outcome: "not sent: the receipt was deleted before it went out" });
       } else if (target.kind === "log") {
@@ -93,34 +234,40 @@ async function deliverOnShard(
         logLine("info", "notice", { ...event, delivery: "logged (no APP_PUSH_URL)" });
         settled.push({ message, done: true, outcome: "logged" });
       } else if (target.kind === "misconfigured") {
-        settled.push({ message, done: false, retryable: true, error: `notifier misconfigured: ${target.problem}` });
+        settled.push(failed(`notifier misconfigured: ${target.problem}`, true));
       } else {
         const body = pushedEvent(claim.payload, event.type === "receipt.created" ? claim.body : null);
         pushes.push(async () => {
           const result = await pushNotice(target, event.event_id, body, now, timing.pushTimeoutMs);
-          return result.ok ? { message, done: true, outcome: "delivered", status: result.status } : { message, done: false, ...result };
+          return result.ok
+            ? { message, done: true, outcome: "delivered", status: result.status, push: { ok: true, retryable: false } }
+            : { ...failed(result.error, result.retryable, result.retryAfterSeconds), push: { ok: false, retryable: result.retryable } };
         });
       }
     }
   });
-  settled.push(...(await inBoundedParallel(pushes, PUSH_CONCURRENCY)));
-  if (settled.length === 0) return;
+  const pushed = await inBoundedParallel(pushes, PUSH_CONCURRENCY);
+  settled.push(...pushed);
+  if (settled.length === 0) return [];
 
   try {
     await settleEvents(
       shard.db,
       {
         delivered: settled.flatMap((item) => (item.done ? [item.message.body.event_id] : [])),
-        failed: settled.flatMap((item) => (item.done ? [] : [{ eventId: item.message.body.event_id, error: item.error }])),
+        failed: settled.flatMap((item) =>
+          item.done ? [] : [{ eventId: item.message.body.event_id, error: item.error, schedule: item.next.deadLetter ? null : item.next }],
+        ),
       },
       new Date(),
     );
   } catch (error) {
     // Not recorded: every claim runs out by itself, and the retried copies try again.
     for (const { message } of settled) retryAfterError(message, timing, error);
-    return;
+    return pushed.map(({ push }) => push);
   }
   await Promise.all(settled.map((item) => finish(item, env, timing)));
+  return pushed.map(({ push }) => push);
 }
 
 async function finish(item: Settled, env: NotifierEnv, timing: DeliveryTiming): Promise<void> {
@@ -129,10 +276,9 @@ async function finish(item: Settled, env: NotifierEnv, timing: DeliveryTiming): 
   if (item.done) {
     logLine("info", "notice-delivery", { ...fields, outcome: item.outcome, status: item.status });
     message.ack();
-  } else if (item.retryable) {
-    const delaySeconds = retryDelaySeconds(message.attempts, timing.retry, item.retryAfterSeconds);
-    logLine("warn", "notice-delivery", { ...fields, outcome: "failed; retried", cause: item.error, delay_s: delaySeconds });
-    message.retry({ delaySeconds });
+  } else if (!item.next.deadLetter) {
+    logLine("warn", "notice-delivery", { ...fields, outcome: "failed; next attempt scheduled", cause: item.error, next_attempt_at: item.next.nextAttemptAt.toISOString() });
+    message.ack();
   } else {
     try {
       await env.FAILED_NOTICES.send(message.body, { contentType: "json" });
@@ -147,7 +293,7 @@ async function finish(item: Settled, env: NotifierEnv, timing: DeliveryTiming): 
 
 // D1 or the dead-letter queue failed: the event is still in the outbox, so try again.
 function retryAfterError(message: Message<QueuedNotice>, timing: DeliveryTiming, error: unknown): void {
-  const delaySeconds = retryDelaySeconds(message.attempts, timing.retry);
+  const delaySeconds = retryDelaySeconds(message.attempts, timing.retry, Math.random());
   logLine("error", "notice-delivery", { ...fieldsOf(message), outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
   message.retry({ delaySeconds });
 }

@@ -8,25 +8,32 @@ import { deliveryTiming, pushTarget, type DeliveryTiming, type NotifierSettings,
 import type { NotifierEnv } from "../shared/env.ts";
 import type { QueuedNotice } from "../shared/types.ts";
 import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
-import { deliverBatch } from "./deliver.ts";
+import { deliverBatch, freshEndpointView, type EndpointView } from "./deliver.ts";
 
-/** Everything the notifier keeps in memory between batches of one isolate: its parsed settings. */
+/**
+ * Everything the notifier keeps in memory between batches of one isolate: its parsed settings,
+ * and what it last saw of the push service.
+ */
 interface IsolateState {
   timing: SettingsMemory<NotifierSettings, DeliveryTiming>;
   /** The push target, its signing keys imported once. */
   target: SettingsMemory<Pick<NotifierSettings, "APP_PUSH_URL" | "APP_PUSH_SECRET">, Promise<PushTarget>>;
+  endpoint: EndpointView;
 }
 
-const isolate: IsolateState = { timing: {}, target: {} };
+/** A notifier with isolate state of its own: the Worker has one; a test may make a fresh one. */
+export function createNotifier(isolate: IsolateState = { timing: {}, target: {}, endpoint: freshEndpointView() }) {
+  return {
+    async queue(batch, env) {
+      if (batch.queue === FAILED_NOTICES_QUEUE) {
+        await Promise.all(batch.messages.map((message) => storeDeadLetter(message, env)));
+        return;
+      }
+      const target = await pushTarget(env, isolate.target);
+      // Each message acks or retries on its own: one slow or failing push holds up no other.
+      await deliverBatch(batch.messages, env, target, deliveryTiming(env, isolate.timing), isolate.endpoint);
+    },
+  } satisfies ExportedHandler<NotifierEnv, QueuedNotice>;
+}
 
-export default {
-  async queue(batch, env) {
-    if (batch.queue === FAILED_NOTICES_QUEUE) {
-      await Promise.all(batch.messages.map((message) => storeDeadLetter(message, env)));
-      return;
-    }
-    const target = await pushTarget(env, isolate.target);
-    // Each message acks or retries on its own: one slow or failing push holds up no other.
-    await deliverBatch(batch.messages, env, target, deliveryTiming(env, isolate.timing));
-  },
-} satisfies ExportedHandler<NotifierEnv, QueuedNotice>;
+export default createNotifier();

@@ -1,26 +1,55 @@
 /**
- * When the notifier tries a notice again. Cloudflare Queues redelivers a message retried with
- * `delaySeconds` after that delay, and moves it to the dead-letter queue once `max_retries` in
- * wrangler.toml is used up; the two together set how long the push service may be down before a
- * notice needs an operator.
+ * When the notifier tries an event again. Cloudflare Queues cap a message at 100 retries and a
+ * retry's delay at 12 hours, which cannot carry a 72-hour schedule by themselves: a failed push's
+ * next attempt is kept in the event's outbox row (migration 0011), and the API Worker's cron hands
+ * the event to the queue again once it is due. Queue retries remain for a D1 failure, which
+ * leaves nothing recorded, and for a copy held by another delivery.
  */
 
-/** The backoff, from RETRY_FIRST_DELAY_SECONDS and RETRY_MAX_DELAY_SECONDS (src/shared/config.ts). */
+/** The backoff and its window, from RETRY_FIRST_DELAY_SECONDS, RETRY_MAX_DELAY_SECONDS and NOTICE_RETRY_HOURS. */
 export interface RetrySchedule {
   firstDelaySeconds: number;
   maxDelaySeconds: number;
+  /** How long after an event's first failed attempt its last one may be. */
+  windowMs: number;
 }
 
-// Queues refuses longer delays.
+// Queues refuse longer delays.
 const QUEUES_MAX_DELAY_SECONDS = 43_200;
 
 /**
  * The delay before the next attempt after failed attempt number `attempts` (1 for the first):
- * the first delay, doubling, at most the longest. As deployed (10 s to 10 min, max_retries = 10)
- * a notice is tried 11 times over about 50 minutes before it is dead-lettered. A push service's
- * `Retry-After` (seconds) is honoured when it asks for longer.
+ * the first delay doubling, at most the longest, then "equal jitter": a draw between half of it
+ * and all of it, so that events failed together do not come back together. `random` is a draw
+ * in [0, 1). A push service's `Retry-After` (seconds) is honoured when it asks for longer.
  */
-export function retryDelaySeconds(attempts: number, schedule: RetrySchedule, retryAfterSeconds?: number): number {
+export function retryDelaySeconds(
+  attempts: number,
+  schedule: Pick<RetrySchedule, "firstDelaySeconds" | "maxDelaySeconds">,
+  random: number,
+  retryAfterSeconds?: number,
+): number {
   const backoff = Math.min(schedule.firstDelaySeconds * 2 ** Math.max(0, attempts - 1), schedule.maxDelaySeconds);
-  return Math.min(Math.max(backoff, retryAfterSeconds ?? 0), QUEUES_MAX_DELAY_SECONDS);
+  const jittered = Math.ceil(backoff / 2 + (random * backoff) / 2);
+  return Math.min(Math.max(jittered, retryAfterSeconds ?? 0), QUEUES_MAX_DELAY_SECONDS);
+}
+
+/** What follows a failed attempt: the next one at `nextAttemptAt`, or the dead letters. */
+export type NextAttempt = { deadLetter: false; nextAttemptAt: Date; retryUntil: Date } | { deadLetter: true };
+
+/**
+ * The next attempt of an event whose attempt number `attempts` failed at `now`. Its window opens
+ * at the first failed attempt (`retryUntil` is null until then); the last attempt falls on the
+ * window's end, and one that fails there or later dead-letters the event.
+ */
+export function nextAttempt(
+  attempt: { attempts: number; retryUntil: Date | null; retryAfterSeconds?: number },
+  schedule: RetrySchedule,
+  now: Date,
+  random = Math.random(),
+): NextAttempt {
+  const retryUntil = attempt.retryUntil ?? new Date(now.getTime() + schedule.windowMs);
+  if (now >= retryUntil) return { deadLetter: true };
+  const due = now.getTime() + retryDelaySeconds(attempt.attempts, schedule, random, attempt.retryAfterSeconds) * 1000;
+  return { deadLetter: false, nextAttemptAt: new Date(Math.min(due, retryUntil.getTime())), retryUntil };
 }

@@ -61,6 +61,10 @@ export interface NotifierSettings {
   RETRY_FIRST_DELAY_SECONDS: string;
   /** The longest delay between two attempts of a notice, in seconds. */
   RETRY_MAX_DELAY_SECONDS: string;
+  /** How long a failing event is retried, from its first failed attempt, before it is dead-lettered, in hours. */
+  NOTICE_RETRY_HOURS: string;
+  /** While the push service is down, the least time between two probes of it, in seconds. */
+  PUSH_PROBE_SECONDS: string;
 }
 
 /** A setting that is missing or malformed; the message names the setting, never its value. */
@@ -99,8 +103,10 @@ export interface DeliveryTiming {
    * whose Worker died frees the notice soon.
    */
   claimMs: number;
-  /** The backoff (src/notifier/retry.ts). */
-  retry: { firstDelaySeconds: number; maxDelaySeconds: number };
+  /** The backoff and how long it goes on (src/notifier/retry.ts). */
+  retry: { firstDelaySeconds: number; maxDelaySeconds: number; windowMs: number };
+  /** While the push service is down, one probe per this long across every isolate. */
+  probeMs: number;
 }
 
 /** How notices leave the notifier. */
@@ -189,7 +195,9 @@ export function deliveryTiming(
       retry: {
         firstDelaySeconds: positiveSeconds(settings, "RETRY_FIRST_DELAY_SECONDS"),
         maxDelaySeconds: positiveSeconds(settings, "RETRY_MAX_DELAY_SECONDS"),
+        windowMs: positiveNumber(settings, "NOTICE_RETRY_HOURS") * HOUR_MS,
       },
+      probeMs: positiveSeconds(settings, "PUSH_PROBE_SECONDS") * 1000,
     };
   });
 }
@@ -251,7 +259,8 @@ function remembered<Settings, Parsed>(
   return memory.parsed.value;
 }
 
-const DAY_MS = 24 * 60 * 60 * 1000;
+const HOUR_MS = 60 * 60 * 1000;
+const DAY_MS = 24 * HOUR_MS;
 
 function hashKey(env: ApiSettings): Uint8Array {
   try {

@@ -5,22 +5,27 @@
  */
 import { createExecutionContext, createMessageBatch, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
+import { newDeletionNotice } from "../../src/api/events.ts";
 import {
   SHARDS_PER_SWEEP,
   SHARD_SWEEP_QUERIES,
   SWEEP_QUERY_BUDGET,
   consumeSweeps,
   dispatchSweeps,
+  runScheduledJobs,
 } from "../../src/api/scheduled.ts";
 import worker from "../../src/api/index.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { shardBinding } from "../../src/shared/shard-ids.ts";
-import type { SweepMessage } from "../../src/shared/types.ts";
+import type { QueuedNotice, SweepMessage } from "../../src/shared/types.ts";
+import { claimEvents, markEndpointDown, markEndpointUp, settleEvents } from "../../src/storage/outbox/operations.ts";
+import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
 import { routeStorageCalls } from "../support/binding-proxy.ts";
 import { consoleLines, loggedRequests, uniqueId } from "../support/api.ts";
-import { SHARDS, rowsOnEveryShard } from "../support/shards.ts";
+import { forgetPushEndpoint, seedReceipt } from "../support/notices.ts";
+import { SHARDS, idOn, rowsOnEveryShard } from "../support/shards.ts";
 
 const JOB_NAMES = ["audit.purge-expired", "erasure-fences.purge", "idempotency-keys.delete-expired", "notices.purge-delivered", "notices.resend"];
 
@@ -176,5 +181,50 @@ describe("docs/scale.md §6 the cron's sweeps stay within a budget of D1 queries
       while ((await keysOf(clientId)) > 0 && Date.now() < deadline) await scheduler.wait(100);
     });
     expect(await keysOf(clientId)).toBe(0);
+  });
+});
+
+describe("contract §13 the re-send sweep carries the retry schedule and the probes", () => {
+  /** Runs every sweep at `now` with the notices queue kept; returns the event_ids handed to it. */
+  async function sweepAt(now: number): Promise<string[]> {
+    const sent: string[] = [];
+    const notices = { sendBatch: async (messages: { body: QueuedNotice }[]) => void sent.push(...messages.map(({ body }) => body.event_id)) };
+    await consoleLines(() => runScheduledJobs({ ...env, NOTICES: notices as unknown as Queue<QueuedNotice> }, new Date(now)));
+    return sent;
+  }
+  const allShards = SHARDS.map(({ db }) => db);
+
+  afterEach(forgetPushEndpoint);
+
+  it("a failed attempt is handed over when due and once; while the push service is down one event a shard; once it is back, everything that waited", async () => {
+    const t0 = Date.now();
+    const shard = SHARDS[0]!;
+    const events = await Promise.all(
+      Array.from({ length: 3 }, async () => {
+        const client = { clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] };
+        const receipt = await seedReceipt(client, { receipt_id: idOn(shard) });
+        const notice = newDeletionNotice(receipt, shard, new Date(t0));
+        expect(await deleteOwnedReceipt(shard.db, notice, "test-request")).toEqual({ deleted: true });
+        return notice.event_id;
+      }),
+    );
+    const [failed] = events;
+    await claimEvents(shard.db, [failed!], new Date(t0), 30_000);
+    const schedule = { nextAttemptAt: new Date(t0 + 40_000), retryUntil: new Date(t0 + 72 * 3_600_000) };
+    await settleEvents(shard.db, { delivered: [], failed: [{ eventId: failed!, error: "HTTP 503 from the push service", schedule }] }, new Date(t0));
+
+    // Past the grace: the two never claimed go; the failed one waits for its attempt.
+    expect((await sweepAt(t0 + 31_000)).filter((id) => events.includes(id)).sort()).toEqual(events.slice(1).sort());
+    expect(await sweepAt(t0 + 39_000)).not.toContain(failed);
+    expect(await sweepAt(t0 + 41_000)).toContain(failed);
+    expect(await sweepAt(t0 + 42_000)).not.toContain(failed);
+
+    // Down (the notifier acked the copies unpushed): one due event per shard a run, whatever waits.
+    await markEndpointDown(allShards, new Date(t0 + 43_000), 20_000);
+    const offered = await sweepAt(t0 + 3 * 3_600_000 + 1);
+    expect(offered.length).toBeLessThanOrEqual(SHARDS.length);
+    // Back: every event that waited since before, at the next run.
+    await markEndpointUp(allShards, new Date(t0 + 3 * 3_600_000 + 2));
+    expect((await sweepAt(t0 + 3 * 3_600_000 + 3)).filter((id) => events.includes(id)).sort()).toEqual([...events].sort());
   });
 });

@@ -7,7 +7,7 @@ import { env } from "cloudflare:workers";
 import { vi } from "vitest";
 import { TEST_PUSH_SECRET } from "./keys.ts";
 import { type TestClient, uniqueId } from "./api.ts";
-import { dbOf, idOn, rowsOnEveryShard } from "./shards.ts";
+import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "./shards.ts";
 
 
 /** The three fields delete compares, plus the receipt's ID. */
@@ -64,6 +64,18 @@ export interface OutboxRow {
   claimed_until: string | null;
   attempts: number;
   last_error: string | null;
+  /** Migration 0011: the next attempt's time after a failed one, and the end of the retry window. */
+  next_attempt_at: string | null;
+  retry_until: string | null;
+}
+
+/**
+ * Every shard's record of the push service (migration 0011) as a fresh deploy has it: up, no
+ * probe due. A test that took the push service down puts it back, for the notifier Worker that
+ * other tests run beside the API.
+ */
+export async function forgetPushEndpoint(): Promise<void> {
+  for (const { db } of SHARDS) await db.prepare("UPDATE push_endpoint SET down_since = NULL, probe_at = NULL, up_since = NULL").run();
 }
 
 export async function outboxRows(receiptId: string): Promise<OutboxRow[]> {

@@ -7,8 +7,13 @@ import { pushedEvent } from "./pushed-event.ts";
 import {
   claimEvents as claimStatement,
   claimStates,
+  endpointState as endpointStateStatement,
   feedPage,
   markDelivered,
+  markEndpointDown as markEndpointDownStatement,
+  markEndpointUp as markEndpointUpStatement,
+  probeCandidates as probeCandidatesStatement,
+  takeProbe as takeProbeStatements,
   markEnqueued as markEnqueuedStatement,
   moveToFailed,
   pendingEvents as pendingStatement,
@@ -31,14 +36,23 @@ export interface OutboxEvent {
 }
 
 /**
- * Events to send (again): never claimed nor re-sent though recorded before `unsentBefore`, or
- * last claimed or re-sent before `lostBefore` and still undelivered. Oldest first, at most `limit`.
+ * Events to send (again), none claimed at `now`: never claimed nor re-sent though recorded before
+ * `unsentBefore`; due for their next attempt; waiting since before the push service came back at
+ * `upSince`; or, with no attempt scheduled, last claimed or re-sent before `lostBefore` and still
+ * undelivered. Oldest first, at most `limit`.
  */
 export async function pendingEvents(
   db: D1Database,
-  { unsentBefore, lostBefore, limit }: { unsentBefore: Date; lostBefore: Date; limit: number },
+  { limit, ...since }: { unsentBefore: Date; lostBefore: Date; upSince: Date | null; limit: number },
+  now: Date,
 ): Promise<OutboxEvent[]> {
-  const { results } = await bound(db, pendingStatement(unsentBefore, lostBefore, limit)).all<OutboxEvent>();
+  const { results } = await bound(db, pendingStatement(since, now, limit)).all<OutboxEvent>();
+  return results;
+}
+
+/** While the push service is down: the oldest `limit` events due by `now`, to probe it with. */
+export async function probeCandidates(db: D1Database, now: Date, limit: number): Promise<OutboxEvent[]> {
+  const { results } = await bound(db, probeCandidatesStatement(now, limit)).all<OutboxEvent>();
   return results;
 }
 
@@ -48,8 +62,11 @@ export async function pendingEvents(
  * row: purged long after delivery, or moved to the failed events).
  */
 export type Claim =
-  /** `body`: the receipt's stored body, which a created event's push carries; null once deleted. */
-  | { status: "claimed"; payload: string; attempts: number; body: string | null }
+  /**
+   * `body`: the receipt's stored body, which a created event's push carries; null once deleted.
+   * `retryUntil`: the end of its retry window, null before any attempt failed.
+   */
+  | { status: "claimed"; payload: string; attempts: number; retryUntil: Date | null; body: string | null }
   | { status: "delivered" }
   | { status: "held"; until: Date }
   | { status: "gone" };
@@ -81,7 +98,8 @@ export async function claimEvents(
     if (row) {
       // A second copy of one event in the batch finds it held by the first.
       claims.delete(eventId);
-      return { status: "claimed", payload: row.payload, attempts: row.attempts, body: row.body };
+      const retryUntil = row.retry_until === null ? null : new Date(row.retry_until);
+      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, body: row.body };
     }
     return claimedIds.has(eventId) ? { status: "held", until } : unclaimed(rows.get(eventId), now);
   });
@@ -91,6 +109,7 @@ interface ClaimedRow {
   event_id: string;
   payload: string;
   attempts: number;
+  retry_until: string | null;
   body: string | null;
 }
 
@@ -122,18 +141,25 @@ function heldByCreatedEvent(row: StateRow, now: Date): Claim {
 
 const HELD_BY_CREATED_RECHECK_MS = 3_000;
 
+/** A failed attempt as recorded: its error, and its next attempt (null: dead-lettered next). */
+export interface FailedAttempt {
+  eventId: string;
+  error: string;
+  schedule: { nextAttemptAt: Date; retryUntil: Date } | null;
+}
+
 /**
  * Records what became of claimed events, in one D1 round trip: `delivered` ones are done, and
- * each of `failed` keeps its error with its claim freed for the next attempt.
+ * each of `failed` keeps its error and its next attempt, with its claim freed.
  */
 export async function settleEvents(
   db: D1Database,
-  outcome: { delivered: readonly string[]; failed: readonly { eventId: string; error: string }[] },
+  outcome: { delivered: readonly string[]; failed: readonly FailedAttempt[] },
   now: Date,
 ): Promise<void> {
   const statements = [
     ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now)] : []),
-    ...outcome.failed.map(({ eventId, error }) => recordFailedAttempt(eventId, error)),
+    ...outcome.failed.map(({ eventId, error, schedule }) => recordFailedAttempt(eventId, error, schedule)),
   ];
   if (statements.length > 0) await runBatch(db, statements);
 }
@@ -145,6 +171,48 @@ export async function settleEvents(
 export async function deadLetter(db: D1Database, eventId: string, now: Date): Promise<boolean> {
   const [moved] = await runBatch(db, moveToFailed(eventId, now));
   return moved!.meta.changes === 1;
+}
+
+/**
+ * What the home shard's `push_endpoint` row lets a batch do while the push service was last seen
+ * down: `up` (another probe got through: deliver), `probe` (push one event, then tell how it
+ * went), or `wait` (another probe is due later: push nothing).
+ */
+export type ProbeGate = "up" | "probe" | "wait";
+
+/** Asks the home shard for the next probe slot at `now`, one D1 round trip; see {@link ProbeGate}. */
+export async function takeProbe(home: D1Database, now: Date, probeMs: number): Promise<ProbeGate> {
+  const [taken, state] = await runBatch(home, takeProbeStatements(now, new Date(now.getTime() + probeMs)));
+  if (taken!.results.length > 0) return "probe";
+  return (state!.results[0] as { down_since: string | null } | undefined)?.down_since == null ? "up" : "wait";
+}
+
+/**
+ * Records on every shard (`shards`, the home shard first) that every push of a batch failed at
+ * `now`: probes only, the first from `now + probeMs`. Each shard's cron sweep reads its own copy.
+ */
+export async function markEndpointDown(shards: readonly D1Database[], now: Date, probeMs: number): Promise<void> {
+  const statement = markEndpointDownStatement(now, new Date(now.getTime() + probeMs));
+  await Promise.all(shards.map((db) => bound(db, statement).run()));
+}
+
+/**
+ * Records on every shard (`shards`, the home shard first) that a probe got through at `now`: the
+ * home shard last, once every other shard has it, so that a failure leaves the home shard saying
+ * down, and the next probe that gets through records it again.
+ */
+export async function markEndpointUp(shards: readonly D1Database[], now: Date): Promise<void> {
+  const [home, ...others] = shards;
+  const statement = markEndpointUpStatement(now);
+  await Promise.all(others.map((db) => bound(db, statement).run()));
+  if (home) await bound(home, statement).run();
+}
+
+/** The push service as a shard's copy last saw it: down since when (null: up), and up since when. */
+export async function endpointState(db: D1Database): Promise<{ downSince: Date | null; upSince: Date | null }> {
+  const row = await bound(db, endpointStateStatement()).first<{ down_since: string | null; up_since: string | null }>();
+  const date = (value: string | null | undefined) => (value == null ? null : new Date(value));
+  return { downSince: date(row?.down_since), upSince: date(row?.up_since) };
 }
 
 /** Deletes up to `limit` outbox rows delivered before `before`; returns how many. */

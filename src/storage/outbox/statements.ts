@@ -16,12 +16,17 @@
  *   and a second copy is never pushed twice, as the claim decides;
  * - `claimed`: one delivery holds it until its claim runs out ({@link claimEvents}), then
  *   `delivered` ({@link markDelivered}) or, after a failed attempt, back to enqueued with its
- *   error ({@link recordFailedAttempt});
+ *   error and when its next attempt is due ({@link recordFailedAttempt}), for the cron job to hand
+ *   it over again then ({@link pendingEvents});
  * - `failed`: moved to the failed events by the dead-letter queue's consumer ({@link moveToFailed});
  * - `purged`: deleted, 14 days after delivery ({@link purgeDelivered}) or by an erasure
  *   ({@link eraseEventsOfReceipts}, {@link eraseLeftoverEventsOfReceipts}).
  *
  * The event feed ({@link feedPage}) reads events in every state but `purged`.
+ *
+ * Beside the events, the home shard's `push_endpoint` row (migration 0011) says whether the app
+ * push service is down; while it is, the notifier pushes a probe now and then ({@link takeProbe})
+ * and the cron job hands over only probe candidates ({@link probeCandidates}).
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
@@ -107,27 +112,57 @@ export function eventRecorded(eventIdParam: string): string {
   return `EXISTS (SELECT 1 FROM notice_outbox WHERE event_id = ${eventIdParam})`;
 }
 
-/** recorded → enqueued: the cron job handed these events to the queue again at `now`. */
+/**
+ * → enqueued: the cron job handed these events to the queue again at `now`; a due attempt is on
+ * its way, so none is due any more.
+ */
 export function markEnqueued(eventIds: readonly string[], now: Date): Statement {
   return statement(
-    "UPDATE notice_outbox SET enqueued_at = ?1 WHERE event_id IN (SELECT value FROM json_each(?2))",
+    "UPDATE notice_outbox SET enqueued_at = ?1, next_attempt_at = NULL WHERE event_id IN (SELECT value FROM json_each(?2))",
     now.toISOString(),
     JSON.stringify(eventIds),
   );
 }
 
 /**
- * Events to hand to the queue (again), oldest first, at most `limit`: recorded before
- * `unsentBefore` and never claimed nor re-sent, or last claimed or re-sent before `lostBefore`
- * and still undelivered, whose queue copy must have been lost. Rows: `event_id`, `payload`.
+ * Events to hand to the queue (again), oldest first, at most `limit`, none claimed at `now`:
+ * recorded before `unsentBefore` and never claimed nor re-sent; due for their next attempt by
+ * `now`; last claimed or re-sent before `upSince`, when the push service came back (the notifier
+ * acked them unpushed while it was down); or, with no attempt scheduled, last claimed or re-sent
+ * before `lostBefore` and still undelivered, whose queue copy must have been lost. Rows:
+ * `event_id`, `payload`.
  */
-export function pendingEvents(unsentBefore: Date, lostBefore: Date, limit: number): Statement {
+export function pendingEvents(
+  { unsentBefore, lostBefore, upSince }: { unsentBefore: Date; lostBefore: Date; upSince: Date | null },
+  now: Date,
+  limit: number,
+): Statement {
   return statement(
     `SELECT event_id, payload FROM notice_outbox
-    WHERE delivered_at IS NULL AND ((enqueued_at IS NULL AND created_at <= ?1) OR enqueued_at <= ?2)
+    WHERE delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?4)
+      AND ((enqueued_at IS NULL AND created_at <= ?1) OR next_attempt_at <= ?4 OR enqueued_at < ?5
+        OR (next_attempt_at IS NULL AND enqueued_at <= ?2))
     ORDER BY created_at LIMIT ?3`,
     unsentBefore.toISOString(),
     lostBefore.toISOString(),
+    limit,
+    now.toISOString(),
+    upSince?.toISOString() ?? "",
+  );
+}
+
+/**
+ * While the push service is down: the oldest `limit` events whose attempt is due by `now` and
+ * that no delivery holds, for the notifier to probe the push service with. Rows as
+ * {@link pendingEvents}.
+ */
+export function probeCandidates(now: Date, limit: number): Statement {
+  return statement(
+    `SELECT event_id, payload FROM notice_outbox
+    WHERE delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?1)
+      AND (next_attempt_at IS NULL OR next_attempt_at <= ?1)
+    ORDER BY created_at LIMIT ?2`,
+    now.toISOString(),
     limit,
   );
 }
@@ -162,8 +197,9 @@ const CREATED_EVENT_OF_ITS_RECEIPT = `FROM notice_outbox AS created
  * → claimed: takes the events for one push attempt until `until`, unless delivered, held by an
  * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
  * row for those. A claim also marks the event enqueued at `now`: its queue copy arrived, so the
- * cron job leaves it to the queue's retries until it counts as lost. Rows: `event_id`, `payload`, `attempts`, and `body`, the receipt's stored body,
- * which a created event's push carries (null once the receipt is deleted).
+ * cron job leaves it to its schedule until it counts as lost. Rows: `event_id`, `payload`,
+ * `attempts`, `retry_until`, and `body`, the receipt's stored body, which a created event's push
+ * carries (null once the receipt is deleted).
  */
 export function claimEvents(eventIds: readonly string[], until: Date, now: Date): Statement {
   return statement(
@@ -171,7 +207,7 @@ export function claimEvents(eventIds: readonly string[], until: Date, now: Date)
     WHERE event_id IN (SELECT value FROM json_each(?1))
       AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
-    RETURNING event_id, payload, attempts,
+    RETURNING event_id, payload, attempts, retry_until,
       (SELECT body FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body`,
     JSON.stringify(eventIds),
     until.toISOString(),
@@ -195,16 +231,30 @@ export function claimStates(eventIds: readonly string[]): Statement {
 /** claimed → delivered, at `now`. */
 export function markDelivered(eventIds: readonly string[], now: Date): Statement {
   return statement(
-    `UPDATE notice_outbox SET delivered_at = ?2, claimed_until = NULL
+    `UPDATE notice_outbox SET delivered_at = ?2, claimed_until = NULL, next_attempt_at = NULL
     WHERE event_id IN (SELECT value FROM json_each(?1))`,
     JSON.stringify(eventIds),
     now.toISOString(),
   );
 }
 
-/** claimed → enqueued: keeps the attempt's error and frees the claim, so the next copy can try at once. */
-export function recordFailedAttempt(eventId: string, error: string): Statement {
-  return statement("UPDATE notice_outbox SET last_error = ?2, claimed_until = NULL WHERE event_id = ?1", eventId, error);
+/**
+ * claimed → enqueued: keeps the attempt's error, frees the claim (a copy that comes early may try
+ * at once), and records when the next attempt is due and the end of the event's retry window.
+ */
+export function recordFailedAttempt(
+  eventId: string,
+  error: string,
+  schedule: { nextAttemptAt: Date; retryUntil: Date } | null,
+): Statement {
+  return statement(
+    `UPDATE notice_outbox SET last_error = ?2, claimed_until = NULL, next_attempt_at = ?3, retry_until = COALESCE(?4, retry_until)
+    WHERE event_id = ?1`,
+    eventId,
+    error,
+    schedule?.nextAttemptAt.toISOString() ?? null,
+    schedule?.retryUntil.toISOString() ?? null,
+  );
 }
 
 /** Stands in for the last error of an event that was dead-lettered before any attempt failed. */
@@ -255,7 +305,8 @@ export function replayFailed(eventIds: readonly string[]): [Statement, Statement
     statement(
       `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at, attempts, last_error)
       SELECT event_id, receipt_id, payload, created_at, 0, last_error FROM failed_notices WHERE ${chosen}
-      ON CONFLICT (event_id) DO UPDATE SET enqueued_at = NULL, delivered_at = NULL, claimed_until = NULL, attempts = 0`,
+      ON CONFLICT (event_id) DO UPDATE SET enqueued_at = NULL, delivered_at = NULL, claimed_until = NULL, attempts = 0,
+        next_attempt_at = NULL, retry_until = NULL`,
       ids,
     ),
     statement(`DELETE FROM failed_notices WHERE ${chosen} RETURNING event_id, receipt_id`, ids),
@@ -378,4 +429,40 @@ export function everyEvent(): Statement {
 /** Every failed event. Rows: `event_id`, `receipt_id`. */
 export function everyFailedEvent(): Statement {
   return statement("SELECT event_id, receipt_id FROM failed_notices");
+}
+
+/**
+ * Takes the next probe of a push service that is down, as one batch of two: the first statement
+ * returns a row when this caller may push one probe now (the slot then moves `probeMs` on, so
+ * isolates racing for it get one probe between them); the second, `down_since`, says whether the
+ * push service is still down (null: another probe got through).
+ */
+export function takeProbe(now: Date, nextProbeAt: Date): [Statement, Statement] {
+  return [
+    statement(
+      "UPDATE push_endpoint SET probe_at = ?2 WHERE id = 1 AND down_since IS NOT NULL AND (probe_at IS NULL OR probe_at <= ?1) RETURNING 1 AS probe",
+      now.toISOString(),
+      nextProbeAt.toISOString(),
+    ),
+    statement("SELECT down_since FROM push_endpoint WHERE id = 1"),
+  ];
+}
+
+/** The push service failed every push of a batch at `now`: down, its first probe at `probeAt`. */
+export function markEndpointDown(now: Date, probeAt: Date): Statement {
+  return statement(
+    "UPDATE push_endpoint SET down_since = COALESCE(down_since, ?1), probe_at = ?2 WHERE id = 1",
+    now.toISOString(),
+    probeAt.toISOString(),
+  );
+}
+
+/** A probe got through at `now`: the push service is up, and what waited before now goes out. */
+export function markEndpointUp(now: Date): Statement {
+  return statement("UPDATE push_endpoint SET down_since = NULL, up_since = ?1 WHERE id = 1", now.toISOString());
+}
+
+/** Whether the push service is down, and when it last came back. Row: `down_since`, `up_since`. */
+export function endpointState(): Statement {
+  return statement("SELECT down_since, up_since FROM push_endpoint WHERE id = 1");
 }

@@ -91,20 +91,20 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     const event = await recordedEvent(t0);
     expect(await stateOf(event.event_id, t0)).toBe("recorded");
 
-    const pending = await pendingEvents(db, { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: t0, limit: 1000 });
+    const pending = await pendingEvents(db, { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: t0, upSince: null, limit: 1000 }, t0);
     expect(pending).toContainEqual({ event_id: event.event_id, payload: JSON.stringify(event) });
     await markEnqueued(db, [event.event_id], t0);
     expect(await stateOf(event.event_id, t0)).toBe("enqueued");
-    const notYetLost = await pendingEvents(db, { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: new Date(t0.getTime() - 1), limit: 1000 });
+    const notYetLost = await pendingEvents(db, { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: new Date(t0.getTime() - 1), upSince: null, limit: 1000 }, t0);
     expect(notYetLost.map(({ event_id }) => event_id)).not.toContain(event.event_id);
 
     const [first] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, body: null });
+    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, retryUntil: null, body: null });
     expect(await stateOf(event.event_id, t0)).toBe("claimed");
     // A second delivery of the same event waits until the claim runs out.
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
 
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service" }] }, t0);
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule: null }] }, t0);
     expect(await stateOf(event.event_id, t0)).toBe("enqueued");
     const [second] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
     expect(second).toMatchObject({ status: "claimed", attempts: 2 });
@@ -138,13 +138,13 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     const unclaimed = await recordedEvent(t0);
     const claimed = await recordedEvent(t0);
     await claimEvents(db, [claimed.event_id], t0, LEASE_MS);
-    await settleEvents(db, { delivered: [], failed: [{ eventId: claimed.event_id, error: "HTTP 503 from the push service" }] }, t0);
+    await settleEvents(db, { delivered: [], failed: [{ eventId: claimed.event_id, error: "HTTP 503 from the push service", schedule: null }] }, t0);
 
-    const afterGrace = { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: new Date(t0.getTime() - 1), limit: 1000 };
-    const resent = (await pendingEvents(db, afterGrace)).map(({ event_id }) => event_id);
+    const afterGrace = { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: new Date(t0.getTime() - 1), upSince: null, limit: 1000 };
+    const resent = (await pendingEvents(db, afterGrace, t0)).map(({ event_id }) => event_id);
     expect(resent).toContain(unclaimed.event_id);
     expect(resent).not.toContain(claimed.event_id);
-    const lost = (await pendingEvents(db, { ...afterGrace, lostBefore: t0 })).map(({ event_id }) => event_id);
+    const lost = (await pendingEvents(db, { ...afterGrace, lostBefore: t0 }, t0)).map(({ event_id }) => event_id);
     expect(lost).toContain(claimed.event_id);
   });
 
@@ -156,13 +156,47 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
   });
 });
 
+describe("outbox: the retry schedule kept in the event's row", () => {
+  const since = (t0: Date) => ({ unsentBefore: new Date(t0.getTime() - SECOND), lostBefore: new Date(t0.getTime() - HOUR), upSince: null, limit: 1000 });
+  const HOUR = 3_600 * SECOND;
+
+  it("a failed attempt is handed over again once its next attempt is due, not before; the re-send clears it", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    const [claim] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    expect(claim).toMatchObject({ status: "claimed", retryUntil: null });
+    const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + 72 * HOUR) };
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, t0);
+    const pendingAt = async (now: Date) => (await pendingEvents(db, since(now), now)).map(({ event_id }) => event_id);
+    expect(await pendingAt(new Date(t0.getTime() + 9 * SECOND))).not.toContain(event.event_id);
+    const due = new Date(t0.getTime() + 10 * SECOND);
+    expect(await pendingAt(due)).toContain(event.event_id);
+    await markEnqueued(db, [event.event_id], due);
+    expect(await pendingAt(new Date(due.getTime() + SECOND))).not.toContain(event.event_id);
+    // The window, set at the first failure, comes back with the next claim.
+    expect(await claimEvents(db, [event.event_id], due, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 2, retryUntil: schedule.retryUntil }]);
+  });
+
+  it("once the push service is back, every event waiting since before it is handed over at once, whatever its schedule", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    const schedule = { nextAttemptAt: new Date(t0.getTime() + HOUR), retryUntil: new Date(t0.getTime() + 72 * HOUR) };
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, t0);
+    const now = new Date(t0.getTime() + 5 * SECOND);
+    expect((await pendingEvents(db, since(now), now)).map(({ event_id }) => event_id)).not.toContain(event.event_id);
+    const back = { ...since(now), upSince: new Date(t0.getTime() + SECOND) };
+    expect((await pendingEvents(db, back, now)).map(({ event_id }) => event_id)).toContain(event.event_id);
+  });
+});
+
 describe("outbox: dead letters and their replay", () => {
   it("failed keeps the attempts and last error; a second dead letter moves nothing; replay brings it back as recorded", async () => {
     const t0 = new Date();
     const event = await recordedEvent(t0);
     await markEnqueued(db, [event.event_id], t0);
     await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 410 from the push service" }] }, t0);
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 410 from the push service", schedule: null }] }, t0);
 
     expect(await deadLetter(db, event.event_id, t0)).toBe(true);
     expect(await stateOf(event.event_id, t0)).toBe("failed");
@@ -174,7 +208,7 @@ describe("outbox: dead letters and their replay", () => {
     const [, removed] = await runBatch(db, replayFailed([event.event_id]));
     expect(removed!.results).toEqual([{ event_id: event.event_id, receipt_id: event.event_id }]);
     expect(await stateOf(event.event_id, t0)).toBe("recorded");
-    expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 1 }]);
+    expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 1, retryUntil: null }]);
   });
 
   it("an event dead-lettered before any failed attempt gets a stand-in for its last error", async () => {
@@ -219,7 +253,7 @@ describe("outbox: a receipt's events", () => {
     await runBatch(db, [recordCreatedIfStored(created), recordDeletedIfOwned(deleted)]);
 
     const [createdClaim] = await claimEvents(db, [created.event_id], t0, LEASE_MS);
-    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, body: '{"total":1}' });
+    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, body: '{"total":1}' });
     // Looked at again soon: a push ends long before its claim does.
     expect(await claimEvents(db, [deleted.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + 3 * SECOND) }]);
     expect(await stateOf(deleted.event_id, t0)).toBe("recorded");
