@@ -1,7 +1,7 @@
 /**
  * When the notifier tries an event again. Cloudflare Queues cap a message at 100 retries and a
  * retry's delay at 12 hours, which cannot carry a 72-hour schedule by themselves: a failed push's
- * next attempt is kept in the event's outbox row (migration 0011), and the API Worker's cron hands
+ * next attempt is kept in the event's outbox row (migration 0013), and the API Worker's cron hands
  * the event to the queue again once it is due. Queue retries remain for a D1 failure, which
  * leaves nothing recorded, and for a copy held by another delivery.
  */

@@ -64,13 +64,13 @@ export interface OutboxRow {
   claimed_until: string | null;
   attempts: number;
   last_error: string | null;
-  /** Migration 0011: the next attempt's time after a failed one, and the end of the retry window. */
+  /** Migration 0013: the next attempt's time after a failed one, and the end of the retry window. */
   next_attempt_at: string | null;
   retry_until: string | null;
 }
 
 /**
- * Every shard's record of the push service (migration 0011) as a fresh deploy has it: up, no
+ * Every shard's record of the push service (migration 0013) as a fresh deploy has it: up, no
  * probe due. A test that took the push service down puts it back, for the notifier Worker that
  * other tests run beside the API.
  */

@@ -24,7 +24,7 @@
  *
  * The event feed ({@link feedPage}) reads events in every state but `purged`.
  *
- * Beside the events, the home shard's `push_endpoint` row (migration 0011) says whether the app
+ * Beside the events, the home shard's `push_endpoint` row (migration 0013) says whether the app
  * push service is down; while it is, the notifier pushes a probe now and then ({@link takeProbe})
  * and the cron job hands over only probe candidates ({@link probeCandidates}).
  */
