@@ -10,6 +10,8 @@
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { QueuedNotice, SweepMessage } from "../shared/types.ts";
+import { SWEEP_TOMBSTONE_QUERIES, purgeOldTombstones, sweepTombstones } from "../storage/archive/deletion.ts";
+import { PURGED_TOMBSTONE_KEPT_MS } from "../storage/archive/tombstones.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
 import { FENCE_KEPT_MS, purgeFences } from "../storage/fences.ts";
 import { markEnqueued, pendingEvents, purgeDelivered as purgeDeliveredEvents } from "../storage/outbox/operations.ts";
@@ -52,6 +54,16 @@ const JOBS: Record<string, ScheduledJob> = {
       return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
     },
     maxQueries: MAX_ROUNDS,
+  },
+  "archive-tombstones.purge-lines": {
+    run: async (env, shard, now) => ({ purged: await sweepTombstones(shard.db, env.ARCHIVE, now) }),
+    maxQueries: SWEEP_TOMBSTONE_QUERIES,
+  },
+  "archive-tombstones.purge-old": {
+    run: async (_env, shard, now) => ({
+      purged: await purgeOldTombstones(shard.db, new Date(now.getTime() - PURGED_TOMBSTONE_KEPT_MS), PURGE_PAGE),
+    }),
+    maxQueries: 1,
   },
   "erasure-fences.purge": {
     run: async (_env, shard, now) => {

@@ -3,6 +3,7 @@
  * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them through
  * `wrangler d1 execute` on Node, so this file stays free of Workers types.
  */
+import { tombstoned } from "./archive/tombstones.ts";
 import { enclose, statement, type SqlValue, type Statement } from "./statement.ts";
 
 /** One audit record as `npm run audit` prints it (docs/api.md#audit). */
@@ -54,6 +55,53 @@ export function auditDeletionIfOwned(
       owner.app_user_id,
       at,
       requestId,
+    ),
+  );
+}
+
+/**
+ * The record of a delete at `at` of an archived receipt, whose fields the caller read from its
+ * archived line, only while it has no tombstone: in the archived delete's batch before the
+ * tombstone's insert, under the same condition.
+ */
+export function auditArchivedDeletionIfUntombstoned(
+  owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string },
+  at: string,
+  requestId: string,
+): Statement {
+  return recordAudit(
+    statement(
+      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE NOT ${tombstoned("?1")}`,
+      owner.receipt_id,
+      owner.client_id,
+      owner.chain_id,
+      owner.app_user_id,
+      at,
+      requestId,
+    ),
+  );
+}
+
+/**
+ * A record per archived receipt of `receipts` (`receipt_id`, `chain_id`) erased at `at` by the
+ * erasure `erasureId` of the app user now named `pseudonym`, once per receipt and erasure: a
+ * step run again after it committed adds none.
+ */
+export function auditErasedArchived(
+  receipts: readonly { receipt_id: string; chain_id: string }[],
+  at: string,
+  pseudonym: string,
+  erasureId: string,
+): Statement {
+  return recordAudit(
+    statement(
+      `SELECT ?2, 'app_user.erased', json_extract(value, '$.receipt_id'), json_extract(value, '$.chain_id'), 'operator', ?3, ?4
+      FROM json_each(?1) WHERE NOT EXISTS (SELECT 1 FROM audit_log
+        WHERE receipt_id = json_extract(value, '$.receipt_id') AND request_id = ?4)`,
+      JSON.stringify(receipts.map(({ receipt_id, chain_id }) => ({ receipt_id, chain_id }))),
+      at,
+      pseudonym,
+      erasureId,
     ),
   );
 }

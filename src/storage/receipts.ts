@@ -6,6 +6,7 @@
  */
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
+import { tombstoned } from "./archive/tombstones.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
 import { fenced } from "./fences.ts";
 import { eventRecorded, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
@@ -141,8 +142,12 @@ export interface ReceiptOwner {
   app_user_id: string;
 }
 
-/** What the delete operation's batch did: deleted, or why not (the receipt as it was, or none). */
-export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null };
+/**
+ * What the delete operation's batch did: deleted, or why not (the receipt as it was, or none;
+ * `tombstoned` when none is in D1 because an archived receipt of that ID was deleted already, so
+ * that delete need not look for it in the archive).
+ */
+export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null; tombstoned?: boolean };
 
 /**
  * Deletes the receipt of a deleted event, records the event in the outbox and the deletion in the audit
@@ -171,12 +176,15 @@ async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: str
   const read = before!.results[0] as OwnerRow;
   if (removal!.meta.changes === 1 || read.recorded === 1) return { deleted: true };
   const { client_id, chain_id, app_user_id } = read;
-  return { deleted: false, receipt: client_id === null ? null : { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
+  if (client_id === null) return { deleted: false, receipt: null, tombstoned: read.tombstoned === 1 };
+  return { deleted: false, receipt: { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
 }
 
 interface OwnerRow {
   /** 1 when this deletion's event is in the outbox already: a retry's proof that its first run committed. */
   recorded: number;
+  /** 1 when the receipt was archived and deleted since (src/storage/archive/tombstones.ts). */
+  tombstoned: number;
   client_id: string | null;
   chain_id: string | null;
   app_user_id: string | null;
@@ -275,11 +283,12 @@ function readKey(clientId: string, key: string, liveFrom: string): Statement {
   );
 }
 
-// What the receipt held before the delete, which tells "no receipt" from "fields differ", and
-// whether this deletion's event is recorded already: one statement, one row, always.
+// What the receipt held before the delete, which tells "no receipt" from "fields differ",
+// whether this deletion's event is recorded already, and whether an archived receipt of this ID
+// is gone: one statement, one row, always.
 function readOwner(notice: DeletionNotice): Statement {
   return statement(
-    `SELECT ${eventRecorded("?2")} AS recorded, owner.client_id, owner.chain_id, owner.app_user_id
+    `SELECT ${eventRecorded("?2")} AS recorded, ${tombstoned("?1")} AS tombstoned, owner.client_id, owner.chain_id, owner.app_user_id
     FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1`,
     notice.receipt_id,
     notice.event_id,

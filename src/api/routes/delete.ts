@@ -1,5 +1,7 @@
 /** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
+import { describeError, logLine } from "../../shared/log.ts";
+import { deleteArchivedReceipt, purgeArchivedLines, type ArchivedDeleteOutcome } from "../../storage/archive/deletion.ts";
 import { deleteOwnedReceipt, type ReceiptOwner } from "../../storage/receipts.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
 import { authenticateClient } from "../auth/bearer.ts";
@@ -26,16 +28,32 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const shard = shardOfId(shardsOf(c.env), headers.receipt_id);
   if (!shard) throw refusal(headers, null);
   const notice = newDeletionNotice(headers, shard);
-  const outcome = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
+  const live = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
+  // Only an ID that D1 holds no receipt of, and no tombstone of, is looked for in the archive:
+  // a live receipt's delete makes the calls it always made.
+  const outcome: ArchivedDeleteOutcome =
+    live.deleted || live.receipt || live.tombstoned
+      ? live
+      : await deleteArchivedReceipt(shard.db, c.env.ARCHIVE, shard.name, notice, c.get("requestId"));
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);
 
   c.executionCtx.waitUntil(enqueueNotice(c.env, notice));
+  if (outcome.objectKey) c.executionCtx.waitUntil(purgeAfterAnswer(c, shard.db, outcome.objectKey, notice.receipt_id));
   const body: DeleteResponse = {
     message: `Receipt ${headers.receipt_id} was deleted and the app user notified.`,
     status: "OK",
     status_code: 200,
   };
   return jsonResponse(body, 200);
+}
+
+// The archived line leaves R2 now; should this fail, the cron's sweep finishes it within minutes.
+async function purgeAfterAnswer(c: ApiContext, db: D1Database, objectKey: string, receiptId: string): Promise<void> {
+  try {
+    await purgeArchivedLines(db, c.env.ARCHIVE, objectKey, new Date());
+  } catch (error) {
+    logLine("warn", "archive-purge", { receipt_id: receiptId, outcome: "failed; the sweep purges", cause: describeError(error) });
+  }
 }
 
 function refusal(headers: ReceiptOwner & { receipt_id: string }, receipt: ReceiptOwner | null): ApiError {

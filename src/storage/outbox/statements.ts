@@ -7,7 +7,8 @@
  * An event's life, and the statement that moves it on:
  *
  * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link recordCreatedIfStored},
- *   {@link recordDeletedIfOwned}, {@link recordErasedEvent}), or back there ({@link replayFailed});
+ *   {@link recordDeletedIfOwned}, {@link recordDeletedIfUntombstoned}, {@link recordErasedEvent}), or
+ *   back there ({@link replayFailed});
  * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEvents}),
  *   or the cron job handed it over again ({@link markEnqueued}). The send after the response
  *   marks nothing, so that an add or a delete stays one D1 write: the cron job hands over again
@@ -25,6 +26,7 @@
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
+import { tombstoned } from "../archive/tombstones.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
 
 /** Where an event is in its life (see above); `failed` and `purged` have no outbox row. */
@@ -87,6 +89,15 @@ export function recordDeletedIfOwned(event: DeletionNotice): Statement {
     event.chain_id,
     event.app_user_id,
   );
+}
+
+/**
+ * Records the deletion's event of an archived receipt, only while it has no tombstone: in the
+ * archived delete's batch before the tombstone's insert, under the same condition
+ * (src/storage/archive/deletion.ts), so that of two racing deletes one records an event.
+ */
+export function recordDeletedIfUntombstoned(event: DeletionNotice): Statement {
+  return recordEvent(event, event.receipt_id, `NOT ${tombstoned("?2")}`);
 }
 
 /**

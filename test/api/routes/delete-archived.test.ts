@@ -1,0 +1,164 @@
+/**
+ * contract: delete reaches archived receipts (docs/api.md#delete, docs/storage.md#archive-tombstones):
+ * the same headers, the same answers, the same event and audit record, and the archived line gone.
+ */
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { createApp } from "../../../src/api/app.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { BASE, type Answer, type TestClient, call, expectErrorShape, issueClient, loginToken, uniqueId } from "../../support/api.ts";
+import { archiveReceipt, archivedLines, tombstoneOf } from "../../support/archive.ts";
+import { type SeededReceipt, auditRows, deleteHeadersFor, outboxRows, seedReceipt } from "../../support/notices.ts";
+import { SHARDS, idOn } from "../../support/shards.ts";
+import { shardOfId } from "../../../src/storage/shards.ts";
+
+/** A client with a token and two receipts of one app user and chain, the first archived. */
+async function archivedOwner(): Promise<{ client: TestClient; token: string; receipt: SeededReceipt; neighbour: SeededReceipt; key: string }> {
+  const client = await issueClient();
+  const token = await loginToken(client);
+  const receipt = await seedReceipt(client);
+  const neighbour = await seedReceipt(client, { app_user_id: receipt.app_user_id, receipt_id: idOn(shardOfId(SHARDS, receipt.receipt_id)) });
+  const key = await archiveReceipt(receipt.receipt_id);
+  await archiveReceipt(neighbour.receipt_id);
+  return { client, token, receipt, neighbour, key };
+}
+
+/** R2 calls by method, counted on the way to the bucket. */
+function countedArchive(): { bucket: R2Bucket; calls: string[] } {
+  const calls: string[] = [];
+  const bucket = new Proxy(env.ARCHIVE, {
+    get: (target, property) => {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        calls.push(String(property));
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { bucket, calls };
+}
+
+/** Calls a fresh app whose ARCHIVE counts its calls; returns once every waitUntil settled. */
+async function deleteCounted(headers: Record<string, string>): Promise<{ answer: Answer; r2: string[] }> {
+  const { bucket, calls } = countedArchive();
+  const ctx = createExecutionContext();
+  const response = await createApp().fetch(new Request(BASE + PATHS.delete, { method: "POST", headers }), { ...env, ARCHIVE: bucket }, ctx);
+  const answer: Answer = { status: response.status, headers: response.headers, body: await response.json() };
+  await waitOnExecutionContext(ctx);
+  return { answer, r2: calls };
+}
+
+// The request reference differs per request; the rest of a message is the answer.
+function withoutReference(message: string): string {
+  return message.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<ref>");
+}
+
+describe("contract archive: delete of an archived receipt", () => {
+  it("answers 200 as for a live receipt, records the same event and audit record and a tombstone, and rewrites the object without the line", async () => {
+    const { token, receipt, neighbour, key } = await archivedOwner();
+    const { answer, r2 } = await deleteCounted(deleteHeadersFor(token, receipt));
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({
+      message: `Receipt ${receipt.receipt_id} was deleted and the app user notified.`,
+      status: "OK",
+      status_code: 200,
+    });
+    const [event] = await outboxRows(receipt.receipt_id);
+    const payload = JSON.parse(event!.payload) as Record<string, unknown>;
+    expect(payload).toEqual({
+      event_id: event!.event_id,
+      type: "receipt.deleted",
+      occurred_at: expect.any(String),
+      receipt_id: receipt.receipt_id,
+      app_user_id: receipt.app_user_id,
+      chain_id: receipt.chain_id,
+      client_id: receipt.client_id,
+    });
+    const audit = await auditRows(receipt.receipt_id);
+    expect(audit).toEqual([
+      expect.objectContaining({
+        action: "receipt.deleted",
+        receipt_id: receipt.receipt_id,
+        chain_id: receipt.chain_id,
+        client_id: receipt.client_id,
+        app_user: receipt.app_user_id,
+        at: payload.occurred_at,
+      }),
+    ]);
+    const tombstone = await tombstoneOf(receipt.receipt_id);
+    expect(tombstone).toMatchObject({ object_key: key, deleted_at: payload.occurred_at, purged_at: expect.any(String) });
+    expect((await archivedLines(key)).map(({ receipt_id }) => receipt_id)).toEqual([neighbour.receipt_id]);
+    // Measured: the answer's R2 read, then the purge's read and conditional put.
+    expect(r2).toEqual(["get", "get", "put"]);
+  });
+
+  it("deletes the object once its last line is gone", async () => {
+    const { token, receipt, neighbour, key } = await archivedOwner();
+    expect((await deleteCounted(deleteHeadersFor(token, receipt))).answer.status).toBe(200);
+    const { answer, r2 } = await deleteCounted(deleteHeadersFor(token, neighbour));
+    expect(answer.status).toBe(200);
+    expect(await env.ARCHIVE.head(key)).toBeNull();
+    expect(r2).toEqual(["get", "get", "delete"]);
+    expect(await tombstoneOf(neighbour.receipt_id)).toMatchObject({ purged_at: expect.any(String) });
+  });
+
+  it("a second delete answers as for a deleted live receipt, without reading R2, and records nothing more", async () => {
+    const { token, receipt } = await archivedOwner();
+    expect((await deleteCounted(deleteHeadersFor(token, receipt))).answer.status).toBe(200);
+    const { answer, r2 } = await deleteCounted(deleteHeadersFor(token, receipt));
+    const message = expectErrorShape(answer, 406, "Not Acceptable");
+    expect(message).toContain("Header receipt_id: no receipt exists under this ID.");
+    expect(r2).toEqual([]);
+    expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
+    expect(await auditRows(receipt.receipt_id)).toHaveLength(1);
+  });
+
+  it("racing deletes of one archived receipt: one 200, the rest 406, one event", async () => {
+    const { token, receipt } = await archivedOwner();
+    const answers = await Promise.all(Array.from({ length: 5 }, () => call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })));
+    expect(answers.map(({ status }) => status).sort()).toEqual([200, 406, 406, 406, 406]);
+    expect(await outboxRows(receipt.receipt_id)).toHaveLength(1);
+    expect(await auditRows(receipt.receipt_id)).toHaveLength(1);
+  });
+});
+
+describe("docs/api.md#delete-errors an archived receipt's errors are a live one's", () => {
+  type Change = "client_id" | "chain_id" | "app_user_id" | "unknown";
+  const CHANGES: readonly Change[] = ["client_id", "chain_id", "app_user_id", "unknown"];
+
+  // The same mistake against a live receipt and an archived one: the same status and message.
+  it.each(CHANGES)("%s differing: the live receipt's answer, and nothing recorded or rewritten", async (change) => {
+    const caller = await issueClient();
+    const token = await loginToken(caller);
+    const other = await issueClient();
+    const answers: string[] = [];
+    for (const archived of [false, true]) {
+      const receipt = await seedReceipt(caller, change === "client_id" ? { client_id: other.clientId } : {});
+      const key = archived ? await archiveReceipt(receipt.receipt_id) : undefined;
+      const lines = key ? await archivedLines(key) : [];
+      const headers = {
+        ...deleteHeadersFor(token, receipt),
+        client_id: caller.clientId,
+        ...(change === "chain_id" ? { chain_id: uniqueId("chain-other") } : {}),
+        ...(change === "app_user_id" ? { app_user_id: uniqueId("au-other") } : {}),
+        ...(change === "unknown" ? { receipt_id: idOn() } : {}),
+      };
+      const answer = archived ? (await deleteCounted(headers)).answer : await call(PATHS.delete, { headers });
+      answers.push(`${answer.status} ${withoutReference(expectErrorShape(answer, 406, "Not Acceptable"))}`);
+      expect(await outboxRows(receipt.receipt_id)).toEqual([]);
+      expect(await auditRows(receipt.receipt_id)).toEqual([]);
+      if (key) {
+        expect(await tombstoneOf(receipt.receipt_id)).toBeNull();
+        expect(await archivedLines(key)).toEqual(lines);
+      }
+    }
+    if (change === "app_user_id") {
+      // The archive is keyed by app user: another app user's prefix holds no such receipt.
+      expect(answers[1]).toMatch(/^406 .*Header receipt_id: no receipt exists under this ID\./);
+    } else {
+      expect(answers[1]).toBe(answers[0]);
+    }
+  });
+});
