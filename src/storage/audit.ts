@@ -84,8 +84,9 @@ export function auditArchivedDeletionIfUntombstoned(
 
 /**
  * A record per archived receipt of `receipts` (`receipt_id`, `chain_id`) erased at `at` by the
- * erasure `erasureId` of the app user now named `pseudonym`, once per receipt and erasure: a
- * step run again after it committed adds none.
+ * erasure `erasureId` of the app user now named `pseudonym`, but none for one with a tombstone
+ * (deleted, not erased); once per receipt and erasure: a step run again after it committed adds
+ * none.
  */
 export function auditErasedArchived(
   receipts: readonly { receipt_id: string; chain_id: string }[],
@@ -96,7 +97,7 @@ export function auditErasedArchived(
   return recordAudit(
     statement(
       `SELECT ?2, 'app_user.erased', json_extract(value, '$.receipt_id'), json_extract(value, '$.chain_id'), 'operator', ?3, ?4
-      FROM json_each(?1) WHERE NOT EXISTS (SELECT 1 FROM audit_log
+      FROM json_each(?1) WHERE NOT ${tombstoned("json_extract(value, '$.receipt_id')")} AND NOT EXISTS (SELECT 1 FROM audit_log
         WHERE receipt_id = json_extract(value, '$.receipt_id') AND request_id = ?4)`,
       JSON.stringify(receipts.map(({ receipt_id, chain_id }) => ({ receipt_id, chain_id }))),
       at,
@@ -161,6 +162,17 @@ export function countErasedBy(pseudonym: string, erasureId: string): Statement {
     "SELECT COUNT(*) AS n FROM audit_log WHERE app_user = ?1 AND request_id = ?2 AND receipt_id IS NOT NULL",
     pseudonym,
     erasureId,
+  );
+}
+
+/** How many of `receiptIds` the erasure `erasureId` of the app user named `pseudonym` erased here. Row: `n`. */
+export function countErasedAmong(pseudonym: string, erasureId: string, receiptIds: readonly string[]): Statement {
+  return statement(
+    `SELECT COUNT(*) AS n FROM audit_log WHERE app_user = ?1 AND request_id = ?2
+      AND receipt_id IN (SELECT value FROM json_each(?3))`,
+    pseudonym,
+    erasureId,
+    JSON.stringify(receiptIds),
   );
 }
 

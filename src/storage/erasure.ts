@@ -17,6 +17,9 @@ import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { auditErasedReceipts, auditErasure, countErasedBy, earlierErasuresOf, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
+import { eraseArchivedReceipts, type ArchiveBucket } from "./archive/erasure.ts";
+import { archiveUserPrefix } from "./archive/layout.ts";
+import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { writeFence } from "./fences.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
@@ -67,13 +70,16 @@ export interface ErasureOptions<S extends ErasureShard = ErasureShard> {
    * erasure completes. Without it the cron job sends it after its grace period.
    */
   send?: (event: AppUserErasedEvent, shard: S) => Promise<void>;
+  /** The archive's bucket: its objects of the app user are erased too, and counted. */
+  archive?: ArchiveBucket;
 }
 
 /**
  * Erases an app user in every shard, in turn, then records the erasure's event and its own audit
  * record on the first shard (any shard's outbox reaches the notifier; the first is where an
  * operator looks) and hands the event over. Steps: `begin`, `erase <shard> page <n>` for each
- * shard (page 0 also writes the fence), `record and send`. A step that throws throws out of
+ * shard (page 0 also writes the fence), with an archive the pages of src/storage/archive/erasure.ts,
+ * `record and send`. A step that throws throws out of
  * here; run again (or resumed), the erasure erases what is left.
  *
  * @param hashKey AUDIT_HASH_KEY's bytes, which key the hash kept in place of the app_user_id.
@@ -83,7 +89,7 @@ export async function eraseAppUser<S extends ErasureShard>(
   appUserId: string,
   shards: readonly S[],
   hashKey: Uint8Array,
-  { steps = (_name, work) => work(), now = () => new Date(), send }: ErasureOptions<S> = {},
+  { steps = (_name, work) => work(), now = () => new Date(), send, archive }: ErasureOptions<S> = {},
 ): Promise<Erasure> {
   const first = shards[0];
   if (!first) throw new Error("no shards to erase from");
@@ -99,6 +105,12 @@ export async function eraseAppUser<S extends ErasureShard>(
 
   const perShard: Record<string, number> = {};
   for (const shard of shards) perShard[shard.name] = await eraseOnShard(shard, user, steps);
+  // After D1's pages: a move that read the user's rows before them has written its objects by now.
+  if (archive) {
+    for (const [name, count] of Object.entries(await eraseArchivedReceipts(archive, user, shards, steps))) {
+      perShard[name] = (perShard[name] ?? 0) + count;
+    }
+  }
   const receipts = Object.values(perShard).reduce((sum, count) => sum + count, 0);
   const event: AppUserErasedEvent = {
     event_id: user.event_id,
@@ -190,7 +202,8 @@ function erasedKeyRecord(at: string): string {
  * One page of what the app user's receipts created at or before the instant and deleted earlier
  * left behind (found through their audit records, under either name; a receipt created after the
  * instant is the app user's anew, and so are its events and key record), of the events of their earlier erasures (which name them),
- * and of their audit records, which get the pseudonym. Each statement returns what it changed.
+ * of their audit records, which get the pseudonym, and of the purged tombstones that name them.
+ * Each statement returns what it changed.
  */
 function leftoverPage(user: ErasedUser): Statement[] {
   const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at);
@@ -205,6 +218,7 @@ function leftoverPage(user: ErasedUser): Statement[] {
       user.occurred_at,
     ),
     pseudonymiseAudit(user.id, user.pseudonym, ERASURE_PAGE),
+    eraseTombstonesUnder(archiveUserPrefix(user.id), ERASURE_PAGE, { purgedOnly: true }),
   ];
 }
 

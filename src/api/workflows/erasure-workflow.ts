@@ -49,6 +49,7 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
       return await eraseAppUser(appUserId.data, shards, apiConfig(this.env).auditHashKey, {
         steps,
         send: (erased, shard) => enqueueNotice(this.env, erased),
+        archive: this.env.ARCHIVE,
       });
     } catch (error) {
       logLine("error", "job", { job: ERASURE_JOB, instance_id: event.instanceId, outcome: "failed", cause: describeError(error) });

@@ -90,13 +90,15 @@ export function deleteOldTombstones(cutoff: Date, rows: number): Statement {
 /**
  * Up to `limit` tombstones of objects under `prefix` (an app user's, src/storage/archive/layout.ts
  * `archiveUserPrefix`): their object_key names the app user, and an erasure leaves no readable
- * copy. Returns a row per tombstone removed.
+ * copy. An unpurged one still tells a deleted line from an erased one, so D1's pages of an
+ * erasure take `purgedOnly`, and its archive pass the rest once it has counted the lines. Returns
+ * a row per tombstone removed.
  */
-export function eraseTombstonesUnder(prefix: string, limit: number): Statement {
+export function eraseTombstonesUnder(prefix: string, limit: number, { purgedOnly }: { purgedOnly: boolean }): Statement {
   // Every key under a prefix that ends in "/" sorts from the prefix to below "/"'s successor "0".
   return statement(
     `DELETE FROM archive_tombstones WHERE receipt_id IN (SELECT receipt_id FROM archive_tombstones
-      WHERE object_key >= ?1 AND object_key < ?2 LIMIT ?3) RETURNING 1`,
+      WHERE object_key >= ?1 AND object_key < ?2${purgedOnly ? " AND purged_at IS NOT NULL" : ""} LIMIT ?3) RETURNING 1`,
     prefix,
     `${prefix.slice(0, -1)}0`,
     limit,
