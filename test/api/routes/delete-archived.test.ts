@@ -1,5 +1,5 @@
 /**
- * contract: delete reaches archived receipts (docs/api.md#delete, docs/storage.md#archive-tombstones):
+ * Delete reaches archived receipts (docs/api.md#delete-archived, docs/storage.md#archive-tombstones):
  * the same headers, the same answers, the same event and audit record, and the archived line gone.
  */
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
@@ -13,7 +13,7 @@ import { type SeededReceipt, auditRows, deleteHeadersFor, outboxRows, seedReceip
 import { SHARDS, idOn } from "../../support/shards.ts";
 import { shardOfId } from "../../../src/storage/shards.ts";
 
-/** A client with a token and two receipts of one app user and chain, the first archived. */
+/** A client with a token and two receipts of one app user and chain, archived in one object. */
 async function archivedOwner(): Promise<{ client: TestClient; token: string; receipt: SeededReceipt; neighbour: SeededReceipt; key: string }> {
   const client = await issueClient();
   const token = await loginToken(client);
@@ -55,7 +55,7 @@ function withoutReference(message: string): string {
   return message.replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<ref>");
 }
 
-describe("contract archive: delete of an archived receipt", () => {
+describe("docs/api.md#delete-archived delete of an archived receipt", () => {
   it("answers 200 as for a live receipt, records the same event and audit record and a tombstone, and rewrites the object without the line", async () => {
     const { token, receipt, neighbour, key } = await archivedOwner();
     const { answer, r2 } = await deleteCounted(deleteHeadersFor(token, receipt));
@@ -128,6 +128,21 @@ describe("docs/api.md#delete-errors an archived receipt's errors are a live one'
   type Change = "client_id" | "chain_id" | "app_user_id" | "unknown";
   const CHANGES: readonly Change[] = ["client_id", "chain_id", "app_user_id", "unknown"];
 
+  // The R2 calls of each refusal (docs/storage.md#archive): the headers' object, then, when it
+  // lacks the line, one list of the app user's chains and a read of each other chain's object.
+  const R2_CALLS: Record<Change, string[]> = {
+    client_id: ["get"],
+    chain_id: ["get", "list", "get"],
+    app_user_id: ["get", "list"],
+    unknown: ["get", "list"],
+  };
+
+  async function archivedAnswer(headers: Record<string, string>, change: Change): Promise<Answer> {
+    const { answer, r2 } = await deleteCounted(headers);
+    expect(r2).toEqual(R2_CALLS[change]);
+    return answer;
+  }
+
   // The same mistake against a live receipt and an archived one: the same status and message.
   it.each(CHANGES)("%s differing: the live receipt's answer, and nothing recorded or rewritten", async (change) => {
     const caller = await issueClient();
@@ -145,7 +160,7 @@ describe("docs/api.md#delete-errors an archived receipt's errors are a live one'
         ...(change === "app_user_id" ? { app_user_id: uniqueId("au-other") } : {}),
         ...(change === "unknown" ? { receipt_id: idOn() } : {}),
       };
-      const answer = archived ? (await deleteCounted(headers)).answer : await call(PATHS.delete, { headers });
+      const answer = archived ? await archivedAnswer(headers, change) : await call(PATHS.delete, { headers });
       answers.push(`${answer.status} ${withoutReference(expectErrorShape(answer, 406, "Not Acceptable"))}`);
       expect(await outboxRows(receipt.receipt_id)).toEqual([]);
       expect(await auditRows(receipt.receipt_id)).toEqual([]);
