@@ -7,7 +7,7 @@
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { tombstoned } from "./archive/tombstones.ts";
-import { auditDeletionIfOwned } from "./audit.ts";
+import { auditDeletionIfOwned, audited } from "./audit.ts";
 import { fenced } from "./fences.ts";
 import { eventRecorded, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
 import { deleteInRounds } from "./rounds.ts";
@@ -144,10 +144,10 @@ export interface ReceiptOwner {
 
 /**
  * What the delete operation's batch did: deleted, or why not (the receipt as it was, or none;
- * `tombstoned` when none is in D1 because an archived receipt of that ID was deleted already, so
- * that delete need not look for it in the archive).
+ * `gone` when none is in D1 because a receipt of that ID was deleted or erased already, as its
+ * tombstone or audit record says, so that delete need not look for it in the archive).
  */
-export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null; tombstoned?: boolean };
+export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null; gone?: boolean };
 
 /**
  * Deletes the receipt of a deleted event, records the event in the outbox and the deletion in the audit
@@ -176,15 +176,15 @@ async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: str
   const read = before!.results[0] as OwnerRow;
   if (removal!.meta.changes === 1 || read.recorded === 1) return { deleted: true };
   const { client_id, chain_id, app_user_id } = read;
-  if (client_id === null) return { deleted: false, receipt: null, tombstoned: read.tombstoned === 1 };
+  if (client_id === null) return { deleted: false, receipt: null, gone: read.gone === 1 };
   return { deleted: false, receipt: { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
 }
 
 interface OwnerRow {
   /** 1 when this deletion's event is in the outbox already: a retry's proof that its first run committed. */
   recorded: number;
-  /** 1 when the receipt was archived and deleted since (src/storage/archive/tombstones.ts). */
-  tombstoned: number;
+  /** 1 when the receipt was deleted or erased before: a tombstone or an audit record names it. */
+  gone: number;
   client_id: string | null;
   chain_id: string | null;
   app_user_id: string | null;
@@ -284,11 +284,12 @@ function readKey(clientId: string, key: string, liveFrom: string): Statement {
 }
 
 // What the receipt held before the delete, which tells "no receipt" from "fields differ",
-// whether this deletion's event is recorded already, and whether an archived receipt of this ID
-// is gone: one statement, one row, always.
+// whether this deletion's event is recorded already, and whether a receipt of this ID is gone
+// for good (then the archive is not read): one statement, one row, always.
 function readOwner(notice: DeletionNotice): Statement {
   return statement(
-    `SELECT ${eventRecorded("?2")} AS recorded, ${tombstoned("?1")} AS tombstoned, owner.client_id, owner.chain_id, owner.app_user_id
+    `SELECT ${eventRecorded("?2")} AS recorded, (${tombstoned("?1")} OR ${audited("?1")}) AS gone,
+      owner.client_id, owner.chain_id, owner.app_user_id
     FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1`,
     notice.receipt_id,
     notice.event_id,

@@ -29,10 +29,10 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   if (!shard) throw refusal(headers, null);
   const notice = newDeletionNotice(headers, shard);
   const live = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
-  // Only an ID that D1 holds no receipt of, and no tombstone of, is looked for in the archive:
-  // a live receipt's delete makes the calls it always made.
+  // Only an ID that D1 holds no receipt of, nor a sign that it is gone, is looked for in the
+  // archive: a live receipt's delete makes the calls it always made, and so does a second one.
   const outcome: ArchivedDeleteOutcome =
-    live.deleted || live.receipt || live.tombstoned
+    live.deleted || live.receipt || live.gone
       ? live
       : await deleteArchivedReceipt(shard.db, c.env.ARCHIVE, shard.name, notice, c.get("requestId"));
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);

@@ -115,6 +115,14 @@ describe("docs/api.md#delete-archived delete of an archived receipt", () => {
     expect(await auditRows(receipt.receipt_id)).toHaveLength(1);
   });
 
+  it("a live receipt's delete, and a second delete of it, read no R2", async () => {
+    const client = await issueClient();
+    const token = await loginToken(client);
+    const receipt = await seedReceipt(client);
+    expect(await deleteCounted(deleteHeadersFor(token, receipt))).toMatchObject({ answer: { status: 200 }, r2: [] });
+    expect(await deleteCounted(deleteHeadersFor(token, receipt))).toMatchObject({ answer: { status: 406 }, r2: [] });
+  });
+
   it("racing deletes of one archived receipt: one 200, the rest 406, one event", async () => {
     const { token, receipt } = await archivedOwner();
     const answers = await Promise.all(Array.from({ length: 5 }, () => call(PATHS.delete, { headers: deleteHeadersFor(token, receipt) })));
