@@ -4,8 +4,8 @@
  * answers, outbox rows, failed notices, the events of their earlier erasures), an audit record
  * per erased receipt, their audit records pseudonymised, and one `app_user.erased` event.
  *
- * The work is a list of named steps, each one D1 batch (one transaction) on one shard, safe to
- * run again after it committed: the erasure's Workflow (src/api/workflows/erasure-workflow.ts) makes each
+ * The work is a list of named steps, each one D1 batch (one transaction) on one shard (the
+ * archive's pages aside: src/storage/archive/erasure.ts), safe to run again after it committed: the erasure's Workflow (src/api/workflows/erasure-workflow.ts) makes each
  * a durable step, so a run cut off anywhere resumes with the same end state; the soak runs them
  * straight through. No step grows with the app user's data or the number of shards. Adds racing
  * the erasure: a shard's first page first writes the erasure's fence (src/storage/fences.ts), so
