@@ -60,14 +60,6 @@ export function auditDeletionIfOwned(
 }
 
 /**
- * An SQL expression, 1 when an audit record names the receipt whose ID is the parameter
- * `receiptIdParam` (it was deleted or erased), else 0; through audit_by_receipt.
- */
-export function audited(receiptIdParam: string): string {
-  return `EXISTS (SELECT 1 FROM audit_log WHERE receipt_id = ${receiptIdParam})`;
-}
-
-/**
  * The record of a delete at `at` of an archived receipt, whose fields the caller read from its
  * archived line, only while it has no tombstone: in the archived delete's batch before the
  * tombstone's insert, under the same condition.

@@ -6,8 +6,8 @@
  */
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
-import { tombstoned } from "./archive/tombstones.ts";
-import { auditDeletionIfOwned, audited } from "./audit.ts";
+import { archivedOwnerJoin } from "./archive/owners.ts";
+import { auditDeletionIfOwned } from "./audit.ts";
 import { fenced } from "./fences.ts";
 import { eventRecorded, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
 import { deleteInRounds } from "./rounds.ts";
@@ -143,11 +143,11 @@ export interface ReceiptOwner {
 }
 
 /**
- * What the delete operation's batch did: deleted, or why not (the receipt as it was, or none;
- * `gone` when none is in D1 because a receipt of that ID was deleted or erased already, as its
- * tombstone or audit record says, so that delete need not look for it in the archive).
+ * What the delete operation's batch did: deleted, or why not (the receipt's owner as it was, or
+ * none; `archived` when the owner is the archived receipt's, src/storage/archive/owners.ts, so that
+ * delete goes on to the archive only when it matches the headers).
  */
-export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null; gone?: boolean };
+export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null; archived?: boolean };
 
 /**
  * Deletes the receipt of a deleted event, records the event in the outbox and the deletion in the audit
@@ -176,18 +176,21 @@ async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: str
   const read = before!.results[0] as OwnerRow;
   if (removal!.meta.changes === 1 || read.recorded === 1) return { deleted: true };
   const { client_id, chain_id, app_user_id } = read;
-  if (client_id === null) return { deleted: false, receipt: null, gone: read.gone === 1 };
-  return { deleted: false, receipt: { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
+  if (client_id !== null) return { deleted: false, receipt: { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
+  if (read.archived_client_id === null) return { deleted: false, receipt: null };
+  const archived = { client_id: read.archived_client_id, chain_id: read.archived_chain_id!, app_user_id: read.archived_app_user_id! };
+  return { deleted: false, receipt: archived, archived: true };
 }
 
 interface OwnerRow {
   /** 1 when this deletion's event is in the outbox already: a retry's proof that its first run committed. */
   recorded: number;
-  /** 1 when the receipt was deleted or erased before: a tombstone or an audit record names it. */
-  gone: number;
   client_id: string | null;
   chain_id: string | null;
   app_user_id: string | null;
+  archived_client_id: string | null;
+  archived_chain_id: string | null;
+  archived_app_user_id: string | null;
 }
 
 /** Deletes Idempotency-Key records older than the window, in bounded rounds; returns how many. */
@@ -283,14 +286,16 @@ function readKey(clientId: string, key: string, liveFrom: string): Statement {
   );
 }
 
-// What the receipt held before the delete, which tells "no receipt" from "fields differ",
-// whether this deletion's event is recorded already, and whether a receipt of this ID is gone
-// for good (then the archive is not read): one statement, one row, always.
+// What the receipt held before the delete, live or archived, which tells "no receipt" from
+// "fields differ", and whether this deletion's event is recorded already: one statement, one row,
+// always. An archived receipt deleted or erased has no owner row left, so it is "no receipt"
+// without a look at R2.
 function readOwner(notice: DeletionNotice): Statement {
   return statement(
-    `SELECT ${eventRecorded("?2")} AS recorded, (${tombstoned("?1")} OR ${audited("?1")}) AS gone,
-      owner.client_id, owner.chain_id, owner.app_user_id
-    FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1`,
+    `SELECT ${eventRecorded("?2")} AS recorded, owner.client_id, owner.chain_id, owner.app_user_id,
+      archived.client_id AS archived_client_id, archived.chain_id AS archived_chain_id,
+      archived.app_user_id AS archived_app_user_id
+    FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1 ${archivedOwnerJoin("archived", "?1")}`,
     notice.receipt_id,
     notice.event_id,
   );

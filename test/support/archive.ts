@@ -1,10 +1,13 @@
 /**
  * Archived receipts as the move leaves them (src/storage/archive/layout.ts): a receipt's row
- * copied into its object in R2, beside the lines already there, and removed from its shard.
+ * copied into its object in R2, beside the lines already there, and removed from its shard in the
+ * batch that records its owner.
  */
 import { env } from "cloudflare:workers";
 import { archiveObjectKey, archiveText, archivedReceipts, type ArchivedReceipt } from "../../src/storage/archive/layout.ts";
+import { recordOwners } from "../../src/storage/archive/owners.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
+import { runBatch, statement } from "../../src/storage/statement.ts";
 import { SHARDS, dbOf } from "./shards.ts";
 
 /** Moves a stored receipt to the archive; returns its object's key. */
@@ -17,7 +20,7 @@ export async function archiveReceipt(receiptId: string): Promise<string> {
   if (!row) throw new Error(`no receipt ${receiptId} to archive`);
   const key = archiveObjectKey(row.app_user_id, row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
   await env.ARCHIVE.put(key, archiveText([...(await archivedLines(key)), row]));
-  await db.prepare("DELETE FROM receipts WHERE receipt_id = ?").bind(receiptId).run();
+  await runBatch(db, [recordOwners(statement("SELECT ?1", receiptId)), statement("DELETE FROM receipts WHERE receipt_id = ?1", receiptId)]);
   return key;
 }
 
@@ -30,6 +33,11 @@ export async function archivedLines(key: string): Promise<ArchivedReceipt[]> {
 /** A receipt's tombstone on its shard, or null. */
 export async function tombstoneOf(receiptId: string): Promise<Record<string, unknown> | null> {
   return dbOf(receiptId).prepare("SELECT * FROM archive_tombstones WHERE receipt_id = ?").bind(receiptId).first();
+}
+
+/** A receipt's archived owner row on its shard, or null. */
+export async function archivedOwnerOf(receiptId: string): Promise<Record<string, unknown> | null> {
+  return dbOf(receiptId).prepare("SELECT * FROM archived_owners WHERE receipt_id = ?").bind(receiptId).first();
 }
 
 /** The keys of every archived object under `prefix`. */

@@ -29,12 +29,12 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   if (!shard) throw refusal(headers, null);
   const notice = newDeletionNotice(headers, shard);
   const live = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
-  // Only an ID that D1 holds no receipt of, nor a sign that it is gone, is looked for in the
-  // archive: a live receipt's delete makes the calls it always made, and so does a second one.
+  // The archive is read only for an archived receipt whose owner matches the headers: a live
+  // receipt's delete makes the calls it always made, and every refusal is answered from D1.
   const outcome: ArchivedDeleteOutcome =
-    live.deleted || live.receipt || live.gone
-      ? live
-      : await deleteArchivedReceipt(shard.db, c.env.ARCHIVE, shard.name, notice, c.get("requestId"));
+    !live.deleted && live.archived && ownedBy(live.receipt, headers)
+      ? await deleteArchivedReceipt(shard.db, c.env.ARCHIVE, shard.name, notice, c.get("requestId"))
+      : live;
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);
 
   c.executionCtx.waitUntil(enqueueNotice(c.env, notice));
@@ -60,14 +60,21 @@ function refusal(headers: ReceiptOwner & { receipt_id: string }, receipt: Receip
   if (!receipt) {
     return refuse(REFUSALS.noReceipt, "no receipt");
   }
-  // Naming which of chain_id and app_user_id differ on another client's receipt would let its holder
-  // confirm guesses of that receipt's chain and app user, so client_id is then named alone.
-  const differing =
-    receipt.client_id !== headers.client_id
-      ? (["client_id"] as const)
-      : OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
+  const differing = differingFields(receipt, headers);
   // The batch read and deleted in one transaction; a match that was not deleted is a fault (500).
   if (differing.length === 0) throw new Error("receipt matched every field yet was not deleted");
   // The receipt's own values are not shown: they belong to another client, chain or app user.
   return refuse(receiptFieldsDiffer(differing), `receipt fields differ: ${differing.join(", ")}`);
+}
+
+function ownedBy(receipt: ReceiptOwner | null, headers: ReceiptOwner): boolean {
+  return receipt !== null && differingFields(receipt, headers).length === 0;
+}
+
+// Naming which of chain_id and app_user_id differ on another client's receipt would let its holder
+// confirm guesses of that receipt's chain and app user, so client_id is then named alone.
+function differingFields(receipt: ReceiptOwner, headers: ReceiptOwner): readonly (keyof ReceiptOwner)[] {
+  return receipt.client_id !== headers.client_id
+    ? ["client_id"]
+    : OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
 }

@@ -1,37 +1,32 @@
 /**
  * Delete of an archived receipt (docs/api.md#delete, docs/storage.md#archive-tombstones): a
- * receipt the move took out of its shard is found in R2 by the request's headers and its ID, and
- * its deletion is the same answer, the same `receipt.deleted` event and the same audit record as
- * a live receipt's, in one D1 batch on its shard with the tombstone that makes it gone at once.
+ * receipt the move took out of its shard, whose owner row matches the request's headers, is read
+ * from the object they name, and its deletion is the same answer, the same `receipt.deleted` event
+ * and the same audit record as a live receipt's, in one D1 batch on its shard with the tombstone
+ * that makes it gone at once.
  * Its line leaves the object right after the answer ({@link purgeArchivedLines}), or at the
  * cron's next sweep ({@link sweepTombstones}).
  */
 import type { DeletionNotice } from "../../shared/types.ts";
 import { auditArchivedDeletionIfUntombstoned } from "../audit.ts";
 import { eventRecorded, recordDeletedIfUntombstoned } from "../outbox/statements.ts";
-import type { DeleteOutcome, ReceiptOwner } from "../receipts.ts";
+import type { DeleteOutcome } from "../receipts.ts";
 import { bound, runBatch, statement } from "../statement.ts";
 import { retryTransient } from "../transient.ts";
-import { archiveObjectKey, archiveText, archiveUserPrefix, archivedReceipts, type ArchivedReceipt } from "./layout.ts";
+import { archiveObjectKey, archiveText, archivedReceipts } from "./layout.ts";
+import { forgetOwners } from "./owners.ts";
 import { insertTombstone, markPurged, objectsToPurge, deleteOldTombstones, runInFlight, unpurgedOfObject } from "./tombstones.ts";
-
-/** The R2 calls a point delete makes beyond the headers' object: one list, then this many reads at most. */
-export const MAX_OTHER_CHAINS = 20;
 
 /** A delete of an archived receipt: the outcome, and the object whose line is to go once deleted. */
 export type ArchivedDeleteOutcome = DeleteOutcome & { objectKey?: string };
 
 /**
- * Deletes the archived receipt that `notice` names on the shard `shardName` (whose D1 `db` holds
- * no row of it), as {@link deleteOwnedReceipt} deletes a live one: when its archived line has the
- * notice's client_id, chain_id and app_user_id, records the event, the audit record and the
- * tombstone in one batch, all under the condition that no tombstone exists, so that of two racing
- * deletes exactly one does. Otherwise answers as for a live receipt: no receipt, or its owner.
- *
- * The object the headers name holds the line when they are right; when it does not, the app
- * user's other chains are read (one list), so that a wrong chain_id is named as for a live
- * receipt. A wrong app_user_id names another app user's prefix, where the receipt is not: that
- * answers "no receipt" (docs/api.md#delete-errors says so).
+ * Deletes the archived receipt that `notice` names on its shard (whose D1 `db` holds no row of it,
+ * and an owner row, src/storage/archive/owners.ts, with the notice's client_id, chain_id and
+ * app_user_id), as {@link deleteOwnedReceipt} deletes a live one: records the event, the audit
+ * record and the tombstone and drops the owner row in one batch, all under the condition that no
+ * tombstone exists, so that of two racing deletes exactly one does. The owner row matching, the
+ * object the headers name holds the line: one R2 read, whose fields the event and record carry.
  */
 export async function deleteArchivedReceipt(
   db: D1Database,
@@ -40,23 +35,25 @@ export async function deleteArchivedReceipt(
   notice: DeletionNotice,
   requestId: string,
 ): Promise<ArchivedDeleteOutcome> {
-  const found = await findArchived(archive, shardName, notice);
-  if (!found) return { deleted: false, receipt: null };
-  const owner: ReceiptOwner = { client_id: found.line.client_id, chain_id: found.line.chain_id, app_user_id: found.line.app_user_id };
-  if (owner.client_id !== notice.client_id || owner.chain_id !== notice.chain_id || owner.app_user_id !== notice.app_user_id) {
-    return { deleted: false, receipt: owner };
-  }
+  const key = archiveObjectKey(notice.app_user_id, notice.chain_id, notice.receipt_id, shardName);
+  const object = await archive.get(key);
+  const line = object && archivedReceipts(await object.text()).find(({ receipt_id }) => receipt_id === notice.receipt_id);
+  // The owner row matched, yet the line is gone: a racing delete won and purged it since, and the
+  // receipt is gone, as a live one would be.
+  if (!line) return { deleted: false, receipt: null };
   return retryTransient(async () => {
     const [before, , , tombstone] = await runBatch(db, [
       statement(`SELECT ${eventRecorded("?1")} AS recorded`, notice.event_id),
       recordDeletedIfUntombstoned(notice),
       auditArchivedDeletionIfUntombstoned(notice, notice.occurred_at, requestId),
-      insertTombstone(notice.receipt_id, found.key, notice.occurred_at),
+      insertTombstone(notice.receipt_id, key, notice.occurred_at),
+      // The tombstone answers for the receipt from now on: its owner is no longer kept.
+      forgetOwners([notice.receipt_id]),
     ]);
     const recorded = (before!.results[0] as { recorded: number }).recorded === 1;
     // A second delete, or one that lost a race: the receipt is gone, as a live one would be.
     if (tombstone!.meta.changes !== 1 && !recorded) return { deleted: false, receipt: null };
-    return { deleted: true, objectKey: found.key };
+    return { deleted: true, objectKey: key };
   });
 }
 
@@ -110,33 +107,4 @@ export async function sweepTombstones(db: D1Database, archive: R2Bucket, now: Da
 /** Cron job: deletes up to `limit` tombstones purged before `cutoff`, one statement; returns how many. */
 export async function purgeOldTombstones(db: D1Database, cutoff: Date, limit: number): Promise<number> {
   return (await bound(db, deleteOldTombstones(cutoff, limit)).run()).meta.changes;
-}
-
-/** The archived line of the notice's receipt and its object, or undefined. */
-async function findArchived(
-  archive: R2Bucket,
-  shardName: string,
-  notice: DeletionNotice,
-): Promise<{ key: string; line: ArchivedReceipt } | undefined> {
-  const key = archiveObjectKey(notice.app_user_id, notice.chain_id, notice.receipt_id, shardName);
-  const line = await lineIn(archive, key, notice.receipt_id);
-  if (line) return { key, line };
-  // The headers' chain_id may be the field that differs: the app user's other chains hold an
-  // object of the same month and shard, under the same name after their chain's part.
-  const userPrefix = archiveUserPrefix(notice.app_user_id);
-  const own = key.slice(userPrefix.length);
-  const tail = own.slice(own.indexOf("/"));
-  const { delimitedPrefixes } = await archive.list({ prefix: userPrefix, delimiter: "/" });
-  for (const chainPrefix of delimitedPrefixes.slice(0, MAX_OTHER_CHAINS)) {
-    const other = chainPrefix.slice(0, -1) + tail;
-    if (other === key) continue;
-    const found = await lineIn(archive, other, notice.receipt_id);
-    if (found) return { key: other, line: found };
-  }
-  return undefined;
-}
-
-async function lineIn(archive: R2Bucket, key: string, receiptId: string): Promise<ArchivedReceipt | undefined> {
-  const object = await archive.get(key);
-  return object ? archivedReceipts(await object.text()).find((line) => line.receipt_id === receiptId) : undefined;
 }

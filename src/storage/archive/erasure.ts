@@ -2,14 +2,15 @@
  * An erasure's pass over the archive (docs/api.md#erasure, docs/storage.md#archive): every object
  * under the app user's prefix is read, its receipts counted and audited as erased on their shard,
  * then deleted, so that when the erasure completes no byte of the user's receipts is left in R2.
- * A page of objects takes two steps: the first only reads and records (run again, it counts the
- * same lines and adds no record), the second deletes what the first counted, and the tombstones
- * that kept deleted lines out of the count. This file stays free
- * of Workers types: the erasure runs on Node too.
+ * A page of objects takes two steps: the first reads, records and drops the receipts' owner rows
+ * (run again, it counts the same lines and adds no record), the second deletes what the first
+ * counted, and the tombstones that kept deleted lines out of the count. This file stays free of
+ * Workers types: the erasure runs on Node too.
  */
 import { auditErasedArchived, countErasedAmong } from "../audit.ts";
 import type { ErasureShard, StepRunner } from "../erasure.ts";
 import { archiveUserPrefix, archivedReceipts, type ArchivedReceipt } from "./layout.ts";
+import { forgetOwners } from "./owners.ts";
 import { eraseTombstonesUnder } from "./tombstones.ts";
 
 /** What the erasure needs of the archive's R2 bucket (the ARCHIVE binding, or Miniflare's). */
@@ -93,9 +94,11 @@ async function countPage(
       continue;
     }
     const ids = receipts.map(({ receipt_id }) => receipt_id);
+    // The owner rows go by the IDs the lines name: the table has no index by app user to find them.
     const rows = await shard.run([
       auditErasedArchived(receipts, user.occurred_at, user.pseudonym, user.event_id),
       countErasedAmong(user.pseudonym, user.event_id, ids),
+      forgetOwners(ids),
     ]);
     erased[name] = (rows[1]![0] as { n: number }).n;
   }

@@ -15,8 +15,8 @@ export const PURGED_TOMBSTONE_KEPT_MS = 7 * 24 * 60 * 60 * 1000;
 
 /**
  * An SQL expression, 1 when the receipt whose ID is the parameter `receiptIdParam` has a
- * tombstone, else 0: delete's first statement reads it, so that a second delete of an archived
- * receipt answers "no receipt" without reading R2.
+ * tombstone, else 0: the condition of an archived delete's writes, so that of two racing deletes
+ * exactly one records its event and audit record.
  */
 export function tombstoned(receiptIdParam: string): string {
   return `EXISTS (SELECT 1 FROM archive_tombstones WHERE receipt_id = ${receiptIdParam})`;

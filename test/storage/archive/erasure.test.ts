@@ -40,11 +40,12 @@ async function archivedUser(caller: Caller, appUserId: string): Promise<number> 
   return 1 + SHARDS.length + 1;
 }
 
-/** What is left of the app user in R2 and in the tombstones. */
-async function archiveTraces(appUserId: string): Promise<{ objects: number; tombstones: number }> {
+/** What is left of the app user in R2, in the tombstones and in the owner rows. */
+async function archiveTraces(appUserId: string): Promise<{ objects: number; tombstones: number; owners: number }> {
   const prefix = archiveUserPrefix(appUserId);
   const tombstones = await rowsOnEveryShard("SELECT 1 FROM archive_tombstones WHERE substr(object_key, 1, length(?1)) = ?1", prefix);
-  return { objects: (await archivedKeys(prefix)).length, tombstones: tombstones.length };
+  const owners = await rowsOnEveryShard("SELECT 1 FROM archived_owners WHERE app_user_id = ?", appUserId);
+  return { objects: (await archivedKeys(prefix)).length, tombstones: tombstones.length, owners: owners.length };
 }
 
 /** The shards as the erasure takes them straight through D1. */
@@ -63,18 +64,20 @@ function countedBucket(calls: Record<string, number>): ArchiveBucket {
 }
 
 describe("docs/api.md#erasure reaches archived receipts", () => {
-  it("the Workflow deletes every object of the app user, counts their archived receipts but not a deleted one, audits them under the pseudonym and removes their tombstones; a neighbour keeps everything", async () => {
+  it("the Workflow deletes every object of the app user, counts their archived receipts but not a deleted one, audits them under the pseudonym and removes their tombstones and owner rows; a neighbour keeps everything", async () => {
     const caller = await newCaller();
     const victim = uniqueId("shopper");
     const neighbour = `${victim}0`;
     const erased = await archivedUser(caller, victim);
     await archivedUser(caller, neighbour);
     const neighbourBefore = await archiveTraces(neighbour);
+    // Its archived receipts but the deleted one have their owner row until the erasure.
+    expect(await archiveTraces(victim)).toMatchObject({ owners: SHARDS.length + 1 });
 
     const erasure = await erase(victim);
     expect(erasure.receipts_erased).toBe(erased);
     expect(erasure.event.receipts).toBe(erased);
-    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0 });
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
     expect(await archiveTraces(neighbour)).toEqual(neighbourBefore);
     const audited = await rowsOnEveryShard<{ n: number }>(
       "SELECT COUNT(*) AS n FROM audit_log WHERE request_id = ? AND receipt_id IS NOT NULL AND app_user = ?",
@@ -94,7 +97,7 @@ describe("docs/api.md#erasure reaches archived receipts", () => {
       await m.mockStepError({ name: "erase archive page 0 objects" }, new Error("R2 unavailable"), 2);
     });
     expect(erasure.receipts_erased).toBe(erased);
-    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0 });
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
   });
 
   it("every step run again after it committed counts each archived receipt once; a re-run erases 0", async () => {
@@ -104,7 +107,7 @@ describe("docs/api.md#erasure reaches archived receipts", () => {
     const twice = async <T,>(_name: string, work: () => Promise<T>) => (await work(), work());
     const first = await eraseAppUser(victim, erasureShards(), HASH_KEY, { steps: twice, archive: env.ARCHIVE });
     expect(first.receipts_erased).toBe(erased);
-    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0 });
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
     const again = await eraseAppUser(victim, erasureShards(), HASH_KEY, { archive: env.ARCHIVE });
     expect(again.receipts_erased).toBe(0);
   });
@@ -127,7 +130,7 @@ describe("docs/api.md#erasure reaches archived receipts", () => {
     const erasure = await eraseAppUser(victim, erasureShards(), HASH_KEY, { archive: countedBucket(calls) });
     const receipts = chains * perObject;
     expect(erasure.receipts_erased).toBe(receipts);
-    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0 });
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
     // A list and a delete per page of objects, a get per object.
     const pages = Math.ceil(chains / ARCHIVE_ERASURE_OBJECTS);
     expect(calls).toEqual({ list: pages, get: chains, delete: pages });
