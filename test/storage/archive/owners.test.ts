@@ -1,7 +1,7 @@
 /**
  * docs/storage.md#archived-owners: what the owner index adds to a shard per archived receipt,
  * measured as D1 reports the database's size (`meta.size_after`), against the keyed-fingerprint
- * form it was weighed with.
+ * form it was weighed with and the index by app user it does without.
  */
 import { describe, expect, it } from "vitest";
 import { recordOwners } from "../../../src/storage/archive/owners.ts";
@@ -41,6 +41,11 @@ describe("docs/storage.md#archived-owners bytes per archived receipt", () => {
     expect(recorded!.meta.changes).toBe(RECEIPTS);
     const plain = (recorded!.meta.size_after - before) / RECEIPTS;
 
+    // What an erasure would need to find the rows by app user instead of by the lines it reads.
+    const withIndex = await sizeAfter("CREATE INDEX archived_owners_by_app_user ON archived_owners (app_user_id)");
+    const byAppUser = (withIndex - recorded!.meta.size_after) / RECEIPTS;
+    await sizeAfter("DROP INDEX archived_owners_by_app_user");
+
     // The alternative: receipt_id as the key, each other field an 8-byte keyed fingerprint.
     await sizeAfter("CREATE TABLE owner_fingerprints (receipt_id TEXT PRIMARY KEY, client BLOB, chain BLOB, app_user BLOB) STRICT, WITHOUT ROWID");
     const beforeFingerprints = await sizeAfter("SELECT 1");
@@ -53,7 +58,7 @@ describe("docs/storage.md#archived-owners bytes per archived receipt", () => {
 
     console.info(
       `archived_owners: ${RECEIPTS} receipts, ${plain.toFixed(1)} bytes each as plain fields, ` +
-        `${fingerprints.toFixed(1)} as keyed 8-byte fingerprints`,
+        `${byAppUser.toFixed(1)} more with an index by app_user_id, ${fingerprints.toFixed(1)} as keyed 8-byte fingerprints`,
     );
     expect(plain).toBeLessThan(130);
     expect(fingerprints).toBeLessThan(plain);
