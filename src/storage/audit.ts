@@ -3,6 +3,7 @@
  * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them through
  * `wrangler d1 execute` on Node, so this file stays free of Workers types.
  */
+import { archivedOwned, type ArchivedOwner } from "./archive/owners.ts";
 import { tombstoned } from "./archive/tombstones.ts";
 import { enclose, statement, type SqlValue, type Statement } from "./statement.ts";
 
@@ -60,18 +61,17 @@ export function auditDeletionIfOwned(
 }
 
 /**
- * The record of a delete at `at` of an archived receipt, whose fields the caller read from its
- * archived line, only while it has no tombstone: in the archived delete's batch before the
- * tombstone's insert, under the same condition.
+ * The record of a delete at `at` of an archived receipt, only while its owner row has these
+ * fields: in the archived delete's batch before that row's removal, under the same condition.
  */
-export function auditArchivedDeletionIfUntombstoned(
-  owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string },
+export function auditArchivedDeletionIfOwned(
+  owner: ArchivedOwner,
   at: string,
   requestId: string,
 ): Statement {
   return recordAudit(
     statement(
-      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE NOT ${tombstoned("?1")}`,
+      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE ${archivedOwned("?1", "?2", "?3", "?4")}`,
       owner.receipt_id,
       owner.client_id,
       owner.chain_id,

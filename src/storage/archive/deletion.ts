@@ -8,8 +8,8 @@
  * cron's next sweep ({@link sweepTombstones}).
  */
 import type { DeletionNotice } from "../../shared/types.ts";
-import { auditArchivedDeletionIfUntombstoned } from "../audit.ts";
-import { eventRecorded, recordDeletedIfUntombstoned } from "../outbox/statements.ts";
+import { auditArchivedDeletionIfOwned } from "../audit.ts";
+import { eventRecorded, recordDeletedIfArchivedOwned } from "../outbox/statements.ts";
 import type { DeleteOutcome } from "../receipts.ts";
 import { bound, runBatch, statement } from "../statement.ts";
 import { retryTransient } from "../transient.ts";
@@ -24,8 +24,9 @@ export type ArchivedDeleteOutcome = DeleteOutcome & { objectKey?: string };
  * Deletes the archived receipt that `notice` names on its shard (whose D1 `db` holds no row of it,
  * and an owner row, src/storage/archive/owners.ts, with the notice's client_id, chain_id and
  * app_user_id), as {@link deleteOwnedReceipt} deletes a live one: records the event, the audit
- * record and the tombstone and drops the owner row in one batch, all under the condition that no
- * tombstone exists, so that of two racing deletes exactly one does. The owner row matching, the
+ * record and the tombstone and drops the owner row in one batch, the first three under the
+ * condition that the owner row is still there, so that of two racing deletes exactly one writes
+ * them, and a delete that an erasure overtook writes nothing. The owner row matching, the
  * object the headers name holds the line: one R2 read, whose fields the event and record carry.
  */
 export async function deleteArchivedReceipt(
@@ -44,9 +45,9 @@ export async function deleteArchivedReceipt(
   return retryTransient(async () => {
     const [before, , , tombstone] = await runBatch(db, [
       statement(`SELECT ${eventRecorded("?1")} AS recorded`, notice.event_id),
-      recordDeletedIfUntombstoned(notice),
-      auditArchivedDeletionIfUntombstoned(notice, notice.occurred_at, requestId),
-      insertTombstone(notice.receipt_id, key, notice.occurred_at),
+      recordDeletedIfArchivedOwned(notice),
+      auditArchivedDeletionIfOwned(notice, notice.occurred_at, requestId),
+      insertTombstone(notice, key, notice.occurred_at),
       // The tombstone answers for the receipt from now on: its owner is no longer kept.
       forgetOwners([notice.receipt_id]),
     ]);

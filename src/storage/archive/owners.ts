@@ -8,6 +8,14 @@
  */
 import { enclose, statement, type Statement } from "../statement.ts";
 
+/** An archived receipt's ID and the fields delete compares with its headers. */
+export interface ArchivedOwner {
+  receipt_id: string;
+  client_id: string;
+  chain_id: string;
+  app_user_id: string;
+}
+
 /**
  * The owners of the receipts that `receiptIds` selects (a query of one column), copied from their
  * rows: in the move's removal batch right before the statement that deletes those rows, with the
@@ -32,6 +40,17 @@ export function recordOwners(receiptIds: Statement): Statement {
  */
 export function archivedOwnerJoin(alias: string, receiptIdParam: string): string {
   return `LEFT JOIN archived_owners AS ${alias} ON ${alias}.receipt_id = ${receiptIdParam}`;
+}
+
+/**
+ * An SQL expression, 1 while the archived receipt whose ID is `receiptIdParam` has its owner row
+ * with the client_id, chain_id and app_user_id of the three parameters that follow, else 0: the
+ * condition of an archived delete's writes, as the live row's is of a live one's, so that of two
+ * racing deletes, or a delete and an erasure that removed the row, only the first writes.
+ */
+export function archivedOwned(receiptIdParam: string, clientIdParam: string, chainIdParam: string, appUserIdParam: string): string {
+  return `EXISTS (SELECT 1 FROM archived_owners WHERE receipt_id = ${receiptIdParam} AND client_id = ${clientIdParam}
+    AND chain_id = ${chainIdParam} AND app_user_id = ${appUserIdParam})`;
 }
 
 /**

@@ -5,6 +5,7 @@
  * its object in R2. This file stays free of Workers types: the erasure runs on Node too.
  */
 import { statement, type Statement } from "../statement.ts";
+import { archivedOwned, type ArchivedOwner } from "./owners.ts";
 
 /**
  * How long a purged tombstone is kept: long enough that a re-run of the move over the same
@@ -15,26 +16,29 @@ export const PURGED_TOMBSTONE_KEPT_MS = 7 * 24 * 60 * 60 * 1000;
 
 /**
  * An SQL expression, 1 when the receipt whose ID is the parameter `receiptIdParam` has a
- * tombstone, else 0: the condition of an archived delete's writes, so that of two racing deletes
- * exactly one records its event and audit record.
+ * tombstone, else 0: an erasure counts a line so marked as deleted, not erased.
  */
 export function tombstoned(receiptIdParam: string): string {
   return `EXISTS (SELECT 1 FROM archive_tombstones WHERE receipt_id = ${receiptIdParam})`;
 }
 
 /**
- * The tombstone of an archived receipt deleted at `deletedAt`, once: a second delete (or a retry
- * of this one after it committed) changes nothing, and its change count says whether this
- * request made it. In delete's batch after the event and the audit record, which carry the same
- * condition ({@link tombstoned} false).
+ * The tombstone of an archived receipt deleted at `deletedAt`, only while its owner row has the
+ * owner's fields: in delete's batch after the event and the audit record, which carry the same
+ * condition, and before the row's removal, so that a second delete (or a retry of this one after
+ * it committed) changes nothing, and the change count says whether this request made it.
  */
-export function insertTombstone(receiptId: string, objectKey: string, deletedAt: string): Statement {
+export function insertTombstone(owner: ArchivedOwner, objectKey: string, deletedAt: string): Statement {
   return statement(
-    `INSERT INTO archive_tombstones (receipt_id, object_key, deleted_at) VALUES (?1, ?2, ?3)
+    `INSERT INTO archive_tombstones (receipt_id, object_key, deleted_at)
+    SELECT ?1, ?2, ?3 WHERE ${archivedOwned("?1", "?4", "?5", "?6")}
     ON CONFLICT (receipt_id) DO NOTHING`,
-    receiptId,
+    owner.receipt_id,
     objectKey,
     deletedAt,
+    owner.client_id,
+    owner.chain_id,
+    owner.app_user_id,
   );
 }
 

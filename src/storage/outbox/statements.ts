@@ -7,7 +7,7 @@
  * An event's life, and the statement that moves it on:
  *
  * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link recordCreatedIfStored},
- *   {@link recordDeletedIfOwned}, {@link recordDeletedIfUntombstoned}, {@link recordErasedEvent}), or
+ *   {@link recordDeletedIfOwned}, {@link recordDeletedIfArchivedOwned}, {@link recordErasedEvent}), or
  *   back there ({@link replayFailed});
  * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEvents}),
  *   or the cron job handed it over again ({@link markEnqueued}). The send after the response
@@ -26,7 +26,7 @@
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
-import { tombstoned } from "../archive/tombstones.ts";
+import { archivedOwned } from "../archive/owners.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
 
 /** Where an event is in its life (see above); `failed` and `purged` have no outbox row. */
@@ -92,12 +92,13 @@ export function recordDeletedIfOwned(event: DeletionNotice): Statement {
 }
 
 /**
- * Records the deletion's event of an archived receipt, only while it has no tombstone: in the
- * archived delete's batch before the tombstone's insert, under the same condition
- * (src/storage/archive/deletion.ts), so that of two racing deletes one records an event.
+ * Records the deletion's event of an archived receipt, only while its owner row has the event's
+ * client_id, chain_id and app_user_id: in the archived delete's batch before that row's removal,
+ * under the same condition (src/storage/archive/deletion.ts), so that of two racing deletes one
+ * records an event.
  */
-export function recordDeletedIfUntombstoned(event: DeletionNotice): Statement {
-  return recordEvent(event, event.receipt_id, `NOT ${tombstoned("?2")}`);
+export function recordDeletedIfArchivedOwned(event: DeletionNotice): Statement {
+  return recordEvent(event, event.receipt_id, archivedOwned("?2", "?5", "?6", "?7"), event.client_id, event.chain_id, event.app_user_id);
 }
 
 /**

@@ -5,13 +5,16 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { runScheduledJobs } from "../../../src/api/scheduled.ts";
-import { purgeArchivedLines } from "../../../src/storage/archive/deletion.ts";
+import { newDeletionNotice } from "../../../src/api/events.ts";
+import { deleteArchivedReceipt, purgeArchivedLines } from "../../../src/storage/archive/deletion.ts";
+import { forgetOwners } from "../../../src/storage/archive/owners.ts";
 import { PURGED_TOMBSTONE_KEPT_MS } from "../../../src/storage/archive/tombstones.ts";
 import { issueClient } from "../../support/api.ts";
 import { archiveReceipt, archivedLines, tombstoneOf } from "../../support/archive.ts";
-import { seedReceipt } from "../../support/notices.ts";
+import { auditRows, outboxRows, seedReceipt } from "../../support/notices.ts";
 import { dbOf, SHARDS, idOn } from "../../support/shards.ts";
 import { shardOfId } from "../../../src/storage/shards.ts";
+import { runBatch } from "../../../src/storage/statement.ts";
 
 /** Two archived receipts of one object, and a tombstone of the first as a cut-off delete leaves it. */
 async function cutOffDelete(deletedAgoMs: number): Promise<{ gone: string; kept: string; key: string }> {
@@ -87,5 +90,21 @@ describe("docs/storage.md#archive-tombstones the sweep finishes a purge", () => 
     await runScheduledJobs(env);
     expect(await tombstoneOf(gone)).toBeNull();
     expect(await tombstoneOf(unpurged)).not.toBeNull();
+  });
+});
+
+describe("docs/storage.md#archived-owners an archived delete writes only while the owner row stands", () => {
+  it("a delete whose owner row an erasure's page removed after its owner check records nothing and answers no receipt", async () => {
+    const client = await issueClient();
+    const receipt = await seedReceipt(client);
+    const key = await archiveReceipt(receipt.receipt_id);
+    const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+    await runBatch(shard.db, [forgetOwners([receipt.receipt_id])]);
+    const notice = newDeletionNotice(receipt, shard);
+    expect(await deleteArchivedReceipt(shard.db, env.ARCHIVE, shard.name, notice, "ray-erased")).toEqual({ deleted: false, receipt: null });
+    expect(await outboxRows(receipt.receipt_id)).toEqual([]);
+    expect(await auditRows(receipt.receipt_id)).toEqual([]);
+    expect(await tombstoneOf(receipt.receipt_id)).toBeNull();
+    expect((await archivedLines(key)).map(({ receipt_id }) => receipt_id)).toEqual([receipt.receipt_id]);
   });
 });
