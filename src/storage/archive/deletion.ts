@@ -39,8 +39,8 @@ export async function deleteArchivedReceipt(
   const key = archiveObjectKey(notice.app_user_id, notice.chain_id, notice.receipt_id, shardName);
   const object = await archive.get(key);
   const line = object && archivedReceipts(await object.text()).find(({ receipt_id }) => receipt_id === notice.receipt_id);
-  // The owner row matched, yet the line is gone: a racing delete won and purged it since, and the
-  // receipt is gone, as a live one would be.
+  // The owner row matched, yet the line is gone: a racing delete purged it, or an erasure deleted
+  // its object, since; the receipt is gone, as a live one would be.
   if (!line) return { deleted: false, receipt: null };
   return retryTransient(async () => {
     const [before, , , tombstone] = await runBatch(db, [
