@@ -1,0 +1,173 @@
+/**
+ * Every statement of the archive's move on a shard's own tables (migrations 0008, 0009): the page
+ * of receipts it copies, the batch that removes what it copied, and the run's record. The values
+ * of a page go in as one JSON parameter, read with json_each, so that a batch stays a handful of
+ * statements whatever the page's size. This file stays free of Workers types.
+ */
+import { auditedRemoval } from "../audit.ts";
+import { fenced } from "../fences.ts";
+import { statement, type Statement } from "../statement.ts";
+
+/** A receipt of a page as the move copied it: where its line went and what fences it. */
+export interface CopiedReceipt {
+  receipt_id: string;
+  created_at: string;
+  /** The app user's pseudonym, which names them in erasure fences. */
+  user_key: string;
+  object_key: string;
+  /** The length in bytes of its line in the object. */
+  bytes: number;
+}
+
+/** An object as the move last wrote and read it back. */
+export interface WrittenObject {
+  object_key: string;
+  receipts: number;
+  bytes: number;
+}
+
+/** An archived receipt that is gone, and the object whose line still holds it until purged. */
+export interface Tombstone {
+  receipt_id: string;
+  object_key: string;
+}
+
+/**
+ * The smallest receipt_id of the instant `cutoff`: a receipt_id (a UUIDv7, its time in its first
+ * 48 bits) below it was made before the cutoff, so a page is a range of the primary key and reads
+ * only the rows it copies.
+ */
+export function firstIdAt(cutoff: Date): string {
+  const hex = cutoff.getTime().toString(16).padStart(12, "0");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-0000-0000-000000000000`;
+}
+
+/** Up to `limit` receipts made before the cutoff whose receipt_id is above `after`, in order. */
+export function pageToArchive(beforeId: string, after: string, limit: number): Statement {
+  return statement(
+    `SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body FROM receipts
+    WHERE receipt_id > ?1 AND receipt_id < ?2 ORDER BY receipt_id LIMIT ?3`,
+    after,
+    beforeId,
+    limit,
+  );
+}
+
+/** The receipts among `copied` that an erasure's fence covers: the move leaves them to the erasure. */
+export function fencedAmong(copied: readonly Pick<CopiedReceipt, "receipt_id" | "created_at" | "user_key">[]): Statement {
+  return statement(
+    `SELECT value ->> 'receipt_id' AS receipt_id FROM json_each(?1)
+    WHERE ${fenced("value ->> 'user_key'", "value ->> 'created_at'")}`,
+    JSON.stringify(copied),
+  );
+}
+
+// A copied receipt whose row is still there and no erasure's fence covers: what the batch removes.
+const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copied.value ->> 'receipt_id')
+  AND NOT ${fenced("copied.value ->> 'user_key'", "copied.value ->> 'created_at'")}`;
+
+/**
+ * The batch that ends a page, one transaction, after every object of the page was written and
+ * read back: the run's tally of what it removes, a tombstone for each copied receipt that a delete
+ * or an erasure removed since the page was read or that a fence now covers (its line must not
+ * stay), the removal of the rest, and the objects as written. The tombstones' statement returns
+ * the new ones, {@link Tombstone}s; the removal returns the receipt_ids it removed.
+ */
+export function settlePage(runId: string, copied: readonly CopiedReceipt[], objects: readonly WrittenObject[], now: string): Statement[] {
+  const page = JSON.stringify(copied);
+  return [
+    statement(
+      `UPDATE archive_runs SET
+        receipts = receipts + (SELECT COUNT(*) FROM json_each(?2) AS copied WHERE ${MOVABLE}),
+        bytes = bytes + (SELECT COALESCE(SUM(copied.value ->> 'bytes'), 0) FROM json_each(?2) AS copied WHERE ${MOVABLE}),
+        objects = objects + ?3
+      WHERE run_id = ?1`,
+      runId,
+      page,
+      objects.length,
+    ),
+    statement(
+      `INSERT INTO archive_tombstones (receipt_id, object_key, deleted_at)
+      SELECT copied.value ->> 'receipt_id', copied.value ->> 'object_key', ?2 FROM json_each(?1) AS copied
+      LEFT JOIN receipts ON receipts.receipt_id = copied.value ->> 'receipt_id'
+      WHERE (receipts.receipt_id IS NULL AND ${auditedRemoval("copied.value ->> 'receipt_id'")})
+        OR (receipts.receipt_id IS NOT NULL AND ${fenced("copied.value ->> 'user_key'", "receipts.created_at")})
+      ON CONFLICT (receipt_id) DO NOTHING
+      RETURNING receipt_id, object_key`,
+      page,
+      now,
+    ),
+    statement(
+      `DELETE FROM receipts WHERE receipt_id IN (SELECT copied.value ->> 'receipt_id' FROM json_each(?1) AS copied
+        WHERE NOT ${fenced("copied.value ->> 'user_key'", "copied.value ->> 'created_at'")})
+      RETURNING receipt_id`,
+      page,
+    ),
+    recordObjects(objects),
+  ];
+}
+
+/** The objects as last written and read back; a second write of the same object replaces its row. */
+export function recordObjects(objects: readonly WrittenObject[]): Statement {
+  return statement(
+    `INSERT INTO archive_objects (object_key, receipts, bytes)
+    SELECT value ->> 'object_key', value ->> 'receipts', value ->> 'bytes' FROM json_each(?1) WHERE 1
+    ON CONFLICT (object_key) DO UPDATE SET receipts = excluded.receipts, bytes = excluded.bytes`,
+    JSON.stringify(objects),
+  );
+}
+
+/** Marks tombstones purged: their lines are gone from their objects. */
+export function markPurged(receiptIds: readonly string[], now: string): Statement {
+  return statement(
+    "UPDATE archive_tombstones SET purged_at = ?2 WHERE receipt_id IN (SELECT value FROM json_each(?1)) AND purged_at IS NULL",
+    JSON.stringify(receiptIds),
+    now,
+  );
+}
+
+/** The run's record, once however often its first step runs. */
+export function beginRun(runId: string, cutoff: string, startedAt: string): Statement {
+  return statement(
+    "INSERT INTO archive_runs (run_id, cutoff, started_at) VALUES (?1, ?2, ?3) ON CONFLICT (run_id) DO NOTHING",
+    runId,
+    cutoff,
+    startedAt,
+  );
+}
+
+/** The run's end, and what it did. */
+export function finishRun(runId: string, finishedAt: string): Statement {
+  return statement(
+    "UPDATE archive_runs SET finished_at = coalesce(finished_at, ?2) WHERE run_id = ?1 RETURNING receipts, objects, bytes",
+    runId,
+    finishedAt,
+  );
+}
+
+/** A shard's archive as `npm run archive -- status` shows it. */
+export interface ArchiveStatus {
+  /** Receipts still in the shard that are older than the archive age. */
+  due: number;
+  /** Archived receipts: lines in the objects, less those deleted and not yet purged. */
+  archived: number;
+  objects: number;
+  bytes: number;
+  last_run: { run_id: string; cutoff: string; started_at: string; finished_at: string | null; receipts: number } | null;
+}
+
+/** One row, {@link ArchiveStatus} with `last_run` as its columns (`last_run_id` null when none). */
+export function archiveStatus(beforeId: string): Statement {
+  return statement(
+    `SELECT
+      (SELECT COUNT(*) FROM receipts WHERE receipt_id < ?1) AS due,
+      (SELECT COALESCE(SUM(receipts), 0) FROM archive_objects)
+        - (SELECT COUNT(*) FROM archive_tombstones WHERE purged_at IS NULL) AS archived,
+      (SELECT COUNT(*) FROM archive_objects WHERE receipts > 0) AS objects,
+      (SELECT COALESCE(SUM(bytes), 0) FROM archive_objects) AS bytes,
+      last.run_id AS last_run_id, last.cutoff AS last_cutoff, last.started_at AS last_started_at,
+      last.finished_at AS last_finished_at, last.receipts AS last_receipts
+    FROM (SELECT 1) LEFT JOIN (SELECT * FROM archive_runs ORDER BY started_at DESC LIMIT 1) AS last`,
+    beforeId,
+  );
+}
