@@ -7,3 +7,7 @@ CREATE TABLE archive_objects (
   receipts   INTEGER NOT NULL,
   bytes      INTEGER NOT NULL
 ) STRICT;
+
+-- The move leaves a receipt in its shard while an event of it waits among the failed ones (a
+-- replay would push its body, read from its row): one probe per receipt moved.
+CREATE INDEX failed_notices_by_receipt ON failed_notices (receipt_id);

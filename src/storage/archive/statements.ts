@@ -6,6 +6,7 @@
  */
 import { auditedRemoval } from "../audit.ts";
 import { fenced } from "../fences.ts";
+import { eventUndelivered } from "../outbox/statements.ts";
 import { statement, type Statement } from "../statement.ts";
 
 /** A receipt of a page as the move copied it: where its line went and what fences it. */
@@ -42,11 +43,15 @@ export function firstIdAt(cutoff: Date): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-0000-0000-000000000000`;
 }
 
-/** Up to `limit` receipts made before the cutoff whose receipt_id is above `after`, in order. */
+/**
+ * Up to `limit` receipts made before the cutoff whose receipt_id is above `after`, in order, but
+ * none with an event not yet delivered: it waits for a later run.
+ */
 export function pageToArchive(beforeId: string, after: string, limit: number): Statement {
   return statement(
     `SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body FROM receipts
-    WHERE receipt_id > ?1 AND receipt_id < ?2 ORDER BY receipt_id LIMIT ?3`,
+    WHERE receipt_id > ?1 AND receipt_id < ?2 AND NOT ${eventUndelivered("receipts.receipt_id")}
+    ORDER BY receipt_id LIMIT ?3`,
     after,
     beforeId,
     limit,
@@ -62,9 +67,11 @@ export function fencedAmong(copied: readonly Pick<CopiedReceipt, "receipt_id" | 
   );
 }
 
-// A copied receipt whose row is still there and no erasure's fence covers: what the batch removes.
-const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copied.value ->> 'receipt_id')
-  AND NOT ${fenced("copied.value ->> 'user_key'", "copied.value ->> 'created_at'")}`;
+// A copied receipt no erasure's fence covers: the row the batch removes, if it is still there.
+// (An operator's replay of its failed event between the page's read and this batch is not waited
+// for: that replay then finds the receipt gone, as after a delete.)
+const KEEP_ROW = fenced("copied.value ->> 'user_key'", "copied.value ->> 'created_at'");
+const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copied.value ->> 'receipt_id') AND NOT ${KEEP_ROW}`;
 
 /**
  * The batch that ends a page, one transaction, after every object of the page was written and
@@ -99,7 +106,7 @@ export function settlePage(runId: string, copied: readonly CopiedReceipt[], obje
     ),
     statement(
       `DELETE FROM receipts WHERE receipt_id IN (SELECT copied.value ->> 'receipt_id' FROM json_each(?1) AS copied
-        WHERE NOT ${fenced("copied.value ->> 'user_key'", "copied.value ->> 'created_at'")})
+        WHERE NOT ${KEEP_ROW})
       RETURNING receipt_id`,
       page,
     ),

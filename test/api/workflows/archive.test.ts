@@ -162,6 +162,20 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
     expect(await Promise.all([...before.keys()].map(async (key) => (await env.ARCHIVE.head(key))!.etag))).toEqual(etags);
   });
 
+  it("leaves a receipt whose event is not delivered yet (its push reads the body from the row) for a later run", async () => {
+    const shard = SHARDS[0]!;
+    const [waiting] = await seed(shard, [{ app_user_id: uniqueId("au"), chain_id: "c", at: Date.now() - 50 * DAY_MS }]);
+    await shard.db.prepare(
+      `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error)
+       VALUES (?1, ?2, '{"type":"receipt.created"}', ?3, ?3, 11, 'HTTP 500')`,
+    ).bind(idOnShard(uuidv7(), shard), waiting!.receipt_id, new Date().toISOString()).run();
+    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0 });
+    expect((await whereaboutsOf([waiting!])).get(waiting!.receipt_id)).toEqual({ lines: 0, row: true });
+    await shard.db.prepare("DELETE FROM failed_notices WHERE receipt_id = ?1").bind(waiting!.receipt_id).run();
+    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0 });
+    expect((await whereaboutsOf([waiting!])).get(waiting!.receipt_id)).toEqual({ lines: 1, row: false });
+  });
+
   it("leaves receipts younger than the archive age", async () => {
     const shard = SHARDS[2]!;
     const user = uniqueId("au");
