@@ -130,7 +130,7 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     shardStatesMs: seconds(settings, "SHARD_STATES_SECONDS") * 1000,
     bodyDeadlineMs: positiveNumber(settings, "BODY_DEADLINE_SECONDS") * 1000,
     auditRetentionMs: positiveNumber(settings, "AUDIT_RETENTION_DAYS") * DAY_MS,
-    archiveAfterMs: days(settings, "ARCHIVE_AFTER_DAYS") * DAY_MS,
+    archiveAfterMs: archiveAfterMs(settings),
     auditHashKey: hashKey(settings),
     noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
@@ -193,6 +193,16 @@ export function pushTarget(
 }
 
 const MIN_KEY_BYTES = 32;
+
+/**
+ * ARCHIVE_AFTER_DAYS in milliseconds: how old a receipt is when the archive moves it. Also read by
+ * `npm run archive -- status`, which counts the receipts past that age still in D1.
+ */
+export function archiveAfterMs(settings: Pick<ApiSettings, "ARCHIVE_AFTER_DAYS">): number {
+  const value = Number(requiredText(settings, "ARCHIVE_AFTER_DAYS"));
+  if (!Number.isFinite(value) || value < 0) throw new ConfigError("ARCHIVE_AFTER_DAYS must be a number of days");
+  return value * DAY_MS;
+}
 
 /** Parses a JSON Web Key Set of `oct` HS256 keys (docs/api.md#login). */
 export function parseTokenKeys(raw: string | undefined): TokenKey[] {
@@ -258,12 +268,6 @@ function positiveNumber<S>(env: S, name: keyof S & SettingName): number {
 function seconds<S>(env: S, name: keyof S & SettingName): number {
   const value = Number(requiredText(env, name));
   if (!Number.isFinite(value) || value < 0) throw new ConfigError(`${name} must be a number of seconds`);
-  return value;
-}
-
-function days<S>(env: S, name: keyof S & SettingName): number {
-  const value = Number(requiredText(env, name));
-  if (!Number.isFinite(value) || value < 0) throw new ConfigError(`${name} must be a number of days`);
   return value;
 }
 
