@@ -31,7 +31,6 @@ import {
   firstIdAt,
   markPurged,
   pageToArchive,
-  recordObjects,
   settlePage,
   type CopiedReceipt,
   type Tombstone,
@@ -45,7 +44,7 @@ export interface ArchiveShard extends ShardBase {
 
 /**
  * Receipts per page. A page writes at most this many objects, each a get, a put and a get back,
- * and issues four D1 queries: far inside a step's limits on subrequests and D1 queries.
+ * and runs five D1 statements in three queries: far inside a step's limits on subrequests and D1 queries.
  */
 export const ARCHIVE_PAGE = 200;
 
@@ -158,7 +157,8 @@ async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageCo
     rewriteObject(bucket, objectKey, (held) => [...held, ...group.map(({ receipt }) => receipt)]),
   );
   const at = now().toISOString();
-  const results = await shard.run(settlePage(runId, moving.map(({ copied }) => copied), objects, at));
+  const created = objects.filter((object) => object.created).length;
+  const results = await shard.run(settlePage(runId, moving.map(({ copied }) => copied), created, at));
   const tombstones = results[1] as Tombstone[];
   if (tombstones.length > 0) await purgeLines(shard, bucket, tombstones, at);
   return { last, done };
@@ -168,11 +168,11 @@ async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageCo
 // for a fenced receipt the erasure may already have passed the archive.
 async function purgeLines(shard: ArchiveShard, bucket: ArchiveBucket, tombstones: readonly Tombstone[], at: string): Promise<void> {
   const byObject = groupBy(tombstones, ({ object_key }) => object_key);
-  const objects = await inGroups([...byObject], ([objectKey, gone]) => {
+  await inGroups([...byObject], ([objectKey, gone]) => {
     const ids = new Set(gone.map(({ receipt_id }) => receipt_id));
     return rewriteObject(bucket, objectKey, (held) => held.filter(({ receipt_id }) => !ids.has(receipt_id)));
   });
-  await shard.run([recordObjects(objects), markPurged(tombstones.map(({ receipt_id }) => receipt_id), at)]);
+  await shard.run([markPurged(tombstones.map(({ receipt_id }) => receipt_id), at)]);
 }
 
 // The line's fields in one order, whatever order the row's columns came in: the same receipt

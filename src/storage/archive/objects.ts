@@ -35,7 +35,7 @@ export async function rewriteObject(
   const heldText = existing ? await existing.text() : "";
   const receipts = change(archivedReceipts(heldText));
   const text = archiveText(receipts);
-  const written = { object_key: key, receipts: archivedReceipts(text).length, bytes: byteLength(text) };
+  const written = { object_key: key, receipts: archivedReceipts(text).length, bytes: byteLength(text), created: existing === null };
   if (existing && text === heldText) return written;
   const put = await bucket.put(key, text, { onlyIf: existing ? { etagMatches: existing.etag } : { etagDoesNotMatch: "*" } });
   if (!put) throw new Error(`archive object ${key} changed while it was being rewritten`);

@@ -1,6 +1,8 @@
 /**
  * Every statement of the archive's move on a shard's own tables (migrations 0008, 0009): the page
- * of receipts it copies, the batch that removes what it copied, and the run's record. The values
+ * of receipts it copies, the batch that removes what it copied, and the run's record, whose sums
+ * are what `npm run archive -- status` reports: the shard keeps no row per archived receipt or
+ * object, so that what stays in D1 does not grow with the archive. The values
  * of a page go in as one JSON parameter, read with json_each, so that a batch stays a handful of
  * statements whatever the page's size. This file stays free of Workers types.
  */
@@ -20,11 +22,13 @@ export interface CopiedReceipt {
   bytes: number;
 }
 
-/** An object as the move last wrote and read it back. */
+/** An object as the move wrote it and read it back. */
 export interface WrittenObject {
   object_key: string;
   receipts: number;
   bytes: number;
+  /** The object did not exist before. */
+  created: boolean;
 }
 
 /** An archived receipt that is gone, and the object whose line still holds it until purged. */
@@ -75,12 +79,13 @@ const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copi
 
 /**
  * The batch that ends a page, one transaction, after every object of the page was written and
- * read back: the run's tally of what it removes, a tombstone for each copied receipt that a delete
- * or an erasure removed since the page was read or that a fence now covers (its line must not
- * stay), the removal of the rest, and the objects as written. The tombstones' statement returns
- * the new ones, {@link Tombstone}s; the removal returns the receipt_ids it removed.
+ * read back: the run's tally (the receipts it removes and their lines' bytes, exact whatever ran
+ * before; the objects it created), a tombstone for each copied receipt that a delete or an
+ * erasure removed since the page was read or that a fence now covers (its line must not stay),
+ * and the removal of the rest. The tombstones' statement returns the new ones, {@link
+ * Tombstone}s; the removal returns the receipt_ids it removed.
  */
-export function settlePage(runId: string, copied: readonly CopiedReceipt[], objects: readonly WrittenObject[], now: string): Statement[] {
+export function settlePage(runId: string, copied: readonly CopiedReceipt[], objectsCreated: number, now: string): Statement[] {
   const page = JSON.stringify(copied);
   return [
     statement(
@@ -91,7 +96,7 @@ export function settlePage(runId: string, copied: readonly CopiedReceipt[], obje
       WHERE run_id = ?1`,
       runId,
       page,
-      objects.length,
+      objectsCreated,
     ),
     statement(
       `INSERT INTO archive_tombstones (receipt_id, object_key, deleted_at)
@@ -110,18 +115,7 @@ export function settlePage(runId: string, copied: readonly CopiedReceipt[], obje
       RETURNING receipt_id`,
       page,
     ),
-    recordObjects(objects),
   ];
-}
-
-/** The objects as last written and read back; a second write of the same object replaces its row. */
-export function recordObjects(objects: readonly WrittenObject[]): Statement {
-  return statement(
-    `INSERT INTO archive_objects (object_key, receipts, bytes)
-    SELECT value ->> 'object_key', value ->> 'receipts', value ->> 'bytes' FROM json_each(?1) WHERE 1
-    ON CONFLICT (object_key) DO UPDATE SET receipts = excluded.receipts, bytes = excluded.bytes`,
-    JSON.stringify(objects),
-  );
 }
 
 /** Marks tombstones purged: their lines are gone from their objects. */
@@ -152,26 +146,20 @@ export function finishRun(runId: string, finishedAt: string): Statement {
   );
 }
 
-/** A shard's archive as `npm run archive -- status` shows it. */
-export interface ArchiveStatus {
-  /** Receipts still in the shard that are older than the archive age. */
-  due: number;
-  /** Archived receipts: lines in the objects, less those deleted and not yet purged. */
-  archived: number;
-  objects: number;
-  bytes: number;
-  last_run: { run_id: string; cutoff: string; started_at: string; finished_at: string | null; receipts: number } | null;
-}
-
-/** One row, {@link ArchiveStatus} with `last_run` as its columns (`last_run_id` null when none). */
+/**
+ * One row: `due`, the receipts still in the shard made before `beforeId`'s instant; `archived`,
+ * the receipts the moves removed less the archived receipts deleted since (tombstones); `objects`
+ * and `bytes`, the objects the moves created and the bytes of the lines they moved (neither less
+ * what deletes and erasures took out again); the last run's columns (`last_run_id` null when
+ * none).
+ */
 export function archiveStatus(beforeId: string): Statement {
   return statement(
     `SELECT
       (SELECT COUNT(*) FROM receipts WHERE receipt_id < ?1) AS due,
-      (SELECT COALESCE(SUM(receipts), 0) FROM archive_objects)
-        - (SELECT COUNT(*) FROM archive_tombstones WHERE purged_at IS NULL) AS archived,
-      (SELECT COUNT(*) FROM archive_objects WHERE receipts > 0) AS objects,
-      (SELECT COALESCE(SUM(bytes), 0) FROM archive_objects) AS bytes,
+      (SELECT COALESCE(SUM(receipts), 0) FROM archive_runs) - (SELECT COUNT(*) FROM archive_tombstones) AS archived,
+      (SELECT COALESCE(SUM(objects), 0) FROM archive_runs) AS objects,
+      (SELECT COALESCE(SUM(bytes), 0) FROM archive_runs) AS bytes,
       last.run_id AS last_run_id, last.cutoff AS last_cutoff, last.started_at AS last_started_at,
       last.finished_at AS last_finished_at, last.receipts AS last_receipts
     FROM (SELECT 1) LEFT JOIN (SELECT * FROM archive_runs ORDER BY started_at DESC LIMIT 1) AS last`,
