@@ -29,7 +29,7 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
   /** The erasure's Workflow (src/api/workflows/erasure-workflow.ts), started by `npm run app-users -- erase`. */
   ERASURE: Workflow<{ app_user_id: string }>;
   /** The archive's move (src/api/workflows/archive-workflow.ts), started daily by the cron and by `npm run archive -- run`. */
-  ARCHIVING: Workflow<{ shard: string }>;
+  ARCHIVING: Workflow<{ shard: string; part?: number }>;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */

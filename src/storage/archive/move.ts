@@ -49,8 +49,8 @@ export interface ArchiveShard extends ShardBase {
 export const ARCHIVE_PAGE = 200;
 
 /**
- * Pages per run: below the 1,024 steps an instance may take by default. A run that stops here
- * leaves the rest to the next day's run, or to `npm run archive -- run`.
+ * Pages per run (200,000 receipts): below the 1,024 steps an instance may take. A run that stops
+ * here says so (`complete: false`); the Workflow then starts the next part.
  */
 export const ARCHIVE_MAX_PAGES = 1000;
 
@@ -67,13 +67,15 @@ export interface ArchiveRun {
   objects: number;
   bytes: number;
   pages: number;
-  /** False when the run stopped at ARCHIVE_MAX_PAGES with receipts left before the cutoff. */
+  /** False when the run stopped at its pages' limit, perhaps with receipts left before the cutoff. */
   complete: boolean;
 }
 
 /** How a run goes: its ID (its row in archive_runs), its steps and its clock. */
 export interface ArchiveOptions {
   runId: string;
+  /** Pages before the run stops, incomplete: ARCHIVE_MAX_PAGES unless a test says fewer. */
+  maxPages?: number;
   /** How old a receipt must be to move (ARCHIVE_AFTER_DAYS). */
   archiveAfterMs: number;
   steps?: StepRunner;
@@ -90,7 +92,7 @@ export async function archiveShard(
   shard: ArchiveShard,
   bucket: ArchiveBucket,
   hashKey: Uint8Array,
-  { runId, archiveAfterMs, steps = (_name, work) => work(), now = () => new Date() }: ArchiveOptions,
+  { runId, archiveAfterMs, maxPages = ARCHIVE_MAX_PAGES, steps = (_name, work) => work(), now = () => new Date() }: ArchiveOptions,
 ): Promise<ArchiveRun> {
   const { cutoff } = await steps("begin", async () => {
     const startedAt = now();
@@ -103,7 +105,7 @@ export async function archiveShard(
   let after = "";
   let pages = 0;
   let complete = false;
-  while (pages < ARCHIVE_MAX_PAGES && !complete) {
+  while (pages < maxPages && !complete) {
     const moved = await steps(`move page ${pages}`, () => movePage(page, after));
     pages += 1;
     after = moved.last;

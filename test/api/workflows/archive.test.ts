@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { introspectWorkflow, introspectWorkflowInstance, type WorkflowInstanceModifier } from "cloudflare:test";
 import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
-import { dailyArchiveId } from "../../../src/api/workflows/archive-workflow.ts";
+import { dailyArchiveId, nextPartId } from "../../../src/api/workflows/archive-workflow.ts";
 import { startDailyArchives, startsArchives } from "../../../src/api/scheduled.ts";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
@@ -174,6 +174,21 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
     await shard.db.prepare("DELETE FROM failed_notices WHERE receipt_id = ?1").bind(waiting!.receipt_id).run();
     await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0 });
     expect((await whereaboutsOf([waiting!])).get(waiting!.receipt_id)).toEqual({ lines: 1, row: false });
+  });
+
+  it("a run that reaches its pages' limit says it is incomplete, and the next part, under the next ID, moves the rest", async () => {
+    const shard = SHARDS[2]!;
+    const receipts = await seed(shard, spread([uniqueId("au"), uniqueId("au")], 15));
+    expect(receipts.length).toBeGreaterThan(ARCHIVE_PAGE);
+    const first = await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0, maxPages: 1 });
+    expect(first).toMatchObject({ complete: false, pages: 1 });
+    const second = await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0 });
+    expect(second.complete).toBe(true);
+    for (const { lines, row } of (await whereaboutsOf(receipts)).values()) expect({ lines, row }).toEqual({ lines: 1, row: false });
+    expect([nextPartId("archive-s1-2031-01-05", 0), nextPartId("archive-s1-2031-01-05-part-1", 1)]).toEqual([
+      "archive-s1-2031-01-05-part-1",
+      "archive-s1-2031-01-05-part-2",
+    ]);
   });
 
   it("leaves receipts younger than the archive age", async () => {
