@@ -197,7 +197,7 @@ export function startsArchives(now: Date): boolean {
  * today, changes nothing. Issues no D1 query; a shard whose start fails is logged and left to
  * the next tick.
  */
-export async function startDailyArchives(env: Pick<ApiEnv, "ARCHIVING"> & object, now: Date): Promise<void> {
+export async function startDailyArchives(env: ApiEnv, now: Date): Promise<void> {
   await Promise.all(
     shardsOf(env).map(async ({ name }) => {
       const id = dailyArchiveId(name, now);
