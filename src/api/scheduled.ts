@@ -19,6 +19,7 @@ import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
 import { DELIVERED_RETENTION_MS, apiConfig, type ApiConfig } from "../shared/config.ts";
+import { dailyArchiveId } from "./workflows/archive-workflow.ts";
 
 /**
  * The most D1 queries one invocation of the sweeps may issue: half of Cloudflare's 1,000 per
@@ -191,4 +192,34 @@ const PURGE_PAGE = 1000;
 export async function purgeDelivered(_env: ApiEnv, shard: Shard, now: Date): Promise<Record<string, number>> {
   const purged = await purgeDeliveredEvents(shard.db, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
   return { purged };
+}
+
+/**
+ * Whether a cron tick starts the day's archive moves: the ticks of 03:00 to 03:04 UTC, a quiet
+ * hour in Europe, five of them so that a tick the platform skips costs no day. Only the first
+ * start of a day makes an instance; the others find its ID taken.
+ */
+export function startsArchives(now: Date): boolean {
+  return now.getUTCHours() === 3 && now.getUTCMinutes() < 5;
+}
+
+/**
+ * Starts the day's archive move on every shard (src/api/workflows/archive-workflow.ts), one
+ * Workflow instance per shard under the day's ID: a start whose ID is taken, already started
+ * today, changes nothing. Issues no D1 query; a shard whose start fails is logged and left to
+ * the next tick.
+ */
+export async function startDailyArchives(env: ApiEnv, now: Date): Promise<void> {
+  await Promise.all(
+    shardsOf(env).map(async ({ name }) => {
+      const id = dailyArchiveId(name, now);
+      try {
+        await env.ARCHIVING.create({ id, params: { shard: name } });
+        logLine("info", "scheduled", { job: "archive.start", shard: name, instance_id: id });
+      } catch (error) {
+        if (/already exists/i.test(describeError(error))) return;
+        logLine("error", "scheduled", { job: "archive.start", shard: name, instance_id: id, cause: describeError(error) });
+      }
+    }),
+  );
 }

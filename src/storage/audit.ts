@@ -240,3 +240,12 @@ export function purgeExpiredAudit(cutoff: Date, limit: number): Statement {
     limit,
   );
 }
+
+/**
+ * SQL that is true when the receipt `receiptId` (a placeholder or column) was removed by a delete
+ * or an erasure: either leaves an audit record, the archive's move does not. One probe of
+ * audit_by_receipt.
+ */
+export function auditedRemoval(receiptId: string): string {
+  return `EXISTS (SELECT 1 FROM audit_log WHERE audit_log.receipt_id = ${receiptId})`;
+}

@@ -7,7 +7,7 @@
  * did (`Erasure`).
  */
 import { NonRetryableError } from "cloudflare:workflows";
-import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep, type WorkflowStepConfig } from "cloudflare:workers";
+import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { apiConfig } from "../../shared/config.ts";
 import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
@@ -16,6 +16,7 @@ import { eraseAppUser, type Erasure, type StepRunner } from "../../storage/erasu
 import { shardsOf } from "../../storage/shards.ts";
 import { runBatch } from "../../storage/statement.ts";
 import { enqueueNotice } from "../events.ts";
+import { STEP_CONFIG } from "./step-config.ts";
 
 /** What starts an erasure. */
 export interface ErasureParams {
@@ -24,13 +25,6 @@ export interface ErasureParams {
 
 /** The kind `npm run jobs` shows for an instance of this Workflow. */
 export const ERASURE_JOB = "erasure";
-
-// A step's batch is one short transaction; a failing shard gets a few minutes to come back
-// before the instance gives up (an operator restarts it: docs/operations.md).
-const STEP_CONFIG: WorkflowStepConfig = {
-  retries: { limit: 5, delay: "2 seconds", backoff: "exponential" },
-  timeout: "2 minutes",
-};
 
 /**
  * The erasure's Workflow, bound as ERASURE in wrangler.toml. A step that gives up fails the

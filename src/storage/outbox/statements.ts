@@ -119,6 +119,16 @@ export function eventRecorded(eventIdParam: string): string {
   return `EXISTS (SELECT 1 FROM notice_outbox WHERE event_id = ${eventIdParam})`;
 }
 
+/**
+ * SQL that is true while an event of the receipt `receiptId` (a column or placeholder) is not
+ * delivered yet, in the outbox or among the failed ones (an operator may replay those): a
+ * created event's push reads the receipt's body from its row, so the row stays until then.
+ */
+export function eventUndelivered(receiptId: string): string {
+  return `(EXISTS (SELECT 1 FROM notice_outbox WHERE notice_outbox.receipt_id = ${receiptId} AND delivered_at IS NULL)
+    OR EXISTS (SELECT 1 FROM failed_notices WHERE failed_notices.receipt_id = ${receiptId}))`;
+}
+
 /** recorded → enqueued: the cron job handed these events to the queue again at `now`. */
 export function markEnqueued(eventIds: readonly string[], now: Date): Statement {
   return statement(
