@@ -24,12 +24,12 @@ import type { ShardBase } from "../../shared/shard-ids.ts";
 import type { RunStatements, StepRunner } from "../erasure.ts";
 import { archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
 import { lineBytes, rewriteObject, type ArchiveBucket } from "./objects.ts";
+import { markPurged } from "./tombstones.ts";
 import {
   beginRun,
   fencedAmong,
   finishRun,
   firstIdAt,
-  markPurged,
   pageToArchive,
   settlePage,
   type CopiedReceipt,
@@ -174,7 +174,7 @@ async function purgeLines(shard: ArchiveShard, bucket: ArchiveBucket, tombstones
     const ids = new Set(gone.map(({ receipt_id }) => receipt_id));
     return rewriteObject(bucket, objectKey, (held) => held.filter(({ receipt_id }) => !ids.has(receipt_id)));
   });
-  await shard.run([markPurged(tombstones.map(({ receipt_id }) => receipt_id), at)]);
+  await shard.run([markPurged(tombstones.map(({ receipt_id }) => receipt_id), new Date(at))]);
 }
 
 // The line's fields in one order, whatever order the row's columns came in: the same receipt

@@ -9,7 +9,8 @@
 import { auditedRemoval } from "../audit.ts";
 import { fenced } from "../fences.ts";
 import { eventUndelivered } from "../outbox/statements.ts";
-import { statement, type Statement } from "../statement.ts";
+import { enclose, statement, type Statement } from "../statement.ts";
+import { recordOwners } from "./owners.ts";
 
 /** A receipt of a page as the move copied it: where its line went and what fences it. */
 export interface CopiedReceipt {
@@ -82,11 +83,15 @@ const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copi
  * read back: the run's tally (the receipts it removes and their lines' bytes, exact whatever ran
  * before; the objects it created), a tombstone for each copied receipt that a delete or an
  * erasure removed since the page was read or that a fence now covers (its line must not stay),
- * and the removal of the rest. The tombstones' statement returns the new ones, {@link
- * Tombstone}s; the removal returns the receipt_ids it removed.
+ * and the removal of the rest, with their owner rows recorded just before. The tombstones'
+ * statement returns the new ones, {@link Tombstone}s; the removal returns the receipt_ids it
+ * removed.
  */
 export function settlePage(runId: string, copied: readonly CopiedReceipt[], objectsCreated: number, now: string): Statement[] {
   const page = JSON.stringify(copied);
+  // The rows the batch removes: their owners are recorded from them just before, so that delete
+  // answers for a moved receipt as for a live one (src/storage/archive/owners.ts).
+  const removed = statement(`SELECT copied.value ->> 'receipt_id' FROM json_each(?1) AS copied WHERE NOT ${KEEP_ROW}`, page);
   return [
     statement(
       `UPDATE archive_runs SET
@@ -109,22 +114,9 @@ export function settlePage(runId: string, copied: readonly CopiedReceipt[], obje
       page,
       now,
     ),
-    statement(
-      `DELETE FROM receipts WHERE receipt_id IN (SELECT copied.value ->> 'receipt_id' FROM json_each(?1) AS copied
-        WHERE NOT ${KEEP_ROW})
-      RETURNING receipt_id`,
-      page,
-    ),
+    recordOwners(removed),
+    enclose(removed, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
   ];
-}
-
-/** Marks tombstones purged: their lines are gone from their objects. */
-export function markPurged(receiptIds: readonly string[], now: string): Statement {
-  return statement(
-    "UPDATE archive_tombstones SET purged_at = ?2 WHERE receipt_id IN (SELECT value FROM json_each(?1)) AND purged_at IS NULL",
-    JSON.stringify(receiptIds),
-    now,
-  );
 }
 
 /** The run's record, once however often its first step runs. */

@@ -10,8 +10,14 @@ import { PATHS } from "../../../src/shared/paths.ts";
 import { BASE, type Answer, type TestClient, call, expectErrorShape, issueClient, loginToken, uniqueId } from "../../support/api.ts";
 import { archiveReceipt, archivedLines, archivedOwnerOf, tombstoneOf } from "../../support/archive.ts";
 import { type SeededReceipt, auditRows, deleteHeadersFor, outboxRows, seedReceipt } from "../../support/notices.ts";
-import { SHARDS, idOn } from "../../support/shards.ts";
+import { SHARDS, dbOf, idOn } from "../../support/shards.ts";
 import { shardOfId } from "../../../src/storage/shards.ts";
+import { archiveShard } from "../../../src/storage/archive/move.ts";
+import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { runBatch, type Statement } from "../../../src/storage/statement.ts";
+import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
+
+const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
 
 /** A client with a token and two receipts of one app user and chain, archived in one object. */
 async function archivedOwner(): Promise<{ client: TestClient; token: string; receipt: SeededReceipt; neighbour: SeededReceipt; key: string }> {
@@ -181,5 +187,23 @@ describe("docs/api.md#delete-errors an archived receipt's errors are a live one'
       }
     }
     expect(answers[1]).toBe(answers[0]);
+  });
+});
+
+describe("docs/api.md#delete-archived a receipt the move archived", () => {
+  it("a delete naming another app user is refused naming app_user_id, as for a live receipt, with no R2 call; its owner's delete succeeds", async () => {
+    const client = await issueClient();
+    const token = await loginToken(client);
+    const receipt = await seedReceipt(client);
+    const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+    const run = (statements: readonly Statement[]) => runBatch(shard.db, statements).then((results) => results.map(({ results: rows }) => rows));
+    await archiveShard({ ...shard, run }, env.ARCHIVE, HASH_KEY, { runId: uniqueId("archive"), archiveAfterMs: 0 });
+    expect(await dbOf(receipt.receipt_id).prepare("SELECT 1 FROM receipts WHERE receipt_id = ?").bind(receipt.receipt_id).first()).toBeNull();
+    expect(await archivedOwnerOf(receipt.receipt_id)).toMatchObject({ app_user_id: receipt.app_user_id });
+
+    const { answer, r2 } = await deleteCounted({ ...deleteHeadersFor(token, receipt), app_user_id: uniqueId("au-other") });
+    expect(expectErrorShape(answer, 406, "Not Acceptable")).toContain("Header app_user_id does not match the receipt's app_user_id.");
+    expect(r2).toEqual([]);
+    expect((await deleteCounted(deleteHeadersFor(token, receipt))).answer.status).toBe(200);
   });
 });
