@@ -31,6 +31,9 @@ export default defineConfig(async () => {
     SHARD_STATES_SECONDS: "0",
     // The deadline tests wait it out in real time; 10 s deployed.
     BODY_DEADLINE_SECONDS: "2",
+    // Every receipt is old enough for the archive's next run (storage is per test file, and only a
+    // test starts that run); the local ARCHIVE bucket comes from wrangler.toml.
+    ARCHIVE_AFTER_DAYS: "0",
   };
   return {
     test: {

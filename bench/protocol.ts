@@ -12,7 +12,7 @@ export const FLOOR_PATHS = {
 } as const;
 
 /** Storage bindings the counting Worker instruments. */
-export type StorageKind = "kv" | "d1" | "queue";
+export type StorageKind = "kv" | "d1" | "queue" | "r2";
 
 /** One storage call seen by the counting Worker. */
 export interface StorageCall {

@@ -46,7 +46,7 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
     bindings: apiBindings,
     // The cron would only add noise; the bench drives HTTP routes.
     cronTriggers: [],
-    // Only the API Worker hosts the erasure's Workflow (one Workflow name, one class to export)
+    // Only the API Worker hosts the Workflows (one Workflow name, one class to export)
     // and consumes the cron's sweeps (a queue takes one consumer).
     ...(name === "api" ? {} : { workflows: {}, queueConsumers: {} }),
     unsafeDirectSockets: [{ host: LOOPBACK, port: 0 }],

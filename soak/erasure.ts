@@ -44,16 +44,23 @@ export function soakErasure(
   };
 }
 
-// One instance, started and followed to its end; throws unless it completed.
-async function runErasure(runtime: SoakRuntime, appUserId: string): Promise<Erasure> {
-  const started = await fetch(`${runtime.apiUrl}${ERASE_PATH}`, { method: "POST", body: JSON.stringify({ app_user_id: appUserId }) });
-  if (!started.ok) throw new Error(`erasure not started: HTTP ${started.status}`);
+function runErasure(runtime: SoakRuntime, appUserId: string): Promise<Erasure> {
+  return runJob<Erasure>(runtime, ERASE_PATH, { app_user_id: appUserId });
+}
+
+/**
+ * One Workflow instance, started through the API wrapper's `path` (ERASE_PATH, ARCHIVE_PATH) with
+ * `params` and followed to its end; returns its output, throws unless it completed.
+ */
+export async function runJob<Output>(runtime: SoakRuntime, path: string, params: unknown): Promise<Output> {
+  const started = await fetch(`${runtime.apiUrl}${path}`, { method: "POST", body: JSON.stringify(params) });
+  if (!started.ok) throw new Error(`${path}: not started, HTTP ${started.status}`);
   const { id } = (await started.json()) as { id: string };
   for (;;) {
-    const answer = await fetch(`${runtime.apiUrl}${ERASE_PATH}?id=${encodeURIComponent(id)}`);
+    const answer = await fetch(`${runtime.apiUrl}${path}?id=${encodeURIComponent(id)}`);
     const status = (await answer.json()) as { status: string; output?: unknown; error?: { message: string } };
-    if (status.status === "complete") return status.output as Erasure;
-    if (status.status === "errored" || status.status === "terminated") throw new Error(`erasure ${status.status}: ${status.error?.message}`);
+    if (status.status === "complete") return status.output as Output;
+    if (status.status === "errored" || status.status === "terminated") throw new Error(`${path}: ${status.status}: ${status.error?.message}`);
     await sleep(POLL_MS);
   }
 }

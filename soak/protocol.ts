@@ -16,6 +16,12 @@ export const FAULTS_PATH = "/__soak/faults";
  */
 export const ERASE_PATH = "/__soak/erase";
 
+/**
+ * The path on the API wrapper that runs the archive's move on one shard: POST `{"shard"}` starts
+ * an instance and answers `{"id"}`; GET `?id=<id>` answers its status, as on ERASE_PATH.
+ */
+export const ARCHIVE_PATH = "/__soak/archive";
+
 /** What a wrapper Worker fails, from the moment it is told until it is told otherwise. */
 export interface BindingFaults {
   /** Seeds the wrapper's draws of which calls fail. */
@@ -24,6 +30,8 @@ export interface BindingFaults {
   d1: Record<string, number>;
   /** Share of queue sends that fail. */
   queue: number;
+  /** Share of R2 calls (the archive's bucket) that fail; absent means none. */
+  r2?: number;
 }
 
 /** No faults at all. */
@@ -31,7 +39,7 @@ export const HEALTHY: BindingFaults = { seed: 0, d1: {}, queue: 0 };
 
 /**
  * Calls a wrapper failed since it started, by `<kind> <when>`: `d1 before` (the call never
- * reached the store), `d1 after` (it did, and its answer was lost), and the same for `queue`.
+ * reached the store), `d1 after` (it did, and its answer was lost), and the same for `queue` and `r2`.
  */
 export type InjectedCalls = Record<string, number>;
 

@@ -15,9 +15,12 @@ import { percentile } from "../harness/percentile.ts";
 import type { ErasureRecord, LoadRecord, RequestRecord, Route } from "./load.ts";
 import type { Delivery } from "./receiver.ts";
 
-/** What the shards hold after the drain, all shards together. */
+/** What the shards and the archive hold after the drain, all shards together. */
 export interface StoreSnapshot {
+  /** The receipts in the shards and in the archive: a receipt_id twice is one stored twice. */
   receipts: { receipt_id: string; marker: string | null; app_user_id: string; created_at: string }[];
+  /** How many of `receipts` are lines of the archive. */
+  archived: number;
   outbox: { event_id: string; receipt_id: string; type: string; delivered_at: string | null; app_user_id: string }[];
   failed: { event_id: string; receipt_id: string }[];
   /** `erased_at`: set once an erasure took the key's receipt (or fenced it out). */
@@ -280,6 +283,11 @@ function checkEvents(input: ReconcileInput, erasures: Erasures, problems: Record
     if (request.route === "add" && request.receiptId && request.marker) markerOfReceipt.set(request.receiptId, request.marker);
   }
   const markers = new Map<string, Set<string>>();
+  const seen = new Set<string>();
+  for (const { receipt_id: id } of input.store.receipts) {
+    if (seen.has(id)) problems["stored twice"].push(`receipt ${id}: twice in the shards and the archive`);
+    seen.add(id);
+  }
   for (const { receipt_id: id, marker } of input.store.receipts) {
     if (!marker) continue;
     markerOfReceipt.set(id, marker);

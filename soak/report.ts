@@ -34,6 +34,7 @@ export function countFaults(
     "queue send failed (API)": calls(injected.api, "queue"),
     "D1 call failed (API)": calls(injected.api, "d1"),
     "D1 call failed (notifier)": calls(injected.notifier, "d1"),
+    "R2 call failed (API, the archive's move)": calls(injected.api, "r2"),
     "shard closed and reopened": windows.filter((window) => window.kind === "shard closed").length,
     "runtime restarted": windows.filter((window) => window.kind === "restart").length,
     "runtime restarted, notifier mid-batch": restartsMidBatch,

@@ -36,6 +36,8 @@ export const SOAK_VARS = {
     NOTICE_RESEND_GRACE_SECONDS: "3",
     // Longer than a live copy's queue retries (SOAK_MAX_RETRIES, 1 s doubling to 2 s) take.
     NOTICE_LOST_AFTER_SECONDS: "30",
+    // Every receipt is due at the archive's next run (soak/archive.ts).
+    ARCHIVE_AFTER_DAYS: "0",
   },
   notifier: {
     // The claim on a notice is three times this.
@@ -63,6 +65,7 @@ export const SOAK_MAX_RETRIES = 10;
 export type SoakShard = ShardBase;
 
 type D1 = Awaited<ReturnType<Miniflare["getD1Database"]>>;
+type R2 = Awaited<ReturnType<Miniflare["getR2Bucket"]>>;
 
 export interface SoakRuntime {
   /** The API Worker's address; the same across restarts. */
@@ -80,6 +83,8 @@ export interface SoakRuntime {
   /** Stops workerd with everything in flight and starts it again on the same storage. */
   restart(): Promise<void>;
   database(binding: string): Promise<D1>;
+  /** The archive's bucket (`ARCHIVE`), as the API Worker sees it. */
+  archive(): Promise<R2>;
   recentProblems(): string[];
   dispose(): Promise<void>;
 }
@@ -182,6 +187,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
       await mf.ready;
     },
     database: (binding) => mf.getD1Database(binding, "api"),
+    archive: () => mf.getR2Bucket("ARCHIVE", "api"),
     recentProblems: () => [...problems],
     async dispose() {
       await mf.dispose();

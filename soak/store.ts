@@ -1,7 +1,8 @@
 /**
  * The soak's view of the shards: the drain that runs the cron until every shard's outbox has
  * nothing undelivered (replaying dead letters as an operator would, with the statements of
- * `npm run notices -- replay`), and the snapshot the reconciliation reads.
+ * `npm run notices -- replay`), and the snapshot the reconciliation reads: the shards' rows and
+ * the archive's lines.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import {
@@ -13,6 +14,7 @@ import {
   replayFailed,
 } from "../src/storage/outbox/statements.ts";
 import { bound, runBatch, statement, type Statement } from "../src/storage/statement.ts";
+import { archivedReceipts } from "../src/storage/archive/layout.ts";
 import type { StoreSnapshot } from "./reconcile.ts";
 import type { SoakRuntime } from "./runtime.ts";
 
@@ -68,9 +70,15 @@ export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: num
   }
 }
 
-/** Every shard's rows, as the reconciliation reads them. */
+/**
+ * Every shard's rows, as the reconciliation reads them, and every line of the archive but those
+ * of receipts deleted since their move (tombstoned, their line purged within a day): an archived
+ * receipt is stored as much as one in its shard, and one in both, or twice in the archive, is
+ * stored twice.
+ */
 export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot> {
-  const snapshot: StoreSnapshot = { receipts: [], outbox: [], failed: [], keys: [] };
+  const snapshot: StoreSnapshot = { receipts: [], outbox: [], failed: [], keys: [], archived: 0 };
+  const tombstoned = new Set<string>();
   for (const { binding } of runtime.shards) {
     const db = await runtime.database(binding);
     const rows = async <T>(query: Statement) => (await bound(db, query).all<T>()).results;
@@ -86,6 +94,21 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
         statement("SELECT client_id, idempotency_key, receipt_id, created_at, erased_at FROM idempotency_keys"),
       )),
     );
+    for (const { receipt_id } of await rows<{ receipt_id: string }>(statement("SELECT receipt_id FROM archive_tombstones"))) tombstoned.add(receipt_id);
   }
+  const bucket = await runtime.archive();
+  let cursor: string | undefined;
+  do {
+    const listed = await bucket.list({ cursor });
+    for (const { key } of listed.objects) {
+      for (const line of archivedReceipts(await (await bucket.get(key))!.text())) {
+        if (tombstoned.has(line.receipt_id)) continue;
+        const marker = (JSON.parse(line.body) as { pos_receipt_number?: string }).pos_receipt_number ?? null;
+        snapshot.receipts.push({ receipt_id: line.receipt_id, marker, app_user_id: line.app_user_id, created_at: line.created_at });
+        snapshot.archived += 1;
+      }
+    }
+    cursor = listed.truncated ? listed.cursor : undefined;
+  } while (cursor);
   return snapshot;
 }

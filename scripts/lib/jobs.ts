@@ -1,7 +1,7 @@
 /**
  * The service's Workflow instances ("jobs") through `wrangler workflows`: start one, describe
  * one, list them, locally against `npm start` (`--local --port`) or against the deployment.
- * Shared by `npm run app-users -- erase` and `npm run jobs`.
+ * Shared by `npm run app-users -- erase`, `npm run archive -- run` and `npm run jobs`.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { erasureOfPart } from "../../src/shared/job-ids.ts";
@@ -9,7 +9,7 @@ import { UsageError, positiveInteger } from "./cli.ts";
 import { wrangler } from "./wrangler.ts";
 
 /** The Workflows of wrangler.toml, by the kind `npm run jobs` shows. */
-export const JOB_WORKFLOWS = { erasure: "receipts-v2-erasure" } as const;
+export const JOB_WORKFLOWS = { erasure: "receipts-v2-erasure", archive: "receipts-v2-archive" } as const;
 
 /** A kind of job. */
 export type JobKind = keyof typeof JOB_WORKFLOWS;

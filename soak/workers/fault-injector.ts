@@ -40,7 +40,8 @@ export class FaultInjector {
   }
 
   #roundTrip<T>(site: StorageCallSite, invoke: () => Promise<T>): Promise<T> {
-    const share = site.kind === "d1" ? (this.#faults.d1[site.binding] ?? 0) : site.kind === "queue" ? this.#faults.queue : 0;
+    const share =
+      site.kind === "d1" ? (this.#faults.d1[site.binding] ?? 0) : site.kind === "queue" ? this.#faults.queue : site.kind === "r2" ? (this.#faults.r2 ?? 0) : 0;
     if (share === 0 || !this.#prng.chance(share)) return invoke();
     const after = this.#prng.chance(AFTER_SHARE);
     const label = `${site.kind} ${after ? "after" : "before"}`;

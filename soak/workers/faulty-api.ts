@@ -1,14 +1,15 @@
 /**
- * The soak's API Worker: the deployed API Worker with its D1 shards and its queue wrapped by the
+ * The soak's API Worker: the deployed API Worker with its D1 shards, its queue and its bucket wrapped by the
  * fault injector, and paths of its own through which the harness sets the faults and runs
- * erasures. Its erasure Workflow is the deployed one run on the wrapped bindings, so the faults
- * strike inside its steps. Never deployed: soak/runtime.ts bundles it and gives it the API
+ * erasures and archive moves. Its Workflows (the erasure, the archive's move) are the deployed ones run on the
+ * wrapped bindings, so the faults strike inside their steps. Never deployed: soak/runtime.ts bundles it and gives it the API
  * Worker's bindings.
  */
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
+import type { ArchiveParams } from "../../src/api/workflows/archive-workflow.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import type { ErasureParams, SweepMessage } from "../../src/shared/types.ts";
-import { ERASE_PATH, FAULTS_PATH } from "../protocol.ts";
+import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH } from "../protocol.ts";
 import { deployedModule, deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";
 
@@ -19,7 +20,8 @@ export default {
   async fetch(request, env, ctx): Promise<Response> {
     const { pathname, searchParams } = new URL(request.url);
     if (pathname === FAULTS_PATH) return faults.control(request);
-    if (pathname === ERASE_PATH) return erasure(request, env, searchParams.get("id"));
+    if (pathname === ERASE_PATH) return job(env.ERASURE, request, searchParams.get("id"));
+    if (pathname === ARCHIVE_PATH) return job(env.ARCHIVING, request, searchParams.get("id"));
     return (await api).fetch!(request, faults.wrap(env), ctx);
   },
   async scheduled(controller, env, ctx): Promise<void> {
@@ -31,20 +33,28 @@ export default {
   },
 } satisfies ExportedHandler<ApiEnv, SweepMessage>;
 
-type ErasureClass = new (ctx: ExecutionContext, env: ApiEnv) => { run(event: WorkflowEvent<ErasureParams>, step: WorkflowStep): Promise<unknown> };
+type WorkflowClass<Params> = new (ctx: ExecutionContext, env: ApiEnv) => { run(event: WorkflowEvent<Params>, step: WorkflowStep): Promise<unknown> };
 
-/** The deployed erasure Workflow, run on the wrapped bindings. */
-export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
-  override async run(event: Readonly<WorkflowEvent<ErasureParams>>, step: WorkflowStep): Promise<unknown> {
-    const { ErasureWorkflow: Deployed } = await deployedModule<{ ErasureWorkflow: ErasureClass }>();
-    return new Deployed(this.ctx, faults.wrap(this.env)).run(event, step);
-  }
+/** The deployed Workflow class exported as `name`, run on the wrapped bindings. */
+function onWrappedBindings<Params>(name: "ErasureWorkflow" | "ArchiveWorkflow") {
+  return class extends WorkflowEntrypoint<ApiEnv, Params> {
+    override async run(event: Readonly<WorkflowEvent<Params>>, step: WorkflowStep): Promise<unknown> {
+      const { [name]: Deployed } = await deployedModule<Record<typeof name, WorkflowClass<Params>>>();
+      return new Deployed(this.ctx, faults.wrap(this.env)).run(event, step);
+    }
+  };
 }
 
-async function erasure(request: Request, env: ApiEnv, id: string | null): Promise<Response> {
+/** The deployed erasure Workflow, run on the wrapped bindings. */
+export const ErasureWorkflow = onWrappedBindings<ErasureParams>("ErasureWorkflow");
+/** The deployed archive Workflow, run on the wrapped bindings. */
+export const ArchiveWorkflow = onWrappedBindings<ArchiveParams>("ArchiveWorkflow");
+
+// Starts an instance of the Workflow with the POSTed params, or answers one's status.
+async function job<Params>(workflow: Workflow<Params>, request: Request, id: string | null): Promise<Response> {
   if (request.method === "POST") {
-    const instance = await env.ERASURE.create({ params: (await request.json()) as ErasureParams });
+    const instance = await workflow.create({ params: (await request.json()) as Params });
     return Response.json({ id: instance.id });
   }
-  return Response.json(await (await env.ERASURE.get(id ?? "")).status());
+  return Response.json(await (await workflow.get(id ?? "")).status());
 }

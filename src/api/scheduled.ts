@@ -10,6 +10,8 @@
 import type { ApiEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import type { QueuedNotice, SweepMessage } from "../shared/types.ts";
+import { SWEEP_TOMBSTONE_QUERIES, purgeOldTombstones, sweepTombstones } from "../storage/archive/deletion.ts";
+import { PURGED_TOMBSTONE_KEPT_MS } from "../storage/archive/tombstones.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
 import { FENCE_KEPT_MS, purgeFences } from "../storage/fences.ts";
 import {
@@ -24,6 +26,7 @@ import { deleteExpiredIdempotencyKeys } from "../storage/receipts.ts";
 import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
 import { DELIVERED_RETENTION_MS, apiConfig, type ApiConfig } from "../shared/config.ts";
+import { dailyArchiveId } from "./workflows/archive-workflow.ts";
 
 /**
  * The most D1 queries one invocation of the sweeps may issue: half of Cloudflare's 1,000 per
@@ -60,6 +63,16 @@ const JOBS: Record<string, ScheduledJob> = {
       return { purged: await deleteInRounds(shard.db, (rows) => purgeExpiredAudit(cutoff, rows)) };
     },
     maxQueries: MAX_ROUNDS,
+  },
+  "archive-tombstones.purge-lines": {
+    run: async (env, shard, now) => ({ purged: await sweepTombstones(shard.db, env.ARCHIVE, now) }),
+    maxQueries: SWEEP_TOMBSTONE_QUERIES,
+  },
+  "archive-tombstones.purge-old": {
+    run: async (_env, shard, now) => ({
+      purged: await purgeOldTombstones(shard.db, new Date(now.getTime() - PURGED_TOMBSTONE_KEPT_MS), PURGE_PAGE),
+    }),
+    maxQueries: 1,
   },
   "erasure-fences.purge": {
     run: async (_env, shard, now) => {
@@ -207,4 +220,34 @@ const PURGE_PAGE = 1000;
 export async function purgeDelivered(_env: ApiEnv, shard: Shard, now: Date): Promise<Record<string, number>> {
   const purged = await purgeDeliveredEvents(shard.db, new Date(now.getTime() - DELIVERED_RETENTION_MS), PURGE_PAGE);
   return { purged };
+}
+
+/**
+ * Whether a cron tick starts the day's archive moves: the ticks of 03:00 to 03:04 UTC, a quiet
+ * hour in Europe, five of them so that a tick the platform skips costs no day. Only the first
+ * start of a day makes an instance; the others find its ID taken.
+ */
+export function startsArchives(now: Date): boolean {
+  return now.getUTCHours() === 3 && now.getUTCMinutes() < 5;
+}
+
+/**
+ * Starts the day's archive move on every shard (src/api/workflows/archive-workflow.ts), one
+ * Workflow instance per shard under the day's ID: a start whose ID is taken, already started
+ * today, changes nothing. Issues no D1 query; a shard whose start fails is logged and left to
+ * the next tick.
+ */
+export async function startDailyArchives(env: ApiEnv, now: Date): Promise<void> {
+  await Promise.all(
+    shardsOf(env).map(async ({ name }) => {
+      const id = dailyArchiveId(name, now);
+      try {
+        await env.ARCHIVING.create({ id, params: { shard: name } });
+        logLine("info", "scheduled", { job: "archive.start", shard: name, instance_id: id });
+      } catch (error) {
+        if (/already exists/i.test(describeError(error))) return;
+        logLine("error", "scheduled", { job: "archive.start", shard: name, instance_id: id, cause: describeError(error) });
+      }
+    }),
+  );
 }

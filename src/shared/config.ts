@@ -29,6 +29,8 @@ export interface ApiSettings {
   BODY_DEADLINE_SECONDS: string;
   /** How long audit records are kept, in days, before the cron job purges them. */
   AUDIT_RETENTION_DAYS: string;
+  /** How old a receipt is, in days, when the archive moves it from its shard to R2; 0 moves every receipt. */
+  ARCHIVE_AFTER_DAYS: string;
   /** Base64url of 32 or more random bytes: the key of the hash that stands for an app user in fences and the audit trail. */
   AUDIT_HASH_KEY: string;
   /** How long after its change an event that never reached the queue waits for the cron re-send, in seconds. */
@@ -85,6 +87,8 @@ export interface ApiConfig {
   shardStatesMs: number;
   bodyDeadlineMs: number;
   auditRetentionMs: number;
+  /** Receipts created longer ago than this move to the archive. */
+  archiveAfterMs: number;
   /** AUDIT_HASH_KEY's bytes. */
   auditHashKey: Uint8Array;
   noticeResendGraceMs: number;
@@ -140,6 +144,7 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     shardStatesMs: seconds(settings, "SHARD_STATES_SECONDS") * 1000,
     bodyDeadlineMs: positiveNumber(settings, "BODY_DEADLINE_SECONDS") * 1000,
     auditRetentionMs: positiveNumber(settings, "AUDIT_RETENTION_DAYS") * DAY_MS,
+    archiveAfterMs: archiveAfterMs(settings),
     auditHashKey: hashKey(settings),
     noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
@@ -221,6 +226,16 @@ export function pushTarget(
 }
 
 const MIN_KEY_BYTES = 32;
+
+/**
+ * ARCHIVE_AFTER_DAYS in milliseconds: how old a receipt is when the archive moves it. Also read by
+ * `npm run archive -- status`, which counts the receipts past that age still in D1.
+ */
+export function archiveAfterMs(settings: Pick<ApiSettings, "ARCHIVE_AFTER_DAYS">): number {
+  const value = Number(requiredText(settings, "ARCHIVE_AFTER_DAYS"));
+  if (!Number.isFinite(value) || value < 0) throw new ConfigError("ARCHIVE_AFTER_DAYS must be a number of days");
+  return value * DAY_MS;
+}
 
 /** Parses a JSON Web Key Set of `oct` HS256 keys (docs/api.md#login). */
 export function parseTokenKeys(raw: string | undefined): TokenKey[] {

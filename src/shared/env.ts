@@ -21,7 +21,7 @@ export type ShardBindings = { [binding: `DB_${string}`]: D1Database };
 type Generated<Bindings, Settings, Queues extends string> = Omit<Bindings, `DB_${string}` | Queues | keyof Settings>;
 
 /** Bindings and settings of the API Worker (see wrangler.toml). */
-export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE"> {
+export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE" | "ARCHIVING"> {
   /** Producer side of the notices queue: receipt.created and receipt.deleted events. */
   NOTICES: Queue<QueuedNotice>;
   /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
@@ -31,6 +31,8 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
    * -- erase`, and by an erasure for each of its parts.
    */
   ERASURE: Workflow<ErasureParams>;
+  /** The archive's move (src/api/workflows/archive-workflow.ts), started daily by the cron and by `npm run archive -- run`. */
+  ARCHIVING: Workflow<{ shard: string; part?: number }>;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */

@@ -3,6 +3,8 @@
  * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them through
  * `wrangler d1 execute` on Node, so this file stays free of Workers types.
  */
+import { archivedOwned, type ArchivedOwner } from "./archive/owners.ts";
+import { tombstoned } from "./archive/tombstones.ts";
 import { enclose, statement, type SqlValue, type Statement } from "./statement.ts";
 
 /** One audit record as `npm run audit` prints it (docs/api.md#audit). */
@@ -54,6 +56,53 @@ export function auditDeletionIfOwned(
       owner.app_user_id,
       at,
       requestId,
+    ),
+  );
+}
+
+/**
+ * The record of a delete at `at` of an archived receipt, only while its owner row has these
+ * fields: in the archived delete's batch before that row's removal, under the same condition.
+ */
+export function auditArchivedDeletionIfOwned(
+  owner: ArchivedOwner,
+  at: string,
+  requestId: string,
+): Statement {
+  return recordAudit(
+    statement(
+      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE ${archivedOwned("?1", "?2", "?3", "?4")}`,
+      owner.receipt_id,
+      owner.client_id,
+      owner.chain_id,
+      owner.app_user_id,
+      at,
+      requestId,
+    ),
+  );
+}
+
+/**
+ * A record per archived receipt of `receipts` (`receipt_id`, `chain_id`) erased at `at` by the
+ * erasure `erasureId` of the app user now named `pseudonym`, but none for one with a tombstone
+ * (deleted, not erased); once per receipt and erasure: a step run again after it committed adds
+ * none.
+ */
+export function auditErasedArchived(
+  receipts: readonly { receipt_id: string; chain_id: string }[],
+  at: string,
+  pseudonym: string,
+  erasureId: string,
+): Statement {
+  return recordAudit(
+    statement(
+      `SELECT ?2, 'app_user.erased', json_extract(value, '$.receipt_id'), json_extract(value, '$.chain_id'), 'operator', ?3, ?4
+      FROM json_each(?1) WHERE NOT ${tombstoned("json_extract(value, '$.receipt_id')")} AND NOT EXISTS (SELECT 1 FROM audit_log
+        WHERE receipt_id = json_extract(value, '$.receipt_id') AND request_id = ?4)`,
+      JSON.stringify(receipts.map(({ receipt_id, chain_id }) => ({ receipt_id, chain_id }))),
+      at,
+      pseudonym,
+      erasureId,
     ),
   );
 }
@@ -114,6 +163,17 @@ export function countErasedBy(pseudonym: string, erasureId: string): Statement {
     "SELECT COUNT(*) AS n FROM audit_log WHERE app_user = ?1 AND request_id = ?2 AND receipt_id IS NOT NULL",
     pseudonym,
     erasureId,
+  );
+}
+
+/** How many of `receiptIds` the erasure `erasureId` of the app user named `pseudonym` erased here. Row: `n`. */
+export function countErasedAmong(pseudonym: string, erasureId: string, receiptIds: readonly string[]): Statement {
+  return statement(
+    `SELECT COUNT(*) AS n FROM audit_log WHERE app_user = ?1 AND request_id = ?2
+      AND receipt_id IN (SELECT value FROM json_each(?3))`,
+    pseudonym,
+    erasureId,
+    JSON.stringify(receiptIds),
   );
 }
 
@@ -184,4 +244,13 @@ export function purgeExpiredAudit(cutoff: Date, limit: number): Statement {
     cutoff.toISOString(),
     limit,
   );
+}
+
+/**
+ * SQL that is true when the receipt `receiptId` (a placeholder or column) was removed by a delete
+ * or an erasure: either leaves an audit record, the archive's move does not. One probe of
+ * audit_by_receipt.
+ */
+export function auditedRemoval(receiptId: string): string {
+  return `EXISTS (SELECT 1 FROM audit_log WHERE audit_log.receipt_id = ${receiptId})`;
 }

@@ -4,7 +4,8 @@
  * answers, outbox rows, failed notices, the events of their earlier erasures), an audit record
  * per erased receipt, their audit records pseudonymised, and one `app_user.erased` event.
  *
- * The work is a list of named steps, each one D1 batch (one transaction) on one shard, safe to
+ * The work is a list of named steps, each one D1 batch (one transaction) on one shard (the archive's
+ * pages aside: src/storage/archive/erasure.ts), safe to
  * run again after it committed: the erasure's Workflow (src/api/workflows/erasure-workflow.ts)
  * makes each a durable step, the shards' steps split over child instances, so a run cut off
  * anywhere resumes with the same end state; the soak runs them straight through. No step grows
@@ -18,6 +19,9 @@ import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { auditErasedReceipts, auditErasure, countErasedBy, earlierErasuresOf, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
+import { eraseArchivedReceipts, type ArchiveBucket } from "./archive/erasure.ts";
+import { archiveUserPrefix } from "./archive/layout.ts";
+import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { writeFence } from "./fences.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
@@ -68,6 +72,8 @@ export interface ErasureOptions<S extends ErasureShard = ErasureShard> {
    * erasure completes. Without it the cron job sends it after its grace period.
    */
   send?: (event: AppUserErasedEvent, shard: S) => Promise<void>;
+  /** The archive's bucket: its objects of the app user are erased too, and counted. */
+  archive?: ArchiveBucket;
 }
 
 /**
@@ -85,12 +91,13 @@ export async function eraseAppUser<S extends ErasureShard>(
   appUserId: string,
   shards: readonly S[],
   hashKey: Uint8Array,
-  { steps = runAtOnce, now = () => new Date(), send }: ErasureOptions<S> = {},
+  { steps = runAtOnce, now = () => new Date(), send, archive }: ErasureOptions<S> = {},
 ): Promise<Erasure> {
   const first = shards[0];
   if (!first) throw new Error("no shards to erase from");
   const start = await beginErasure(first, steps, now);
   const perShard = await eraseShards(appUserId, start, shards, hashKey, steps);
+  if (archive) await eraseArchive(appUserId, start, perShard, shards, hashKey, archive, steps);
   return recordErasure(appUserId, start, perShard, first, hashKey, { steps, send });
 }
 
@@ -120,6 +127,26 @@ export async function eraseShards(
   const perShard: Record<string, number> = {};
   for (const shard of shards) perShard[shard.name] = await eraseOnShard(shard, user, steps);
   return perShard;
+}
+
+/**
+ * The archive's pages (src/storage/archive/erasure.ts), after every shard's: a move that read the
+ * user's rows before those pages has written its objects by now. Adds the archived receipts
+ * erased to `perShard`, the count per shard name.
+ */
+export async function eraseArchive(
+  appUserId: string,
+  start: ErasureStart,
+  perShard: Record<string, number>,
+  shards: readonly ErasureShard[],
+  hashKey: Uint8Array,
+  archive: ArchiveBucket,
+  steps: StepRunner = runAtOnce,
+): Promise<void> {
+  const user = await erasedUser(appUserId, start, hashKey);
+  for (const [name, count] of Object.entries(await eraseArchivedReceipts(archive, user, shards, steps))) {
+    perShard[name] = (perShard[name] ?? 0) + count;
+  }
 }
 
 /**
@@ -245,7 +272,8 @@ function erasedKeyRecord(at: string): string {
  * One page of what the app user's receipts created at or before the instant and deleted earlier
  * left behind (found through their audit records, under either name; a receipt created after the
  * instant is the app user's anew, and so are its events and key record), of the events of their earlier erasures (which name them),
- * and of their audit records, which get the pseudonym. Each statement returns what it changed.
+ * of their audit records, which get the pseudonym, and of the purged tombstones that name them.
+ * Each statement returns what it changed.
  */
 function leftoverPage(user: ErasedUser): Statement[] {
   const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at);
@@ -263,5 +291,6 @@ function leftoverPage(user: ErasedUser): Statement[] {
       user.occurred_at,
     ),
     pseudonymiseAudit(user.id, user.pseudonym, ERASURE_PAGE),
+    eraseTombstonesUnder(archiveUserPrefix(user.id), ERASURE_PAGE, { purgedOnly: true }),
   ];
 }

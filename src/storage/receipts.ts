@@ -6,6 +6,7 @@
  */
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
+import { archivedOwnerJoin } from "./archive/owners.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
 import { fenced } from "./fences.ts";
 import { eventRecorded, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
@@ -141,8 +142,12 @@ export interface ReceiptOwner {
   app_user_id: string;
 }
 
-/** What the delete operation's batch did: deleted, or why not (the receipt as it was, or none). */
-export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null };
+/**
+ * What the delete operation's batch did: deleted, or why not (the receipt's owner as it was, or
+ * none; `archived` when the owner is the archived receipt's, src/storage/archive/owners.ts, so that
+ * delete goes on to the archive only when it matches the headers).
+ */
+export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null; archived?: boolean };
 
 /**
  * Deletes the receipt of a deleted event, records the event in the outbox and the deletion in the audit
@@ -171,7 +176,10 @@ async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: str
   const read = before!.results[0] as OwnerRow;
   if (removal!.meta.changes === 1 || read.recorded === 1) return { deleted: true };
   const { client_id, chain_id, app_user_id } = read;
-  return { deleted: false, receipt: client_id === null ? null : { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
+  if (client_id !== null) return { deleted: false, receipt: { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
+  if (read.archived_client_id === null) return { deleted: false, receipt: null };
+  const archived = { client_id: read.archived_client_id, chain_id: read.archived_chain_id!, app_user_id: read.archived_app_user_id! };
+  return { deleted: false, receipt: archived, archived: true };
 }
 
 interface OwnerRow {
@@ -180,6 +188,9 @@ interface OwnerRow {
   client_id: string | null;
   chain_id: string | null;
   app_user_id: string | null;
+  archived_client_id: string | null;
+  archived_chain_id: string | null;
+  archived_app_user_id: string | null;
 }
 
 /** Deletes Idempotency-Key records older than the window, in bounded rounds; returns how many. */
@@ -275,12 +286,16 @@ function readKey(clientId: string, key: string, liveFrom: string): Statement {
   );
 }
 
-// What the receipt held before the delete, which tells "no receipt" from "fields differ", and
-// whether this deletion's event is recorded already: one statement, one row, always.
+// What the receipt held before the delete, live or archived, which tells "no receipt" from
+// "fields differ", and whether this deletion's event is recorded already: one statement, one row,
+// always. An archived receipt deleted or erased has no owner row left, so it is "no receipt"
+// without a look at R2.
 function readOwner(notice: DeletionNotice): Statement {
   return statement(
-    `SELECT ${eventRecorded("?2")} AS recorded, owner.client_id, owner.chain_id, owner.app_user_id
-    FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1`,
+    `SELECT ${eventRecorded("?2")} AS recorded, owner.client_id, owner.chain_id, owner.app_user_id,
+      archived.client_id AS archived_client_id, archived.chain_id AS archived_chain_id,
+      archived.app_user_id AS archived_app_user_id
+    FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1 ${archivedOwnerJoin("archived", "?1")}`,
     notice.receipt_id,
     notice.event_id,
   );

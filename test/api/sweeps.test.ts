@@ -27,7 +27,15 @@ import { consoleLines, loggedRequests, uniqueId } from "../support/api.ts";
 import { forgetPushEndpoint, seedReceipt } from "../support/notices.ts";
 import { SHARDS, idOn, rowsOnEveryShard } from "../support/shards.ts";
 
-const JOB_NAMES = ["audit.purge-expired", "erasure-fences.purge", "idempotency-keys.delete-expired", "notices.purge-delivered", "notices.resend"];
+const JOB_NAMES = [
+  "archive-tombstones.purge-lines",
+  "archive-tombstones.purge-old",
+  "audit.purge-expired",
+  "erasure-fences.purge",
+  "idempotency-keys.delete-expired",
+  "notices.purge-delivered",
+  "notices.resend",
+];
 
 /**
  * The test run's bindings plus `count` more shards than its three: more names bound to its three

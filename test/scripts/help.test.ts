@@ -12,6 +12,8 @@ const COMMANDS: [script: string, args: string[]][] = [
   ["app-users", ["erase"]],
   ["jobs", []],
   ["jobs", ["show"]],
+  ["archive", []],
+  ["archive", ["run"]],
   ["audit", []],
   ["audit", ["chain", "c1"]],
 ];

@@ -32,7 +32,7 @@ function history(changes: {
     load,
     deliveries: changes.deliveries ?? [],
     faults: changes.faults ?? [],
-    store: { receipts: [], outbox: [], failed: [], keys: [], ...changes.store },
+    store: { receipts: [], outbox: [], failed: [], keys: [], archived: 0, ...changes.store },
     shardOf: (id) => (id.startsWith("s2-") ? "s2" : "s1"),
     now: T + 60_000,
   };
@@ -201,6 +201,14 @@ describe("docs/reliability.md the soak's reconciliation", () => {
     };
     const deliveries = [created("r1", "m1", T + 100), created("r2", "m1", T + 100)];
     expect(found(history({ requests, store, deliveries }))).toEqual({ "stored twice": 1, "key answered with two receipts": 1 });
+  });
+
+  it("a receipt both in its shard and in the archive (a move that removed no row) is stored twice; archived alone it is stored", () => {
+    const row = { receipt_id: "r1", marker: "m1", app_user_id: "u1", created_at: CREATED };
+    const deliveries = [created("r1", "m1", T + 100)];
+    const outbox = [outboxRow("r1", "created")];
+    expect(found(history({ store: { receipts: [row, row], archived: 1, outbox }, deliveries }))).toEqual({ "stored twice": 1 });
+    expect(found(history({ store: { receipts: [row], archived: 1, outbox }, deliveries }))).toEqual({});
   });
 
   it("a 5xx is explained by a D1 fault in the API on the receipt's shard, or a restart; nothing else", () => {

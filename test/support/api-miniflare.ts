@@ -40,6 +40,8 @@ export function startApiWorker(state: string): Miniflare {
       // One shard is enough for what these tests do.
       d1Databases: { DB_S1: "00000000-0000-4000-8000-000000000001" },
       queueProducers: { NOTICES: "receipts-v2-notices" },
+      // A delete of a receipt D1 does not hold looks in the archive.
+      r2Buckets: { ARCHIVE: "receipts-v2-archive" },
       // The vars as wrangler.toml deploys them, so a setting added there reaches this Worker too.
       bindings: {
         ...deployedVars(),

@@ -1,6 +1,6 @@
 /**
  * Routes every round trip a Worker makes through its storage bindings (each D1 database, KV
- * namespace and queue) through one function. The storage ledger counts them that way; the soak's
+ * namespace, queue and R2 bucket) through one function. The storage ledger counts them that way; the soak's
  * wrapper Workers (soak/workers) fail some of them on purpose.
  */
 import type { StorageKind } from "../../bench/protocol.ts";
@@ -61,6 +61,7 @@ const ROUND_TRIPS: Record<StorageKind, ReadonlySet<string>> = {
   d1: new Set(["batch", "exec", "dump", "first", "run", "all", "raw"]),
   kv: new Set(["get", "getWithMetadata", "put", "list", "delete"]),
   queue: new Set(["send", "sendBatch"]),
+  r2: new Set(["get", "put", "head", "list", "delete"]),
 };
 
 // Told apart by a method only that kind of binding has.
@@ -69,5 +70,6 @@ function storageKind(binding: unknown): StorageKind | undefined {
   if ("prepare" in binding) return "d1";
   if ("getWithMetadata" in binding) return "kv";
   if ("sendBatch" in binding) return "queue";
+  if ("createMultipartUpload" in binding) return "r2";
   return undefined;
 }

@@ -1,5 +1,7 @@
 /** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
+import { describeError, logLine } from "../../shared/log.ts";
+import { deleteArchivedReceipt, purgeArchivedLines, type ArchivedDeleteOutcome } from "../../storage/archive/deletion.ts";
 import { deleteOwnedReceipt, type ReceiptOwner } from "../../storage/receipts.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
 import { authenticateClient } from "../auth/bearer.ts";
@@ -26,10 +28,17 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const shard = shardOfId(shardsOf(c.env), headers.receipt_id);
   if (!shard) throw refusal(headers, null);
   const notice = newDeletionNotice(headers, shard);
-  const outcome = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
+  const live = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
+  // The archive is read only for an archived receipt whose owner matches the headers: a live
+  // receipt's delete makes the calls it always made, and every refusal is answered from D1.
+  const outcome: ArchivedDeleteOutcome =
+    !live.deleted && live.archived && ownedBy(live.receipt, headers)
+      ? await deleteArchivedReceipt(shard.db, c.env.ARCHIVE, shard.name, notice, c.get("requestId"))
+      : live;
   if (!outcome.deleted) throw refusal(headers, outcome.receipt);
 
   c.executionCtx.waitUntil(enqueueNotice(c.env, notice));
+  if (outcome.objectKey) c.executionCtx.waitUntil(purgeAfterAnswer(c, shard.db, outcome.objectKey, notice.receipt_id));
   const body: DeleteResponse = {
     message: `Receipt ${headers.receipt_id} was deleted and the app user notified.`,
     status: "OK",
@@ -38,18 +47,34 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   return jsonResponse(body, 200);
 }
 
+// The archived line leaves R2 now; should this fail, the cron's sweep finishes it within minutes.
+async function purgeAfterAnswer(c: ApiContext, db: D1Database, objectKey: string, receiptId: string): Promise<void> {
+  try {
+    await purgeArchivedLines(db, c.env.ARCHIVE, objectKey, new Date());
+  } catch (error) {
+    logLine("warn", "archive-purge", { receipt_id: receiptId, outcome: "failed; the sweep purges", cause: describeError(error) });
+  }
+}
+
 function refusal(headers: ReceiptOwner & { receipt_id: string }, receipt: ReceiptOwner | null): ApiError {
   if (!receipt) {
     return refuse(REFUSALS.noReceipt, "no receipt");
   }
-  // Naming which of chain_id and app_user_id differ on another client's receipt would let its holder
-  // confirm guesses of that receipt's chain and app user, so client_id is then named alone.
-  const differing =
-    receipt.client_id !== headers.client_id
-      ? (["client_id"] as const)
-      : OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
+  const differing = differingFields(receipt, headers);
   // The batch read and deleted in one transaction; a match that was not deleted is a fault (500).
   if (differing.length === 0) throw new Error("receipt matched every field yet was not deleted");
   // The receipt's own values are not shown: they belong to another client, chain or app user.
   return refuse(receiptFieldsDiffer(differing), `receipt fields differ: ${differing.join(", ")}`);
+}
+
+function ownedBy(receipt: ReceiptOwner | null, headers: ReceiptOwner): boolean {
+  return receipt !== null && differingFields(receipt, headers).length === 0;
+}
+
+// Naming which of chain_id and app_user_id differ on another client's receipt would let its holder
+// confirm guesses of that receipt's chain and app user, so client_id is then named alone.
+function differingFields(receipt: ReceiptOwner, headers: ReceiptOwner): readonly (keyof ReceiptOwner)[] {
+  return receipt.client_id !== headers.client_id
+    ? ["client_id"]
+    : OWNER_FIELDS.filter((field) => receipt[field] !== headers[field]);
 }

@@ -12,30 +12,24 @@
  * records and sends its one `app_user.erased` event.
  */
 import { NonRetryableError } from "cloudflare:workflows";
-import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep, type WorkflowStepConfig } from "cloudflare:workers";
+import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import { apiConfig } from "../../shared/config.ts";
 import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
 import { addHeaders } from "../../shared/schemas.ts";
 import type { ErasureParams } from "../../shared/types.ts";
-import { beginErasure, eraseShards, recordErasure, type Erasure, type ErasureShard, type StepRunner } from "../../storage/erasure.ts";
+import { beginErasure, eraseArchive, eraseShards, recordErasure, type Erasure, type ErasureShard, type StepRunner } from "../../storage/erasure.ts";
 import { shardsOf } from "../../storage/shards.ts";
 import { runBatch } from "../../storage/statement.ts";
 import { enqueueNotice } from "../events.ts";
 import { startParts, waitForParts, type PartOutput } from "./erasure-parts.ts";
+import { STEP_CONFIG } from "./step-config.ts";
 
 /** The kind `npm run jobs` shows for an erasure. */
 export const ERASURE_JOB = "erasure";
 
 /** The kind `npm run jobs` shows for a part of an erasure. */
 export const ERASURE_PART_JOB = "erasure part";
-
-// A step's batch is one short transaction; a failing shard gets a few minutes to come back
-// before the instance gives up (an operator restarts it: docs/operations.md).
-const STEP_CONFIG: WorkflowStepConfig = {
-  retries: { limit: 5, delay: "2 seconds", backoff: "exponential" },
-  timeout: "2 minutes",
-};
 
 /**
  * The erasure's Workflow, bound as ERASURE in wrangler.toml: an erasure, or a part of one. A
@@ -69,6 +63,7 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
     const parts = await startParts(this.env.ERASURE, step, id, appUserId, start, shards, erasurePartShards);
     const outputs = await waitForParts(this.env.ERASURE, step, parts);
     const perShard: PartOutput["shards"] = Object.assign({}, ...outputs.map((output) => output.shards));
+    await eraseArchive(appUserId, start, perShard, shards, auditHashKey, this.env.ARCHIVE, steps);
     return recordErasure(appUserId, start, perShard, first, auditHashKey, { steps, send: (erased) => enqueueNotice(this.env, erased) });
   }
 }

@@ -7,7 +7,8 @@
  * An event's life, and the statement that moves it on:
  *
  * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link recordCreatedIfStored},
- *   {@link recordDeletedIfOwned}, {@link recordErasedEvent}), or back there ({@link replayFailed});
+ *   {@link recordDeletedIfOwned}, {@link recordDeletedIfArchivedOwned}, {@link recordErasedEvent}), or
+ *   back there ({@link replayFailed});
  * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEvents}),
  *   or the cron job handed it over again ({@link markEnqueued}). The send after the response
  *   marks nothing, so that an add or a delete stays one D1 write: the cron job hands over again
@@ -30,6 +31,7 @@
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
+import { archivedOwned } from "../archive/owners.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
 
 /** Where an event is in its life (see above); `failed` and `purged` have no outbox row. */
@@ -95,6 +97,16 @@ export function recordDeletedIfOwned(event: DeletionNotice): Statement {
 }
 
 /**
+ * Records the deletion's event of an archived receipt, only while its owner row has the event's
+ * client_id, chain_id and app_user_id: in the archived delete's batch before that row's removal,
+ * under the same condition (src/storage/archive/deletion.ts), so that of two racing deletes one
+ * records an event.
+ */
+export function recordDeletedIfArchivedOwned(event: DeletionNotice): Statement {
+  return recordEvent(event, event.receipt_id, archivedOwned("?2", "?5", "?6", "?7"), event.client_id, event.chain_id, event.app_user_id);
+}
+
+/**
  * Records an erasure's event, which the erasure's last step then hands to the queue (the cron job
  * sends it if that fails). It is about no receipt, so its row's receipt_id is its own ID: a later
  * erasure of the same app user finds it by that ID ({@link eraseLeftoverEventsOfReceipts}).
@@ -110,6 +122,18 @@ export function recordErasedEvent(event: AppUserErasedEvent): Statement {
  */
 export function eventRecorded(eventIdParam: string): string {
   return `EXISTS (SELECT 1 FROM notice_outbox WHERE event_id = ${eventIdParam})`;
+}
+
+/**
+ * SQL that is true while an event of the live receipt `receiptId` (a column) is not delivered
+ * yet, in the outbox or among the failed ones (an operator may replay those): a created event's
+ * push reads the receipt's body from its row, so the row stays until then. A live receipt's only
+ * event is its created one, found in the primary key's range of the receipt's millisecond.
+ */
+export function eventUndelivered(receiptId: string): string {
+  return `(EXISTS (SELECT 1 FROM notice_outbox WHERE ${eventOfReceiptMadeIn("notice_outbox", receiptId, `substr(${receiptId}, 1, 13)`)}
+        AND delivered_at IS NULL)
+    OR EXISTS (SELECT 1 FROM failed_notices WHERE failed_notices.receipt_id = ${receiptId}))`;
 }
 
 /**

@@ -5,7 +5,7 @@
  * erasure, keyed retries after it, re-runs and two erasures of one app user at once.
  */
 import { env } from "cloudflare:workers";
-import { introspectWorkflow, introspectWorkflowInstance, type WorkflowInstanceModifier } from "cloudflare:test";
+import { introspectWorkflow, introspectWorkflowInstance } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newCreationNotice } from "../../../src/api/events.ts";
 import { runScheduledJobs } from "../../../src/api/scheduled.ts";
@@ -14,33 +14,16 @@ import { ConfigError, apiConfig } from "../../../src/shared/config.ts";
 import { erasureOfPart } from "../../../src/shared/job-ids.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
-import { ERASURE_PAGE, eraseAppUser, pseudonym, type Erasure, type ErasureShard } from "../../../src/storage/erasure.ts";
+import { ERASURE_PAGE, eraseAppUser, pseudonym, type ErasureShard } from "../../../src/storage/erasure.ts";
 import { storeReceipt } from "../../../src/storage/receipts.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
 import { call, consoleLines, newCaller, postAdd, uniqueId, type Caller } from "../../support/api.ts";
 import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
 import { expectSignedPush, seedReceipt, waitForPushes } from "../../support/notices.ts";
+import { erase } from "../../support/erasure.ts";
 import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "../../support/shards.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
-
-/**
- * Runs the erasure's Workflow for one app user to its end and returns its output; `modifyAll`
- * changes every instance started meanwhile, the erasure and its parts.
- */
-async function erase(appUserId: string, modifyAll?: (m: WorkflowInstanceModifier) => Promise<void>): Promise<Erasure> {
-  const id = uniqueId("erasure");
-  await using everyInstance = modifyAll ? await introspectWorkflow(env.ERASURE) : undefined;
-  await everyInstance?.modifyAll(async (m) => {
-    await m.disableRetryDelays();
-    await modifyAll!(m);
-  });
-  await using instance = await introspectWorkflowInstance(env.ERASURE, id);
-  await instance.modify((m) => m.disableRetryDelays());
-  await env.ERASURE.create({ id, params: { app_user_id: appUserId } });
-  await instance.waitForStatus("complete");
-  return (await instance.getOutput()) as Erasure;
-}
 
 /** Every row anywhere that belongs to one app user, table by table (what erasure must empty). */
 async function tracesOf(appUserId: string): Promise<Record<string, number>> {

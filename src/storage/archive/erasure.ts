@@ -1,0 +1,111 @@
+/**
+ * An erasure's pass over the archive (docs/api.md#erasure, docs/storage.md#archive): every object
+ * under the app user's prefix is read, its receipts counted and audited as erased on their shard,
+ * then deleted, so that when the erasure completes no byte of the user's receipts is left in R2.
+ * A page of objects takes two steps: the first reads, records and drops the receipts' owner rows
+ * (run again, it counts the same lines and adds no record), the second deletes what the first
+ * counted, and the tombstones that kept deleted lines out of the count. This file stays free of
+ * Workers types: the erasure runs on Node too.
+ */
+import { auditErasedArchived, countErasedAmong } from "../audit.ts";
+import type { ErasureShard, StepRunner } from "../erasure.ts";
+import { archiveUserPrefix, archivedReceipts, type ArchivedReceipt } from "./layout.ts";
+import { forgetOwners } from "./owners.ts";
+import { eraseTombstonesUnder } from "./tombstones.ts";
+
+/** What the erasure needs of the archive's R2 bucket (the ARCHIVE binding, or Miniflare's). */
+export interface ArchiveBucket {
+  list(options: { prefix: string; limit: number }): Promise<{ objects: { key: string }[]; truncated: boolean }>;
+  get(key: string): Promise<{ text(): Promise<string> } | null>;
+  delete(keys: string[]): Promise<void>;
+}
+
+/** The erasure's values the pass needs: the app_user_id, its pseudonym, the erasure's ID and instant. */
+export interface ArchiveErasure {
+  id: string;
+  pseudonym: string;
+  event_id: string;
+  occurred_at: string;
+}
+
+/**
+ * Objects per page: a page's first step reads each (one R2 get apiece, far below a step's
+ * subrequests) and writes one D1 batch per shard they name; R2's list returns 1,000 at most.
+ */
+export const ARCHIVE_ERASURE_OBJECTS = 100;
+
+// An app user's tombstones on one shard: their deletes of archived receipts, a handful.
+const TOMBSTONES_PER_SHARD = 1000;
+
+/**
+ * Erases the app user's archived receipts, a page of objects a pair of steps (`erase archive page
+ * <n>`, `erase archive page <n> objects`), until a listing is not cut short. Returns the receipts
+ * erased per shard name: those with no tombstone, as D1's pages count those not deleted before.
+ */
+export async function eraseArchivedReceipts(
+  archive: ArchiveBucket,
+  user: ArchiveErasure,
+  shards: readonly ErasureShard[],
+  steps: StepRunner,
+): Promise<Record<string, number>> {
+  const erased: Record<string, number> = {};
+  for (let page = 0; ; page += 1) {
+    const found = await steps(`erase archive page ${page}`, () => countPage(archive, user, shards));
+    if (found.keys.length > 0) {
+      await steps(`erase archive page ${page} objects`, async () => {
+        await archive.delete(found.keys);
+        // The lines are counted: the tombstones that told deleted ones apart may go now.
+        const prefix = archiveUserPrefix(user.id);
+        for (const shard of shards.filter(({ name }) => found.shards.includes(name))) {
+          await shard.run([eraseTombstonesUnder(prefix, TOMBSTONES_PER_SHARD, { purgedOnly: false })]);
+        }
+        return true;
+      });
+    }
+    for (const [shard, count] of Object.entries(found.erased)) erased[shard] = (erased[shard] ?? 0) + count;
+    if (!found.more) return erased;
+  }
+}
+
+/**
+ * The first page of objects under the user's prefix (those deleted by earlier pages are gone):
+ * their receipts audited as erased on each receipt's shard, and how many were erased there,
+ * counted from the audit records so that a run again counts them once; and the shards named.
+ */
+async function countPage(
+  archive: ArchiveBucket,
+  user: ArchiveErasure,
+  shards: readonly ErasureShard[],
+): Promise<{ keys: string[]; erased: Record<string, number>; shards: string[]; more: boolean }> {
+  const listing = await archive.list({ prefix: archiveUserPrefix(user.id), limit: ARCHIVE_ERASURE_OBJECTS });
+  const byShard = new Map<string, ArchivedReceipt[]>();
+  for (const { key } of listing.objects) {
+    const object = await archive.get(key);
+    if (!object) continue;
+    const shard = shardOfKey(key);
+    byShard.set(shard, [...(byShard.get(shard) ?? []), ...archivedReceipts(await object.text())]);
+  }
+  const erased: Record<string, number> = {};
+  for (const [name, receipts] of byShard) {
+    const shard = shards.find((each) => each.name === name);
+    // A shard no longer bound keeps no record: its objects still go, and count as erased.
+    if (!shard) {
+      erased[name] = receipts.length;
+      continue;
+    }
+    const ids = receipts.map(({ receipt_id }) => receipt_id);
+    // The owner rows go by the IDs the lines name: the table has no index by app user to find them.
+    const rows = await shard.run([
+      auditErasedArchived(receipts, user.occurred_at, user.pseudonym, user.event_id),
+      countErasedAmong(user.pseudonym, user.event_id, ids),
+      forgetOwners(ids),
+    ]);
+    erased[name] = (rows[1]![0] as { n: number }).n;
+  }
+  return { keys: listing.objects.map(({ key }) => key), erased, shards: [...byShard.keys()], more: listing.truncated };
+}
+
+// The last part of an object's key names its shard (src/storage/archive/layout.ts).
+function shardOfKey(key: string): string {
+  return key.slice(key.lastIndexOf("/") + 1, -".ndjson".length);
+}

@@ -1,0 +1,202 @@
+/**
+ * The archive's move on one shard (docs/storage.md "Archive"): receipts made before the cutoff go
+ * from the shard to R2, a page a step. A page's objects are each read, merged, put and read back
+ * before one D1 batch removes the page's rows, so a step cut off anywhere leaves every receipt in
+ * D1, in R2, or in both, never in neither; the step then runs again, the merge finds its lines
+ * already there (the object's text is sorted and has each receipt once), and nothing is doubled.
+ *
+ * Races, and why none loses or keeps what it must not:
+ * - A POS delete between a page's read and its batch removes the row, with an audit record: the
+ *   batch finds the row gone and audited and records a tombstone, and the step purges the line.
+ * - An erasure: a page skips receipts an erasure's fence covers (src/storage/fences.ts); one whose
+ *   fence came after that check was copied, so the batch leaves its row to the erasure and
+ *   tombstones it, and the step purges the line at once. An erasure that reaches the archive after
+ *   its fences finds every line copied before them in R2, and no move adds one after them.
+ * - Two moves of one shard at once (the cron's and an operator's): the objects' conditional puts
+ *   serialise their writes, and a row the other move removed has no audit record, so it is not
+ *   taken for deleted.
+ * - Adds: a receipt is made with the current time, never before the cutoff.
+ *
+ * This file stays free of Workers types, like the erasure's steps it follows.
+ */
+import { importAuditHashKey, pseudonymWith } from "../../shared/audit-hash-key.ts";
+import type { ShardBase } from "../../shared/shard-ids.ts";
+import type { RunStatements, StepRunner } from "../erasure.ts";
+import { archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
+import { lineBytes, rewriteObject, type ArchiveBucket } from "./objects.ts";
+import { markPurged } from "./tombstones.ts";
+import {
+  beginRun,
+  fencedAmong,
+  finishRun,
+  firstIdAt,
+  pageToArchive,
+  settlePage,
+  type CopiedReceipt,
+  type Tombstone,
+  type WrittenObject,
+} from "./statements.ts";
+
+/** A shard as the move sees it: the shard, and a way to run SQL on it. */
+export interface ArchiveShard extends ShardBase {
+  run: RunStatements;
+}
+
+/**
+ * Receipts per page. A page writes at most this many objects, each a get, a put and a get back,
+ * and runs five D1 statements in three queries: far inside a step's limits on subrequests and D1 queries.
+ */
+export const ARCHIVE_PAGE = 200;
+
+/**
+ * Pages per run (200,000 receipts): below the 1,024 steps an instance may take. A run that stops
+ * here says so (`complete: false`); the Workflow then starts the next part.
+ */
+export const ARCHIVE_MAX_PAGES = 1000;
+
+// Objects written at once: a page's R2 calls run a few at a time, not all 600 together.
+const WRITES_AT_ONCE = 8;
+
+/** What a run of the move did. */
+export interface ArchiveRun {
+  run_id: string;
+  shard: string;
+  /** Receipts made before this instant were moved. */
+  cutoff: string;
+  receipts: number;
+  objects: number;
+  bytes: number;
+  pages: number;
+  /** False when the run stopped at its pages' limit, perhaps with receipts left before the cutoff. */
+  complete: boolean;
+}
+
+/** How a run goes: its ID (its row in archive_runs), its steps and its clock. */
+export interface ArchiveOptions {
+  runId: string;
+  /** Pages before the run stops, incomplete: ARCHIVE_MAX_PAGES unless a test says fewer. */
+  maxPages?: number;
+  /** How old a receipt must be to move (ARCHIVE_AFTER_DAYS). */
+  archiveAfterMs: number;
+  steps?: StepRunner;
+  now?: () => Date;
+}
+
+/**
+ * Moves the shard's receipts made before now less the archive age to `bucket`. Steps: `begin`
+ * (fixes the cutoff, records the run), `move page <n>`, `finish`.
+ *
+ * @param hashKey AUDIT_HASH_KEY's bytes, which name an app user in erasure fences.
+ */
+export async function archiveShard(
+  shard: ArchiveShard,
+  bucket: ArchiveBucket,
+  hashKey: Uint8Array,
+  { runId, archiveAfterMs, maxPages = ARCHIVE_MAX_PAGES, steps = (_name, work) => work(), now = () => new Date() }: ArchiveOptions,
+): Promise<ArchiveRun> {
+  const { cutoff } = await steps("begin", async () => {
+    const startedAt = now();
+    const cutoff = new Date(startedAt.getTime() - archiveAfterMs).toISOString();
+    await shard.run([beginRun(runId, cutoff, startedAt.toISOString())]);
+    return { cutoff };
+  });
+  const key = await importAuditHashKey(hashKey);
+  const page: PageContext = { shard, bucket, runId, beforeId: firstIdAt(new Date(cutoff)), userKey: (id) => pseudonymWith(key, id), now };
+  let after = "";
+  let pages = 0;
+  let complete = false;
+  while (pages < maxPages && !complete) {
+    const moved = await steps(`move page ${pages}`, () => movePage(page, after));
+    pages += 1;
+    after = moved.last;
+    complete = moved.done;
+  }
+  const totals = await steps("finish", async () => {
+    const [[row]] = (await shard.run([finishRun(runId, now().toISOString())])) as [[{ receipts: number; objects: number; bytes: number }]];
+    return row;
+  });
+  return { run_id: runId, shard: shard.name, cutoff, ...totals, pages, complete };
+}
+
+interface PageContext {
+  shard: ArchiveShard;
+  bucket: ArchiveBucket;
+  runId: string;
+  beforeId: string;
+  userKey: (appUserId: string) => Promise<string>;
+  now: () => Date;
+}
+
+/** One page: copy, verify, then remove in one batch. Returns where the next page starts. */
+async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageContext, after: string): Promise<{ last: string; done: boolean }> {
+  const [rows] = (await shard.run([pageToArchive(beforeId, after, ARCHIVE_PAGE)])) as [ArchivedReceipt[]];
+  const last = rows.at(-1)?.receipt_id ?? after;
+  const done = rows.length < ARCHIVE_PAGE;
+  if (rows.length === 0) return { last, done };
+
+  const keys = new Map<string, string>();
+  for (const { app_user_id } of rows) if (!keys.has(app_user_id)) keys.set(app_user_id, await userKey(app_user_id));
+  const candidates = rows.map((row) => {
+    const receipt = archivedLine(row);
+    return {
+      receipt,
+      copied: {
+        receipt_id: row.receipt_id,
+        created_at: row.created_at,
+        user_key: keys.get(row.app_user_id)!,
+        object_key: archiveObjectKey(row.app_user_id, row.chain_id, row.receipt_id, shard.name),
+        bytes: lineBytes(receipt),
+      } satisfies CopiedReceipt,
+    };
+  });
+  const [fencedRows] = (await shard.run([fencedAmong(candidates.map(({ copied }) => copied))])) as [{ receipt_id: string }[]];
+  const fenced = new Set(fencedRows.map(({ receipt_id }) => receipt_id));
+  const moving = candidates.filter(({ copied }) => !fenced.has(copied.receipt_id));
+  if (moving.length === 0) return { last, done };
+
+  const byObject = groupBy(moving, ({ copied }) => copied.object_key);
+  const objects = await inGroups([...byObject], ([objectKey, group]) =>
+    rewriteObject(bucket, objectKey, (held) => [...held, ...group.map(({ receipt }) => receipt)]),
+  );
+  const at = now().toISOString();
+  const created = objects.filter((object) => object.created).length;
+  const results = await shard.run(settlePage(runId, moving.map(({ copied }) => copied), created, at));
+  const tombstones = results[1] as Tombstone[];
+  if (tombstones.length > 0) await purgeLines(shard, bucket, tombstones, at);
+  return { last, done };
+}
+
+// The lines of receipts that are gone, out of their objects now rather than at the next sweep:
+// for a fenced receipt the erasure may already have passed the archive.
+async function purgeLines(shard: ArchiveShard, bucket: ArchiveBucket, tombstones: readonly Tombstone[], at: string): Promise<void> {
+  const byObject = groupBy(tombstones, ({ object_key }) => object_key);
+  await inGroups([...byObject], ([objectKey, gone]) => {
+    const ids = new Set(gone.map(({ receipt_id }) => receipt_id));
+    return rewriteObject(bucket, objectKey, (held) => held.filter(({ receipt_id }) => !ids.has(receipt_id)));
+  });
+  await shard.run([markPurged(tombstones.map(({ receipt_id }) => receipt_id), new Date(at))]);
+}
+
+// The line's fields in one order, whatever order the row's columns came in: the same receipt
+// always makes the same bytes.
+function archivedLine(row: ArchivedReceipt): ArchivedReceipt {
+  const { receipt_id, chain_id, client_id, app_user_id, created_at, body } = row;
+  return { receipt_id, chain_id, client_id, app_user_id, created_at, body };
+}
+
+function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const key = keyOf(item);
+    groups.set(key, [...(groups.get(key) ?? []), item]);
+  }
+  return groups;
+}
+
+async function inGroups<T>(items: readonly T[], work: (item: T) => Promise<WrittenObject>): Promise<WrittenObject[]> {
+  const done: WrittenObject[] = [];
+  for (let start = 0; start < items.length; start += WRITES_AT_ONCE) {
+    done.push(...(await Promise.all(items.slice(start, start + WRITES_AT_ONCE).map(work))));
+  }
+  return done;
+}

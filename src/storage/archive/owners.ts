@@ -1,0 +1,63 @@
+/**
+ * Every statement on `archived_owners` (migration 0010, docs/storage.md#archived-owners): the
+ * shard's index of who owns each receipt it archived, the client_id, chain_id and app_user_id that
+ * delete compares with its headers. The R2 layout names an object by app user and chain, so only
+ * this index tells a wrong app_user_id or chain_id from an unknown ID without reading R2. A row
+ * lives from the move's removal of the receipt to its delete or its app user's erasure. This file
+ * stays free of Workers types: the erasure runs on Node too.
+ */
+import { enclose, statement, type Statement } from "../statement.ts";
+
+/** An archived receipt's ID and the fields delete compares with its headers. */
+export interface ArchivedOwner {
+  receipt_id: string;
+  client_id: string;
+  chain_id: string;
+  app_user_id: string;
+}
+
+/**
+ * The owners of the receipts that `receiptIds` selects (a query of one column), copied from their
+ * rows: in the move's removal batch right before the statement that deletes those rows, with the
+ * same selection, so that a receipt leaves D1 exactly when its owner row arrives. Run again, it
+ * changes nothing.
+ *
+ * @example recordOwners(statement("SELECT value FROM json_each(?1)", JSON.stringify(ids)))
+ */
+export function recordOwners(receiptIds: Statement): Statement {
+  return enclose(
+    receiptIds,
+    (ids) => `INSERT INTO archived_owners (receipt_id, client_id, chain_id, app_user_id)
+    SELECT receipt_id, client_id, chain_id, app_user_id FROM receipts WHERE receipt_id IN (${ids})
+    ON CONFLICT (receipt_id) DO NOTHING`,
+  );
+}
+
+/**
+ * SQL joining the archived owner of the receipt whose ID is `receiptIdParam` as `alias` (its
+ * columns NULL when the shard archived no such receipt): delete's first statement reads it beside
+ * the live row, so that the live path keeps its one batch.
+ */
+export function archivedOwnerJoin(alias: string, receiptIdParam: string): string {
+  return `LEFT JOIN archived_owners AS ${alias} ON ${alias}.receipt_id = ${receiptIdParam}`;
+}
+
+/**
+ * An SQL expression, 1 while the archived receipt whose ID is `receiptIdParam` has its owner row
+ * with the client_id, chain_id and app_user_id of the three parameters that follow, else 0: the
+ * condition of an archived delete's writes, as the live row's is of a live one's, so that of two
+ * racing deletes, or a delete and an erasure that removed the row, only the first writes.
+ */
+export function archivedOwned(receiptIdParam: string, clientIdParam: string, chainIdParam: string, appUserIdParam: string): string {
+  return `EXISTS (SELECT 1 FROM archived_owners WHERE receipt_id = ${receiptIdParam} AND client_id = ${clientIdParam}
+    AND chain_id = ${chainIdParam} AND app_user_id = ${appUserIdParam})`;
+}
+
+/**
+ * The owner rows of these receipts go: in an archived delete's batch with the tombstone (which
+ * then answers for the receipt), and in an erasure's archive page with the audit records of the
+ * lines it read.
+ */
+export function forgetOwners(receiptIds: readonly string[]): Statement {
+  return statement("DELETE FROM archived_owners WHERE receipt_id IN (SELECT value FROM json_each(?1))", JSON.stringify(receiptIds));
+}

@@ -1,0 +1,143 @@
+/**
+ * docs/api.md#erasure reaches the archive: when an erasure completes no byte of the app user's
+ * receipts is left in R2, its count includes their archived receipts, and a resumed or repeated
+ * erasure ends the same.
+ */
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { PATHS } from "../../../src/shared/paths.ts";
+import { ARCHIVE_ERASURE_OBJECTS, type ArchiveBucket } from "../../../src/storage/archive/erasure.ts";
+import { archiveObjectKey, archiveText, archiveUserPrefix } from "../../../src/storage/archive/layout.ts";
+import { eraseAppUser, pseudonym, type ErasureShard } from "../../../src/storage/erasure.ts";
+import { runBatch } from "../../../src/storage/statement.ts";
+import { call, newCaller, uniqueId, type Caller } from "../../support/api.ts";
+import { archiveReceipt, archivedKeys, archivedLines } from "../../support/archive.ts";
+import { erase } from "../../support/erasure.ts";
+import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
+import { deleteHeadersFor, seedReceipt } from "../../support/notices.ts";
+import { SHARDS, idOn, rowsOnEveryShard } from "../../support/shards.ts";
+
+const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
+
+/**
+ * An app user with a live receipt and archived ones on every shard, two in one object, and one
+ * archived receipt deleted (its tombstone unpurged, as a cut-off purge leaves it). Returns how
+ * many an erasure erases.
+ */
+async function archivedUser(caller: Caller, appUserId: string): Promise<number> {
+  await seedReceipt(caller.client, { app_user_id: appUserId });
+  for (const shard of SHARDS) await archiveReceipt((await seedReceipt(caller.client, { app_user_id: appUserId, receipt_id: idOn(shard) })).receipt_id);
+  await archiveReceipt((await seedReceipt(caller.client, { app_user_id: appUserId, receipt_id: idOn(SHARDS[0]) })).receipt_id);
+  const deleted = await seedReceipt(caller.client, { app_user_id: appUserId, receipt_id: idOn(SHARDS[1]) });
+  const key = await archiveReceipt(deleted.receipt_id);
+  const token = caller.headers.Authorization!.slice("Bearer ".length);
+  expect((await call(PATHS.delete, { headers: deleteHeadersFor(token, deleted) })).status).toBe(200);
+  // The delete's purge ran; put the line back as if it had been cut off before its rewrite.
+  const lines = await archivedLines(key);
+  await env.ARCHIVE.put(key, archiveText([...lines, { ...deleted, created_at: new Date().toISOString(), body: "{}" }]));
+  await SHARDS[1]!.db.prepare("UPDATE archive_tombstones SET purged_at = NULL WHERE receipt_id = ?").bind(deleted.receipt_id).run();
+  return 1 + SHARDS.length + 1;
+}
+
+/** What is left of the app user in R2, in the tombstones and in the owner rows. */
+async function archiveTraces(appUserId: string): Promise<{ objects: number; tombstones: number; owners: number }> {
+  const prefix = archiveUserPrefix(appUserId);
+  const tombstones = await rowsOnEveryShard("SELECT 1 FROM archive_tombstones WHERE substr(object_key, 1, length(?1)) = ?1", prefix);
+  const owners = await rowsOnEveryShard("SELECT 1 FROM archived_owners WHERE app_user_id = ?", appUserId);
+  return { objects: (await archivedKeys(prefix)).length, tombstones: tombstones.length, owners: owners.length };
+}
+
+/** The shards as the erasure takes them straight through D1. */
+function erasureShards(): ErasureShard[] {
+  return SHARDS.map((shard) => ({ ...shard, run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results) }));
+}
+
+/** The archive bucket with its calls counted by method. */
+function countedBucket(calls: Record<string, number>): ArchiveBucket {
+  const count = (method: string) => (calls[method] = (calls[method] ?? 0) + 1);
+  return {
+    list: (options) => (count("list"), env.ARCHIVE.list(options)),
+    get: (key) => (count("get"), env.ARCHIVE.get(key)),
+    delete: (keys) => (count("delete"), env.ARCHIVE.delete(keys)),
+  };
+}
+
+describe("docs/api.md#erasure reaches archived receipts", () => {
+  it("the Workflow deletes every object of the app user, counts their archived receipts but not a deleted one, audits them under the pseudonym and removes their tombstones and owner rows; a neighbour keeps everything", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    const neighbour = `${victim}0`;
+    const erased = await archivedUser(caller, victim);
+    await archivedUser(caller, neighbour);
+    const neighbourBefore = await archiveTraces(neighbour);
+    // Its archived receipts but the deleted one have their owner row until the erasure.
+    expect(await archiveTraces(victim)).toMatchObject({ owners: SHARDS.length + 1 });
+
+    const erasure = await erase(victim);
+    expect(erasure.receipts_erased).toBe(erased);
+    expect(erasure.event.receipts).toBe(erased);
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
+    expect(await archiveTraces(neighbour)).toEqual(neighbourBefore);
+    const audited = await rowsOnEveryShard<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM audit_log WHERE request_id = ? AND receipt_id IS NOT NULL AND app_user = ?",
+      erasure.event.event_id,
+      await pseudonym(victim, HASH_KEY),
+    );
+    expect(audited.reduce((sum, { n }) => sum + n, 0)).toBe(erased);
+    expect(await rowsOnEveryShard("SELECT 1 FROM audit_log WHERE app_user = ?", victim)).toEqual([]);
+  });
+
+  it("a resumed erasure: a deletion step that fails is retried, and the count is the undisturbed one", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    const erased = await archivedUser(caller, victim);
+    const erasure = await erase(victim, async (m) => {
+      await m.mockStepError({ name: "erase archive page 0" }, new Error("R2 unavailable"), 1);
+      await m.mockStepError({ name: "erase archive page 0 objects" }, new Error("R2 unavailable"), 2);
+    });
+    expect(erasure.receipts_erased).toBe(erased);
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
+  });
+
+  it("every step run again after it committed counts each archived receipt once; a re-run erases 0", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    const erased = await archivedUser(caller, victim);
+    const twice = async <T,>(_name: string, work: () => Promise<T>) => (await work(), work());
+    const first = await eraseAppUser(victim, erasureShards(), HASH_KEY, { steps: twice, archive: env.ARCHIVE });
+    expect(first.receipts_erased).toBe(erased);
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
+    const again = await eraseAppUser(victim, erasureShards(), HASH_KEY, { archive: env.ARCHIVE });
+    expect(again.receipts_erased).toBe(0);
+  });
+
+  it(`pages of ${ARCHIVE_ERASURE_OBJECTS} objects: R2 calls per object and per receipt erased`, async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("collector");
+    const chains = 2 * ARCHIVE_ERASURE_OBJECTS + 10;
+    const perObject = 20;
+    const createdAt = new Date().toISOString();
+    for (let chain = 0; chain < chains; chain += 1) {
+      const shard = SHARDS[chain % SHARDS.length]!;
+      const receipts = Array.from({ length: perObject }, () => {
+        const receipt_id = idOn(shard);
+        return { receipt_id, chain_id: `c${chain}`, client_id: caller.client.clientId, app_user_id: victim, created_at: createdAt, body: "{}" };
+      });
+      await env.ARCHIVE.put(archiveObjectKey(victim, `c${chain}`, receipts[0]!.receipt_id, shard.name), archiveText(receipts));
+    }
+    const calls: Record<string, number> = {};
+    const erasure = await eraseAppUser(victim, erasureShards(), HASH_KEY, { archive: countedBucket(calls) });
+    const receipts = chains * perObject;
+    expect(erasure.receipts_erased).toBe(receipts);
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
+    // A list and a delete per page of objects, a get per object.
+    const pages = Math.ceil(chains / ARCHIVE_ERASURE_OBJECTS);
+    expect(calls).toEqual({ list: pages, get: chains, delete: pages });
+    // The figures of docs/storage.md#archive: lists are class A, gets class B, deletes free.
+    console.info(
+      `archive erasure: ${chains} objects, ${receipts} receipts: ${JSON.stringify(calls)}; per receipt ` +
+        `lists ${(calls.list! / receipts).toFixed(4)}, gets ${(calls.get! / receipts).toFixed(4)}, deletes ${(calls.delete! / receipts).toFixed(4)}`,
+    );
+  }, 60_000);
+});

@@ -1,0 +1,53 @@
+/**
+ * Archived receipts as the move leaves them (src/storage/archive/layout.ts): a receipt's row
+ * copied into its object in R2, beside the lines already there, and removed from its shard in the
+ * batch that records its owner.
+ */
+import { env } from "cloudflare:workers";
+import { archiveObjectKey, archiveText, archivedReceipts, type ArchivedReceipt } from "../../src/storage/archive/layout.ts";
+import { recordOwners } from "../../src/storage/archive/owners.ts";
+import { shardOfId } from "../../src/storage/shards.ts";
+import { runBatch, statement } from "../../src/storage/statement.ts";
+import { SHARDS, dbOf } from "./shards.ts";
+
+/** Moves a stored receipt to the archive; returns its object's key. */
+export async function archiveReceipt(receiptId: string): Promise<string> {
+  const db = dbOf(receiptId);
+  const row = await db
+    .prepare("SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body FROM receipts WHERE receipt_id = ?")
+    .bind(receiptId)
+    .first<ArchivedReceipt>();
+  if (!row) throw new Error(`no receipt ${receiptId} to archive`);
+  const key = archiveObjectKey(row.app_user_id, row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
+  await env.ARCHIVE.put(key, archiveText([...(await archivedLines(key)), row]));
+  await runBatch(db, [recordOwners(statement("SELECT ?1", receiptId)), statement("DELETE FROM receipts WHERE receipt_id = ?1", receiptId)]);
+  return key;
+}
+
+/** The receipts an object holds; none when it does not exist. */
+export async function archivedLines(key: string): Promise<ArchivedReceipt[]> {
+  const object = await env.ARCHIVE.get(key);
+  return object ? archivedReceipts(await object.text()) : [];
+}
+
+/** A receipt's tombstone on its shard, or null. */
+export async function tombstoneOf(receiptId: string): Promise<Record<string, unknown> | null> {
+  return dbOf(receiptId).prepare("SELECT * FROM archive_tombstones WHERE receipt_id = ?").bind(receiptId).first();
+}
+
+/** A receipt's archived owner row on its shard, or null. */
+export async function archivedOwnerOf(receiptId: string): Promise<Record<string, unknown> | null> {
+  return dbOf(receiptId).prepare("SELECT * FROM archived_owners WHERE receipt_id = ?").bind(receiptId).first();
+}
+
+/** The keys of every archived object under `prefix`. */
+export async function archivedKeys(prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await env.ARCHIVE.list({ prefix, ...(cursor ? { cursor } : {}) });
+    keys.push(...page.objects.map(({ key }) => key));
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return keys;
+}
