@@ -48,9 +48,9 @@ function show(argv: string[]): void {
   const id = positionals[0]!;
   if (!/^[A-Za-z0-9_-]{1,100}$/.test(id)) throw new UsageError(`Not a job ID: ${JSON.stringify(id)}`);
   const target = jobTargetOf(values);
-  const found = kinds().map((kind) => ({ kind, job: findJob(kind, id, target) })).find(({ job }) => job !== undefined);
+  const found = findJob(id, target);
   if (!found) throw new Error(`No job ${id}.`);
-  const job = found.job!;
+  const { job } = found;
   if (values.json) {
     console.log(JSON.stringify(job));
     return;
@@ -71,12 +71,16 @@ function kinds(): JobKind[] {
 }
 
 // Wrangler fails for an ID its Workflow does not know ("... not found"): then it is not a job of
-// that kind. Any other failure (no `npm start`, no network) is the answer.
-function findJob(kind: JobKind, id: string, target: Parameters<typeof describeJob>[2]): JobSummary | undefined {
-  try {
-    return summary(kind, describeJob(kind, id, target));
-  } catch (error) {
-    if (/not found/i.test((error as Error).message)) return undefined;
-    throw error;
+// that kind, and the next kind is asked, only if this one did not know it (a local Workflow lists
+// the ID of every describe it was asked for, found or not). Any other failure (no `npm start`, no
+// network) is the answer.
+function findJob(id: string, target: Parameters<typeof describeJob>[2]): { kind: JobKind; job: JobSummary } | undefined {
+  for (const kind of kinds()) {
+    try {
+      return { kind, job: summary(kind, describeJob(kind, id, target)) };
+    } catch (error) {
+      if (!/not found/i.test((error as Error).message)) throw error;
+    }
   }
+  return undefined;
 }

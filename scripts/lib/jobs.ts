@@ -95,10 +95,13 @@ export async function waitForJob(kind: JobKind, id: string, target: JobTarget, p
   }
 }
 
-/** The IDs of every instance of `kind` wrangler lists, newest first. */
+/**
+ * The IDs of every instance of `kind` wrangler lists, newest first. A local Workflow also lists,
+ * without a status, an ID it was only asked to describe and never ran: no job, left out.
+ */
 export function listJobIds(kind: JobKind, target: JobTarget): string[] {
   const output = wrangler(["workflows", "instances", "list", JOB_WORKFLOWS[kind], "--json", ...flags(target)]);
-  return (JSON.parse(jsonPart(output)) as { id: string }[]).map((instance) => instance.id);
+  return (JSON.parse(jsonPart(output)) as { id: string; status?: string }[]).filter((instance) => instance.status !== undefined).map((instance) => instance.id);
 }
 
 /** An instance in the terms `npm run jobs` prints. Steps done: the steps that succeeded. */

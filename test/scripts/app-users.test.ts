@@ -142,7 +142,7 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
       kind: "erasure",
       part_of: null,
       state: "complete",
-      // begin, a page on each of the two shards, one archive page (nothing to delete), record and send.
+      // begin, start its one part, check the parts, one archive page (nothing to delete), record and send.
       steps_done: 5,
       steps: 5,
       started: expect.any(String),
