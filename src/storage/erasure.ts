@@ -19,7 +19,7 @@ import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { auditErasedReceipts, auditErasure, countErasedBy, earlierErasuresOf, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
-import { eraseArchivedReceipts, type ArchiveBucket } from "./archive/erasure.ts";
+import { eraseArchivedReceipts, type ErasureBucket } from "./archive/erasure.ts";
 import { archiveUserPrefix } from "./archive/layout.ts";
 import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { writeFence } from "./fences.ts";
@@ -73,7 +73,7 @@ export interface ErasureOptions<S extends ErasureShard = ErasureShard> {
    */
   send?: (event: AppUserErasedEvent, shard: S) => Promise<void>;
   /** The archive's bucket: its objects of the app user are erased too, and counted. */
-  archive?: ArchiveBucket;
+  archive?: ErasureBucket;
 }
 
 /**
@@ -140,7 +140,7 @@ export async function eraseArchive(
   perShard: Record<string, number>,
   shards: readonly ErasureShard[],
   hashKey: Uint8Array,
-  archive: ArchiveBucket,
+  archive: ErasureBucket,
   steps: StepRunner = runAtOnce,
 ): Promise<void> {
   const user = await erasedUser(appUserId, start, hashKey);

@@ -14,7 +14,7 @@ import { forgetOwners } from "./owners.ts";
 import { eraseTombstonesUnder } from "./tombstones.ts";
 
 /** What the erasure needs of the archive's R2 bucket (the ARCHIVE binding, or Miniflare's). */
-export interface ArchiveBucket {
+export interface ErasureBucket {
   list(options: { prefix: string; limit: number }): Promise<{ objects: { key: string }[]; truncated: boolean }>;
   get(key: string): Promise<{ text(): Promise<string> } | null>;
   delete(keys: string[]): Promise<void>;
@@ -43,7 +43,7 @@ const TOMBSTONES_PER_SHARD = 1000;
  * erased per shard name: those with no tombstone, as D1's pages count those not deleted before.
  */
 export async function eraseArchivedReceipts(
-  archive: ArchiveBucket,
+  archive: ErasureBucket,
   user: ArchiveErasure,
   shards: readonly ErasureShard[],
   steps: StepRunner,
@@ -73,7 +73,7 @@ export async function eraseArchivedReceipts(
  * counted from the audit records so that a run again counts them once; and the shards named.
  */
 async function countPage(
-  archive: ArchiveBucket,
+  archive: ErasureBucket,
   user: ArchiveErasure,
   shards: readonly ErasureShard[],
 ): Promise<{ keys: string[]; erased: Record<string, number>; shards: string[]; more: boolean }> {

@@ -7,7 +7,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
-import { ARCHIVE_ERASURE_OBJECTS, type ArchiveBucket } from "../../../src/storage/archive/erasure.ts";
+import { ARCHIVE_ERASURE_OBJECTS, type ErasureBucket } from "../../../src/storage/archive/erasure.ts";
 import { archiveObjectKey, archiveText, archiveUserPrefix } from "../../../src/storage/archive/layout.ts";
 import { eraseAppUser, pseudonym, type ErasureShard } from "../../../src/storage/erasure.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
@@ -54,7 +54,7 @@ function erasureShards(): ErasureShard[] {
 }
 
 /** The archive bucket with its calls counted by method. */
-function countedBucket(calls: Record<string, number>): ArchiveBucket {
+function countedBucket(calls: Record<string, number>): ErasureBucket {
   const count = (method: string) => (calls[method] = (calls[method] ?? 0) + 1);
   return {
     list: (options) => (count("list"), env.ARCHIVE.list(options)),
