@@ -192,7 +192,7 @@ describe("docs/scale.md §6 the cron's sweeps stay within a budget of D1 queries
   });
 });
 
-describe("contract §13 the re-send sweep carries the retry schedule and the probes", () => {
+describe("docs/reliability.md#delivery-for-days the re-send sweep carries the retry schedule and the probes", () => {
   /** Runs every sweep at `now` with the notices queue kept; returns the event_ids handed to it. */
   async function sweepAt(now: number): Promise<string[]> {
     const sent: string[] = [];

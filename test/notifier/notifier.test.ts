@@ -246,7 +246,7 @@ describe("docs/api.md#deletion-notices delivery: duplicates push once", () => {
   });
 });
 
-describe("contract §13 delivery for days: a failed push's next attempt is kept in the outbox", () => {
+describe("docs/reliability.md#delivery-for-days a failed push's next attempt is kept in the outbox", () => {
   it("429, 5xx and a network failure: each acked, its next attempt recorded at a growing, jittered delay; delivered once", async () => {
     const notice = await recordedNotice();
     answers = [503, 429, new TypeError("Network connection lost."), 200];
@@ -345,7 +345,7 @@ describe("contract §13 delivery for days: a failed push's next attempt is kept 
   });
 });
 
-describe("contract §13 delivery for days: the notifier backs off as a whole while the push service is down", () => {
+describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a whole while the push service is down", () => {
   /** Every shard's cron re-send at `now`, as the sweeps run it; returns the events handed to the queue. */
   async function cronResend(now: Date): Promise<QueuedNotice[]> {
     const sent: QueuedNotice[] = [];
