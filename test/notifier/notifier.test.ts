@@ -20,7 +20,7 @@ import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { runBatch } from "../../src/storage/statement.ts";
 import { uniqueId } from "../support/api.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
-import { failedRows, forgetPushEndpoint, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
+import { DEPLOYED_PUSH_SETTINGS, failedRows, forgetPushEndpoint, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
 import { SHARDS, dbOf, idOn } from "../support/shards.ts";
 import { shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { StorageLedger } from "../support/storage-ledger.ts";
@@ -86,12 +86,7 @@ function notifierEnv(settings: Partial<Pick<NotifierEnv, Settings>> = {}): Notif
     } as unknown as Queue<DeletionNotice>,
     APP_PUSH_URL: PUSH_URL,
     APP_PUSH_SECRET: TEST_PUSH_SECRET,
-    // As src/notifier/wrangler.toml deploys them.
-    PUSH_TIMEOUT_SECONDS: "10",
-    RETRY_FIRST_DELAY_SECONDS: "10",
-    RETRY_MAX_DELAY_SECONDS: "3600",
-    NOTICE_RETRY_HOURS: "72",
-    PUSH_PROBE_SECONDS: "20",
+    ...DEPLOYED_PUSH_SETTINGS,
     ...settings,
   };
 }

@@ -20,7 +20,7 @@ import { deliverBatch, freshEndpointView } from "../../src/notifier/deliver.ts";
 import { formatTable } from "../../harness/table.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { routeStorageCalls } from "../support/binding-proxy.ts";
-import { forgetPushEndpoint } from "../support/notices.ts";
+import { DEPLOYED_PUSH_SETTINGS, forgetPushEndpoint } from "../support/notices.ts";
 import { SHARDS, idOn } from "../support/shards.ts";
 
 const EVENTS = 10_000;
@@ -117,12 +117,7 @@ describe("docs/reliability.md what a one-hour push outage costs, 10,000 events w
       FAILED_NOTICES: { send: async () => void (costs.queueOperations += 1) },
       APP_PUSH_URL: "https://push.example.test/receipts",
       APP_PUSH_SECRET: TEST_PUSH_SECRET,
-      // As src/notifier/wrangler.toml deploys them.
-      PUSH_TIMEOUT_SECONDS: "10",
-      RETRY_FIRST_DELAY_SECONDS: "10",
-      RETRY_MAX_DELAY_SECONDS: "3600",
-      NOTICE_RETRY_HOURS: "72",
-      PUSH_PROBE_SECONDS: "20",
+      ...DEPLOYED_PUSH_SETTINGS,
     } as unknown as NotifierEnv);
     const target = await pushTarget(notifierEnv);
     const timing = deliveryTiming(notifierEnv);

@@ -168,3 +168,12 @@ export async function expectSignedPush(push: RecordedPush): Promise<{ event_id: 
   if (body.event_id !== id) throw new Error(`webhook-id ${id} differs from event_id ${body.event_id}`);
   return body;
 }
+
+/** The notifier's push and retry settings as src/notifier/wrangler.toml deploys them. */
+export const DEPLOYED_PUSH_SETTINGS = {
+  PUSH_TIMEOUT_SECONDS: "10",
+  RETRY_FIRST_DELAY_SECONDS: "10",
+  RETRY_MAX_DELAY_SECONDS: "3600",
+  NOTICE_RETRY_HOURS: "72",
+  PUSH_PROBE_SECONDS: "20",
+} as const;
