@@ -27,6 +27,7 @@ import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
 import { DELIVERED_RETENTION_MS, apiConfig, type ApiConfig } from "../shared/config.ts";
 import { dailyArchiveId } from "./workflows/archive-workflow.ts";
+import { startOnce } from "./workflows/durable.ts";
 
 /**
  * The most D1 queries one invocation of the sweeps may issue: half of Cloudflare's 1,000 per
@@ -242,10 +243,8 @@ export async function startDailyArchives(env: ApiEnv, now: Date): Promise<void> 
     shardsOf(env).map(async ({ name }) => {
       const id = dailyArchiveId(name, now);
       try {
-        await env.ARCHIVING.create({ id, params: { shard: name } });
-        logLine("info", "scheduled", { job: "archive.start", shard: name, instance_id: id });
+        if (await startOnce(env.ARCHIVING, id, { shard: name })) logLine("info", "scheduled", { job: "archive.start", shard: name, instance_id: id });
       } catch (error) {
-        if (/already exists/i.test(describeError(error))) return;
         logLine("error", "scheduled", { job: "archive.start", shard: name, instance_id: id, cause: describeError(error) });
       }
     }),

@@ -25,24 +25,7 @@ import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { writeFence } from "./fences.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
-
-/** Runs statements on one shard as one batch and returns each statement's rows. */
-export type RunStatements = (statements: readonly Statement[]) => Promise<unknown[][]>;
-
-/** A shard as the erasure sees it: the shard, and a way to run SQL on it. */
-export interface ErasureShard extends ShardBase {
-  run: RunStatements;
-}
-
-/**
- * Runs one named step of the erasure and returns its result: a durable step in the Workflow,
- * whose result a resumed run gets back without running the step again; a plain call elsewhere.
- * Results are plain JSON.
- */
-export type StepRunner = <T extends Json>(name: string, work: () => Promise<T>) => Promise<T>;
-
-/** A value a step may return. */
-export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+import { runAtOnce, type JobShard, type StepRunner } from "./steps.ts";
 
 /** What the `begin` step fixes for the whole erasure, kept for a resume. */
 export interface ErasureStart {
@@ -64,7 +47,7 @@ export interface Erasure {
 export const ERASURE_PAGE = 500;
 
 /** How an erasure runs: its steps, its clock, and what hands its event over once recorded. */
-export interface ErasureOptions<S extends ErasureShard = ErasureShard> {
+export interface ErasureOptions<S extends JobShard = JobShard> {
   steps?: StepRunner;
   now?: () => Date;
   /**
@@ -87,7 +70,7 @@ export interface ErasureOptions<S extends ErasureShard = ErasureShard> {
  * @param hashKey AUDIT_HASH_KEY's bytes, which key the hash kept in place of the app_user_id.
  * @example await eraseAppUser("user-42", shards, key) // { receipts_erased: 3, ... }
  */
-export async function eraseAppUser<S extends ErasureShard>(
+export async function eraseAppUser<S extends JobShard>(
   appUserId: string,
   shards: readonly S[],
   hashKey: Uint8Array,
@@ -119,7 +102,7 @@ export function beginErasure(first: ShardBase, steps: StepRunner = runAtOnce, no
 export async function eraseShards(
   appUserId: string,
   start: ErasureStart,
-  shards: readonly ErasureShard[],
+  shards: readonly JobShard[],
   hashKey: Uint8Array,
   steps: StepRunner = runAtOnce,
 ): Promise<Record<string, number>> {
@@ -138,7 +121,7 @@ export async function eraseArchive(
   appUserId: string,
   start: ErasureStart,
   perShard: Record<string, number>,
-  shards: readonly ErasureShard[],
+  shards: readonly JobShard[],
   hashKey: Uint8Array,
   archive: ErasureBucket,
   steps: StepRunner = runAtOnce,
@@ -154,7 +137,7 @@ export async function eraseArchive(
  * record on the first shard (both once, however often the step runs, also when the erasure
  * erased nothing), and the event handed over. Returns what the erasure did.
  */
-export async function recordErasure<S extends ErasureShard>(
+export async function recordErasure<S extends JobShard>(
   appUserId: string,
   start: ErasureStart,
   perShard: Record<string, number>,
@@ -178,8 +161,6 @@ export async function recordErasure<S extends ErasureShard>(
   });
   return { app_user_id: appUserId, receipts_erased: receipts, shards: perShard, event };
 }
-
-const runAtOnce: StepRunner = (_name, work) => work();
 
 /**
  * The keyed hash kept in audit records in place of an erased app_user_id (see
@@ -205,7 +186,7 @@ async function erasedUser(appUserId: string, start: ErasureStart, hashKey: Uint8
  * cut short by its page size. Returns how many receipts this erasure erased there, counted from
  * its audit records, so that a page run again after it committed still counts once.
  */
-async function eraseOnShard(shard: ErasureShard, user: ErasedUser, steps: StepRunner): Promise<number> {
+async function eraseOnShard(shard: JobShard, user: ErasedUser, steps: StepRunner): Promise<number> {
   for (let page = 0; ; page += 1) {
     const { erased, done } = await steps(`erase ${shard.name} page ${page}`, async () => {
       const work = [...(page === 0 ? [writeFence(user.pseudonym, user.occurred_at)] : []), ...receiptPage(user), ...leftoverPage(user)];

@@ -11,7 +11,8 @@ import { env } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
-import { archiveShard, type ArchiveShard } from "../../src/storage/archive/move.ts";
+import { archiveShard } from "../../src/storage/archive/move.ts";
+import type { JobShard } from "../../src/storage/steps.ts";
 import type { ArchiveBucket } from "../../src/storage/archive/objects.ts";
 import { idOnShard } from "../../src/storage/shards.ts";
 import { runBatch } from "../../src/storage/statement.ts";
@@ -33,7 +34,7 @@ interface Counts {
 }
 
 /** The bucket and the shard, counting what goes through them. */
-function counted(counts: Counts): { bucket: ArchiveBucket; archive: ArchiveShard } {
+function counted(counts: Counts): { bucket: ArchiveBucket; archive: JobShard } {
   return {
     bucket: {
       get: (key) => ((counts.classB += 1), env.ARCHIVE.get(key)),

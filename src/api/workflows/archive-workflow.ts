@@ -11,10 +11,7 @@ import { apiConfig } from "../../shared/config.ts";
 import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
 import { archiveShard, type ArchiveRun } from "../../storage/archive/move.ts";
-import type { StepRunner } from "../../storage/erasure.ts";
-import { shardsOf } from "../../storage/shards.ts";
-import { runBatch } from "../../storage/statement.ts";
-import { STEP_CONFIG } from "./step-config.ts";
+import { durableSteps, jobShardsOf, startOnce } from "./durable.ts";
 
 /** What starts a move. */
 export interface ArchiveParams {
@@ -51,14 +48,14 @@ export function nextPartId(instanceId: string, part: number): string {
  */
 export class ArchiveWorkflow extends WorkflowEntrypoint<ApiEnv, ArchiveParams> {
   override async run(event: Readonly<WorkflowEvent<ArchiveParams>>, step: WorkflowStep): Promise<ArchiveRun> {
-    const shard = shardsOf(this.env).find(({ name }) => name === event.payload?.shard);
+    const shard = jobShardsOf(this.env).find(({ name }) => name === event.payload?.shard);
     if (!shard) throw new NonRetryableError("shard is not one of this Worker's shards");
-    const steps: StepRunner = (name, work) => step.do(name, STEP_CONFIG, work as () => Promise<never>);
+    const steps = durableSteps(step);
     const config = apiConfig(this.env);
     const part = event.payload.part ?? 0;
     try {
       const moved = await archiveShard(
-        { ...shard, run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results) },
+        shard,
         this.env.ARCHIVE,
         config.auditHashKey,
         { runId: event.instanceId, archiveAfterMs: config.archiveAfterMs, steps },
@@ -66,9 +63,7 @@ export class ArchiveWorkflow extends WorkflowEntrypoint<ApiEnv, ArchiveParams> {
       if (!moved.complete) {
         await steps("start the next part", async () => {
           const id = nextPartId(event.instanceId, part);
-          await this.env.ARCHIVING.create({ id, params: { shard: shard.name, part: part + 1 } }).catch((error: unknown) => {
-            if (!/already exists/i.test(describeError(error))) throw error;
-          });
+          await startOnce(this.env.ARCHIVING, id, { shard: shard.name, part: part + 1 });
           return id;
         });
       }

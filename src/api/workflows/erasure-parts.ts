@@ -8,6 +8,7 @@ import type { WorkflowStep, WorkflowStepConfig } from "cloudflare:workers";
 import { erasurePartId } from "../../shared/job-ids.ts";
 import type { ErasureParams } from "../../shared/types.ts";
 import type { ErasureStart } from "../../storage/erasure.ts";
+import { startOnce } from "./durable.ts";
 
 /** What a part returns: the receipts it erased per shard name. */
 export interface PartOutput {
@@ -68,24 +69,6 @@ export async function waitForParts(workflow: Workflow<ErasureParams>, step: Work
 /** A part of an erasure errored or was terminated: its erasure fails with this error. */
 export class ErasurePartFailed extends Error {
   override name = "ErasurePartFailed";
-}
-
-async function startOnce(workflow: Workflow<ErasureParams>, id: string, params: ErasureParams): Promise<void> {
-  try {
-    await workflow.create({ id, params });
-  } catch (error) {
-    // An ID already taken is this part, started by an earlier run of the step.
-    if (!(await exists(workflow, id))) throw error;
-  }
-}
-
-async function exists(workflow: Workflow<ErasureParams>, id: string): Promise<boolean> {
-  try {
-    await workflow.get(id);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 // The parts' outputs once all completed, the first failed part, or null if some still run at the

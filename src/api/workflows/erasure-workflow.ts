@@ -18,12 +18,11 @@ import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
 import { addHeaders } from "../../shared/schemas.ts";
 import type { ErasureParams } from "../../shared/types.ts";
-import { beginErasure, eraseArchive, eraseShards, recordErasure, type Erasure, type ErasureShard, type StepRunner } from "../../storage/erasure.ts";
-import { shardsOf } from "../../storage/shards.ts";
-import { runBatch } from "../../storage/statement.ts";
+import { beginErasure, eraseArchive, eraseShards, recordErasure, type Erasure } from "../../storage/erasure.ts";
+import type { JobShard, StepRunner } from "../../storage/steps.ts";
 import { enqueueNotice } from "../events.ts";
 import { startParts, waitForParts, type PartOutput } from "./erasure-parts.ts";
-import { STEP_CONFIG } from "./step-config.ts";
+import { durableSteps, jobShardsOf } from "./durable.ts";
 
 /** The kind `npm run jobs` shows for an erasure. */
 export const ERASURE_JOB = "erasure";
@@ -42,8 +41,8 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
     try {
       const appUserId = addHeaders.shape.app_user_id.safeParse(event.payload?.app_user_id);
       if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
-      const steps: StepRunner = (name, work) => step.do(name, STEP_CONFIG, work as () => Promise<never>);
-      const shards = erasureShards(this.env);
+      const steps = durableSteps(step);
+      const shards = jobShardsOf(this.env);
       const { auditHashKey } = apiConfig(this.env);
       if (part) return { shards: await eraseShards(appUserId.data, part, shardsNamed(shards, part.shards), auditHashKey, steps) };
       return await this.erase(event.instanceId, appUserId.data, shards, step, steps);
@@ -55,7 +54,7 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
 
   // The erasure itself: `begin`, its parts, then, once every shard is erased, `record and send`.
   // Work on the app user's data outside the shards belongs between the two, after the parts.
-  private async erase(id: string, appUserId: string, shards: readonly ErasureShard[], step: WorkflowStep, steps: StepRunner): Promise<Erasure> {
+  private async erase(id: string, appUserId: string, shards: readonly JobShard[], step: WorkflowStep, steps: StepRunner): Promise<Erasure> {
     const first = shards[0];
     if (!first) throw new NonRetryableError("no shards to erase from");
     const { auditHashKey, erasurePartShards } = apiConfig(this.env);
@@ -68,16 +67,8 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
   }
 }
 
-/** The Worker's shards as the erasure takes them: each runs its statements as one D1 batch. */
-function erasureShards(env: ApiEnv): ErasureShard[] {
-  return shardsOf(env).map((shard) => ({
-    ...shard,
-    run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results),
-  }));
-}
-
 // A part names its shards; one this deployment no longer binds cannot be erased by retrying.
-function shardsNamed(shards: readonly ErasureShard[], names: readonly string[]): ErasureShard[] {
+function shardsNamed(shards: readonly JobShard[], names: readonly string[]): JobShard[] {
   return names.map((name) => {
     const shard = shards.find((candidate) => candidate.name === name);
     if (!shard) throw new NonRetryableError(`shard ${name} is not bound to this Worker`);

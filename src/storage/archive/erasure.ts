@@ -8,7 +8,7 @@
  * Workers types: the erasure runs on Node too.
  */
 import { auditErasedArchived, countErasedAmong } from "../audit.ts";
-import type { ErasureShard, StepRunner } from "../erasure.ts";
+import type { JobShard, StepRunner } from "../steps.ts";
 import { archiveUserPrefix, archivedReceipts, type ArchivedReceipt } from "./layout.ts";
 import { forgetOwners } from "./owners.ts";
 import { eraseTombstonesUnder } from "./tombstones.ts";
@@ -45,7 +45,7 @@ const TOMBSTONES_PER_SHARD = 1000;
 export async function eraseArchivedReceipts(
   archive: ErasureBucket,
   user: ArchiveErasure,
-  shards: readonly ErasureShard[],
+  shards: readonly JobShard[],
   steps: StepRunner,
 ): Promise<Record<string, number>> {
   const erased: Record<string, number> = {};
@@ -75,7 +75,7 @@ export async function eraseArchivedReceipts(
 async function countPage(
   archive: ErasureBucket,
   user: ArchiveErasure,
-  shards: readonly ErasureShard[],
+  shards: readonly JobShard[],
 ): Promise<{ keys: string[]; erased: Record<string, number>; shards: string[]; more: boolean }> {
   const listing = await archive.list({ prefix: archiveUserPrefix(user.id), limit: ARCHIVE_ERASURE_OBJECTS });
   const byShard = new Map<string, ArchivedReceipt[]>();

@@ -20,8 +20,7 @@
  * This file stays free of Workers types, like the erasure's steps it follows.
  */
 import { importAuditHashKey, pseudonymWith } from "../../shared/audit-hash-key.ts";
-import type { ShardBase } from "../../shared/shard-ids.ts";
-import type { RunStatements, StepRunner } from "../erasure.ts";
+import { runAtOnce, type JobShard, type StepRunner } from "../steps.ts";
 import { archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
 import { lineBytes, rewriteObject, type ArchiveBucket } from "./objects.ts";
 import { markPurged } from "./tombstones.ts";
@@ -36,11 +35,6 @@ import {
   type Tombstone,
   type WrittenObject,
 } from "./statements.ts";
-
-/** A shard as the move sees it: the shard, and a way to run SQL on it. */
-export interface ArchiveShard extends ShardBase {
-  run: RunStatements;
-}
 
 /**
  * Receipts per page. A page writes at most this many objects, each a get, a put and a get back,
@@ -89,10 +83,10 @@ export interface ArchiveOptions {
  * @param hashKey AUDIT_HASH_KEY's bytes, which name an app user in erasure fences.
  */
 export async function archiveShard(
-  shard: ArchiveShard,
+  shard: JobShard,
   bucket: ArchiveBucket,
   hashKey: Uint8Array,
-  { runId, archiveAfterMs, maxPages = ARCHIVE_MAX_PAGES, steps = (_name, work) => work(), now = () => new Date() }: ArchiveOptions,
+  { runId, archiveAfterMs, maxPages = ARCHIVE_MAX_PAGES, steps = runAtOnce, now = () => new Date() }: ArchiveOptions,
 ): Promise<ArchiveRun> {
   const { cutoff } = await steps("begin", async () => {
     const startedAt = now();
@@ -119,7 +113,7 @@ export async function archiveShard(
 }
 
 interface PageContext {
-  shard: ArchiveShard;
+  shard: JobShard;
   bucket: ArchiveBucket;
   runId: string;
   beforeId: string;
@@ -168,7 +162,7 @@ async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageCo
 
 // The lines of receipts that are gone, out of their objects now rather than at the next sweep:
 // for a fenced receipt the erasure may already have passed the archive.
-async function purgeLines(shard: ArchiveShard, bucket: ArchiveBucket, tombstones: readonly Tombstone[], at: string): Promise<void> {
+async function purgeLines(shard: JobShard, bucket: ArchiveBucket, tombstones: readonly Tombstone[], at: string): Promise<void> {
   const byObject = groupBy(tombstones, ({ object_key }) => object_key);
   await inGroups([...byObject], ([objectKey, gone]) => {
     const ids = new Set(gone.map(({ receipt_id }) => receipt_id));

@@ -7,7 +7,8 @@ import { decodeJwt } from "jose";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { stampShardTag } from "../../../src/shared/shard-ids.ts";
 import { APP_SCOPE } from "../../../src/shared/types.ts";
-import { eraseAppUser, type ErasureShard } from "../../../src/storage/erasure.ts";
+import { eraseAppUser } from "../../../src/storage/erasure.ts";
+import type { JobShard } from "../../../src/storage/steps.ts";
 import { FEED_SHARD_BUDGET } from "../../../src/storage/outbox/operations.ts";
 import { moveToFailed, recordCreatedIfStored } from "../../../src/storage/outbox/statements.ts";
 import { bound, runBatch } from "../../../src/storage/statement.ts";
@@ -291,7 +292,7 @@ describe("docs/api.md#event-feed erasure", () => {
     expect(before.map((event) => event.type).sort()).toEqual(["receipt.created", "receipt.created", "receipt.deleted"]);
     expect(before.map((event) => event.event_id)).toContain(kept.event_id);
 
-    const shards: ErasureShard[] = SHARDS.map((shard) => ({
+    const shards: JobShard[] = SHARDS.map((shard) => ({
       ...shard,
       run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results),
     }));

@@ -14,7 +14,8 @@ import { startDailyArchives, startsArchives } from "../../../src/api/scheduled.t
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { archiveObjectKey, archivedReceipts, archiveText, archiveUserPrefix, type ArchivedReceipt } from "../../../src/storage/archive/layout.ts";
-import { ARCHIVE_PAGE, archiveShard, type ArchiveRun, type ArchiveShard } from "../../../src/storage/archive/move.ts";
+import { ARCHIVE_PAGE, archiveShard, type ArchiveRun } from "../../../src/storage/archive/move.ts";
+import type { JobShard } from "../../../src/storage/steps.ts";
 import type { ArchiveBucket } from "../../../src/storage/archive/objects.ts";
 import { pseudonym } from "../../../src/storage/erasure.ts";
 import { writeFence } from "../../../src/storage/fences.ts";
@@ -57,7 +58,7 @@ function spread(users: readonly string[], each: number): { app_user_id: string; 
 }
 
 /** The shard as the move sees it, its batches run on its binding. */
-function archiveShardOf(shard: Shard): ArchiveShard {
+function archiveShardOf(shard: Shard): JobShard {
   return { ...shard, run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results) };
 }
 
@@ -225,7 +226,7 @@ function bucketWith(hook: (call: string, key: string, when: "before" | "after") 
 }
 
 /** A shard whose batches go through `hook` first, before or after they commit. */
-function shardWith(shard: Shard, hook: (when: "before" | "after") => void): ArchiveShard {
+function shardWith(shard: Shard, hook: (when: "before" | "after") => void): JobShard {
   const plain = archiveShardOf(shard);
   return {
     ...plain,

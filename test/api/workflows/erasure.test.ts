@@ -14,7 +14,8 @@ import { ConfigError, apiConfig } from "../../../src/shared/config.ts";
 import { erasureOfPart } from "../../../src/shared/job-ids.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
-import { ERASURE_PAGE, eraseAppUser, pseudonym, type ErasureShard } from "../../../src/storage/erasure.ts";
+import { ERASURE_PAGE, eraseAppUser, pseudonym } from "../../../src/storage/erasure.ts";
+import type { JobShard } from "../../../src/storage/steps.ts";
 import { storeReceipt } from "../../../src/storage/receipts.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
 import { call, consoleLines, newCaller, postAdd, uniqueId, type Caller } from "../../support/api.ts";
@@ -392,7 +393,7 @@ describe("docs/api.md#erasure the app_user.erased event", () => {
 });
 
 /** The shards as the erasure takes them straight through D1; `batches` records each batch run. */
-function erasureShards(batches: { statements: number; erased: number }[] = []): ErasureShard[] {
+function erasureShards(batches: { statements: number; erased: number }[] = []): JobShard[] {
   return SHARDS.map((shard) => ({
     ...shard,
     run: async (statements) => {

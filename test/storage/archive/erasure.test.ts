@@ -9,7 +9,8 @@ import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { ARCHIVE_ERASURE_OBJECTS, type ErasureBucket } from "../../../src/storage/archive/erasure.ts";
 import { archiveObjectKey, archiveText, archiveUserPrefix } from "../../../src/storage/archive/layout.ts";
-import { eraseAppUser, pseudonym, type ErasureShard } from "../../../src/storage/erasure.ts";
+import { eraseAppUser, pseudonym } from "../../../src/storage/erasure.ts";
+import type { JobShard } from "../../../src/storage/steps.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
 import { call, newCaller, uniqueId, type Caller } from "../../support/api.ts";
 import { archiveReceipt, archivedKeys, archivedLines } from "../../support/archive.ts";
@@ -49,7 +50,7 @@ async function archiveTraces(appUserId: string): Promise<{ objects: number; tomb
 }
 
 /** The shards as the erasure takes them straight through D1. */
-function erasureShards(): ErasureShard[] {
+function erasureShards(): JobShard[] {
   return SHARDS.map((shard) => ({ ...shard, run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results) }));
 }
 
