@@ -9,7 +9,7 @@ import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { archivedOwnerJoin } from "./archive/owners.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
 import { fenced } from "./fences.ts";
-import { eventRecorded, recordCreatedIfStored, recordDeletedIfOwned } from "./outbox/statements.ts";
+import { eventColumns, eventRecorded, recordDeletedIfOwned } from "./outbox/statements.ts";
 import { deleteInRounds } from "./rounds.ts";
 import { bound, runBatch, statement, type Statement } from "./statement.ts";
 import { retryTransient } from "./transient.ts";
@@ -105,19 +105,17 @@ async function storeReceiptOnce(
   event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
-  // Recorded only where this very request's receipt went in: a replay records no second event.
-  const recordEvent = recordCreatedIfStored(event);
   if (!claim) {
     // A retry after a first run that committed inserts nothing and still means "added"; only a
     // fence leaves no receipt behind.
-    const [, , held] = await runBatch(db, [insertReceipt(receipt), recordEvent, readStored(receipt.receipt_id)]);
+    const [, held] = await runBatch(db, [insertReceipt(receipt, event), readStored(receipt.receipt_id)]);
     const kind = held!.results.length > 0 ? "added" : "erased";
     return { kind, sizeAfter: held!.meta.size_after };
   }
-  const [claimed, , recorded] = await runBatch(db, [claimKey(receipt, claim), insertReceipt(receipt, claim.key), recordEvent]);
+  const [claimed, inserted] = await runBatch(db, [claimKey(receipt, claim), insertReceipt(receipt, event, claim.key)]);
   const row = (claimed as D1Result<KeyRow>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
-  const sizeAfter = recorded!.meta.size_after;
+  const sizeAfter = inserted!.meta.size_after;
   if (row.receipt_id === receipt.receipt_id) return { kind: row.erased_at === null ? "added" : "erased", sizeAfter };
   if (row.fingerprint !== claim.fingerprint) return { kind: "conflict", sizeAfter };
   return { ...replayOf(row, receipt.app_user_id), sizeAfter };
@@ -220,22 +218,26 @@ function idempotencyCutoff(now: Date): string {
 }
 
 /**
- * The one receipt insert: never where an erasure's fence of the app user stands at or after its
- * created_at. With `ifKey`, only while that Idempotency-Key's record (claimed just before in the
- * same batch) names this receipt.
+ * The one receipt insert, with its created event: into the view `receipt_adds` (migration 0014),
+ * whose trigger writes the receipt and records the event only where this insert stored the
+ * receipt, so both cost one statement. Never where an erasure's fence of the app user stands at
+ * or after its created_at. With `ifKey`, only while that Idempotency-Key's record (claimed just
+ * before in the same batch) names this receipt.
  */
-function insertReceipt(receipt: FencedReceipt, ifKey?: string): Statement {
+function insertReceipt(receipt: FencedReceipt, event: CreationNotice, ifKey?: string): Statement {
+  const { event_id, event_payload, event_at } = eventColumns(event);
   const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, receipt.body, receipt.created_at, receipt.user_key];
-  // "WHERE" keeps SQLite from reading ON CONFLICT as part of the SELECT.
   const keyCondition =
     ifKey === undefined
       ? ""
-      : " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?8 AND receipt_id = ?1)";
+      : " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?11 AND receipt_id = ?1)";
   return statement(
-    `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-    SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT ${fenced("?7", "?6")}${keyCondition}
-    ON CONFLICT (receipt_id) DO NOTHING`,
+    `INSERT INTO receipt_adds (receipt_id, chain_id, client_id, app_user_id, body, created_at, event_id, event_payload, event_at)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
     ...values,
+    event_id,
+    event_payload,
+    event_at,
     ...(ifKey === undefined ? [] : [ifKey]),
   );
 }

@@ -11,11 +11,11 @@ import { env } from "cloudflare:workers";
 import { apiConfig, deliveryTiming } from "../../src/shared/config.ts";
 import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
-import type { DeletionNotice, QueuedNotice } from "../../src/shared/types.ts";
+import type { CreationNotice, DeletionNotice, QueuedNotice } from "../../src/shared/types.ts";
 import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import { createNotifier } from "../../src/notifier/index.ts";
 import { nextAttempt, retryDelaySeconds } from "../../src/notifier/retry.ts";
-import { recordCreatedIfStored, replayFailed } from "../../src/storage/outbox/statements.ts";
+import { replayFailed } from "../../src/storage/outbox/statements.ts";
 import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { runBatch } from "../../src/storage/statement.ts";
 import { uniqueId } from "../support/api.ts";
@@ -401,13 +401,15 @@ describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a
 
   it("each receipt's events in order after an outage: a receipt deleted while its created event waited has the deleted event alone", async () => {
     const owner = { clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] };
-    const receipt = await seedReceipt(owner);
+    let created: CreationNotice | undefined;
+    const receipt = await seedReceipt(owner, {}, (fields) => {
+      created = newCreationNotice({ ...fields, created_at: new Date().toISOString() }, shardOfId(SHARDS, fields.receipt_id)!);
+      return created;
+    });
     const shard = shardOfId(SHARDS, receipt.receipt_id)!;
-    const created = newCreationNotice({ ...receipt, created_at: new Date().toISOString() }, shard);
-    await runBatch(shard.db, [recordCreatedIfStored(created)]);
     const others = await Promise.all([recordedNotice(), recordedNotice()]);
     answers = [503];
-    await deliver(NOTICES_QUEUE, copies([created, ...others]), probeEnv());
+    await deliver(NOTICES_QUEUE, copies([created!, ...others]), probeEnv());
     expect(pushes).toHaveLength(3);
     // Deleted while the push service is down: its event waits too.
     const deleted = newDeletionNotice(receipt, shard);

@@ -5,6 +5,8 @@
  */
 import { env } from "cloudflare:workers";
 import { vi } from "vitest";
+import type { CreationNotice } from "../../src/shared/types.ts";
+import { storeReceipt } from "../../src/storage/receipts.ts";
 import { TEST_PUSH_SECRET } from "./keys.ts";
 import { type TestClient, uniqueId } from "./api.ts";
 import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "./shards.ts";
@@ -20,19 +22,31 @@ export interface SeededReceipt {
 
 /**
  * Stores a receipt of `client` as add would, with fresh IDs unless given, on the shard its
- * receipt_id names (a random shard's for a fresh one).
+ * receipt_id names (a random shard's for a fresh one). With `createdEvent` (made from the
+ * receipt), add's own insert stores it and records that event; without, only the receipt row.
  */
-export async function seedReceipt(client: TestClient, fields: Partial<SeededReceipt> = {}): Promise<SeededReceipt> {
+export async function seedReceipt(
+  client: TestClient,
+  fields: Partial<SeededReceipt> = {},
+  createdEvent?: (receipt: SeededReceipt) => CreationNotice,
+): Promise<SeededReceipt> {
   const receipt: SeededReceipt = {
     receipt_id: fields.receipt_id ?? idOn(),
     client_id: fields.client_id ?? client.clientId,
     chain_id: fields.chain_id ?? client.chains[0]!,
     app_user_id: fields.app_user_id ?? uniqueId("au"),
   };
-  await dbOf(receipt.receipt_id).prepare(
+  const createdAt = new Date().toISOString();
+  const db = dbOf(receipt.receipt_id);
+  if (createdEvent) {
+    const stored = await storeReceipt(db, { ...receipt, body: "{}", created_at: createdAt, user_key: uniqueId("key") }, createdEvent(receipt));
+    if (stored.kind !== "added") throw new Error(`seeded receipt not added: ${stored.kind}`);
+    return receipt;
+  }
+  await db.prepare(
     "INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
   )
-    .bind(receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, "{}", new Date().toISOString())
+    .bind(receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, "{}", createdAt)
     .run();
   return receipt;
 }

@@ -6,7 +6,7 @@
  *
  * An event's life, and the statement that moves it on:
  *
- * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link recordCreatedIfStored},
+ * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link eventColumns},
  *   {@link recordDeletedIfOwned}, {@link recordDeletedIfArchivedOwned}, {@link recordErasedEvent}), or
  *   back there ({@link replayFailed});
  * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEvents}),
@@ -54,31 +54,35 @@ export function stateOfRow(row: OutboxRowState, now: Date): Exclude<EventState, 
 /** An event_id as the Workers make them (UUIDv7, lower-case): what `npm run notices -- replay` accepts. */
 export const EVENT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-// The one outbox insert; ?5 onwards are the condition's. A retry finds its own row and adds none.
+// The one outbox insert but add's (see {@link eventColumns}); ?5 onwards are the condition's. A
+// retry finds its own row and adds none.
 function recordEvent(
   event: { event_id: string; occurred_at: string },
   receiptId: string,
   condition: string,
   ...conditionParams: string[]
 ): Statement {
+  const { event_id, event_payload, event_at } = eventColumns(event);
   return statement(
     `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
     SELECT ?1, ?2, ?3, ?4 WHERE ${condition}
     ON CONFLICT (event_id) DO NOTHING`,
-    event.event_id,
+    event_id,
     receiptId,
-    JSON.stringify(event),
-    event.occurred_at,
+    event_payload,
+    event_at,
     ...conditionParams,
   );
 }
 
 /**
- * Records a receipt's created event, only where its receipt is stored: in add's batch after the
- * receipt's insert, so that a replayed add, which stores nothing, records no second event.
+ * An event as its outbox row holds it. Add hands its created event over in these columns to its
+ * insert into the view `receipt_adds` (migration 0014, src/storage/receipts.ts), whose trigger
+ * records it with the receipt in the same statement, only where that statement stored the
+ * receipt: a replayed add, which stores nothing, records no second event.
  */
-export function recordCreatedIfStored(event: CreationNotice): Statement {
-  return recordEvent(event, event.receipt_id, "EXISTS (SELECT 1 FROM receipts WHERE receipt_id = ?2)");
+export function eventColumns(event: { event_id: string; occurred_at: string }): { event_id: string; event_payload: string; event_at: string } {
+  return { event_id: event.event_id, event_payload: JSON.stringify(event), event_at: event.occurred_at };
 }
 
 /**

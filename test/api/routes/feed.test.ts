@@ -6,12 +6,12 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { decodeJwt } from "jose";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { stampShardTag } from "../../../src/shared/shard-ids.ts";
-import { APP_SCOPE } from "../../../src/shared/types.ts";
+import { APP_SCOPE, type CreationNotice } from "../../../src/shared/types.ts";
 import { eraseAppUser } from "../../../src/storage/erasure.ts";
 import type { JobShard } from "../../../src/storage/steps.ts";
 import { FEED_SHARD_BUDGET } from "../../../src/storage/outbox/operations.ts";
-import { moveToFailed, recordCreatedIfStored } from "../../../src/storage/outbox/statements.ts";
-import { bound, runBatch } from "../../../src/storage/statement.ts";
+import { moveToFailed } from "../../../src/storage/outbox/statements.ts";
+import { runBatch } from "../../../src/storage/statement.ts";
 import type { Shard } from "../../../src/storage/shards.ts";
 import {
   WARM_ISOLATE,
@@ -84,16 +84,13 @@ function nextEventId(shard: Shard): string {
 
 /** A receipt stored on `shard` with its created event recorded as add records it, never enqueued. */
 async function seedCreated(shard: Shard, eventId = nextEventId(shard), appUserId = uniqueId("au")) {
-  const receipt = await seedReceipt(pos.client, { receipt_id: idOn(shard), app_user_id: appUserId });
-  const event = {
-    event_id: eventId,
-    type: "receipt.created" as const,
-    occurred_at: new Date().toISOString(),
-    ...receipt,
-    created_at: new Date().toISOString(),
-  };
-  await bound(shard.db, recordCreatedIfStored(event)).run();
-  return { ...event, receipt: {} };
+  const at = new Date().toISOString();
+  let event: CreationNotice | undefined;
+  await seedReceipt(pos.client, { receipt_id: idOn(shard), app_user_id: appUserId }, (receipt) => {
+    event = { event_id: eventId, type: "receipt.created", occurred_at: at, ...receipt, created_at: at };
+    return event;
+  });
+  return { ...event!, receipt: {} };
 }
 
 // Each new event_id is later than the one before (the Worker's are made after a login at least):

@@ -17,13 +17,13 @@ import {
 } from "../../../src/storage/outbox/operations.ts";
 import {
   eraseEventsOfReceipts,
-  recordCreatedIfStored,
   recordDeletedIfOwned,
   recordErasedEvent,
   replayFailed,
   stateOfRow,
   type EventState,
 } from "../../../src/storage/outbox/statements.ts";
+import { storeReceipt } from "../../../src/storage/receipts.ts";
 import { idOnShard } from "../../../src/storage/shards.ts";
 import { bound, runBatch, statement } from "../../../src/storage/statement.ts";
 import { uniqueId } from "../../support/api.ts";
@@ -65,21 +65,12 @@ function idAt(at: Date): string {
 }
 
 /** A receipt row on the shard, and its created and deleted events (not recorded yet). */
+// A receipt stored as add stores it, with its created event recorded, and its deleted event to come.
 async function storedReceiptEvents(at: Date): Promise<{ created: CreationNotice; deleted: DeletionNotice }> {
   const owner = { receipt_id: idAt(at), chain_id: "chain-1", client_id: "pos-1", app_user_id: uniqueId("au") };
-  await bound(
-    db,
-    statement(
-      `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-      VALUES (?1, ?2, ?3, ?4, '{"total":1}', ?5)`,
-      owner.receipt_id,
-      owner.chain_id,
-      owner.client_id,
-      owner.app_user_id,
-      at.toISOString(),
-    ),
-  ).run();
   const created: CreationNotice = { ...owner, event_id: idAt(at), type: "receipt.created", occurred_at: at.toISOString(), created_at: at.toISOString() };
+  const stored = await storeReceipt(db, { ...owner, body: '{"total":1}', created_at: at.toISOString(), user_key: uniqueId("key") }, created);
+  expect(stored.kind).toBe("added");
   const deletedAt = new Date(at.getTime() + SECOND);
   const deleted: DeletionNotice = { ...owner, event_id: idAt(deletedAt), type: "receipt.deleted", occurred_at: deletedAt.toISOString() };
   return { created, deleted };
@@ -233,13 +224,15 @@ describe("outbox: dead letters and their replay", () => {
 });
 
 describe("outbox: a receipt's events", () => {
-  it("its created event is recorded only while the receipt is stored, its deleted event only for the receipt's owner", async () => {
+  it("its created event is recorded only by the add that stored the receipt, its deleted event only for the receipt's owner", async () => {
     const t0 = new Date();
     const { created, deleted } = await storedReceiptEvents(t0);
-    const unstored = { ...created, event_id: idOn(shard), receipt_id: idOn(shard) };
-    await runBatch(db, [recordCreatedIfStored(created), recordCreatedIfStored(unstored)]);
     expect(await stateOf(created.event_id, t0)).toBe("recorded");
-    expect(await stateOf(unstored.event_id, t0)).toBe("purged");
+    // The same receipt again (a retry after a first run that committed) stores nothing and records no event.
+    const again = { ...created, event_id: idOn(shard) };
+    const retried = await storeReceipt(db, { ...created, body: '{"total":1}', user_key: uniqueId("key") }, again);
+    expect(retried.kind).toBe("added");
+    expect(await stateOf(again.event_id, t0)).toBe("purged");
 
     const stranger = { ...deleted, event_id: idOn(shard), client_id: "pos-2" };
     await runBatch(db, [recordDeletedIfOwned(stranger), recordDeletedIfOwned(deleted), recordDeletedIfOwned(deleted)]);
@@ -250,7 +243,7 @@ describe("outbox: a receipt's events", () => {
   it("a deleted event waits while its receipt's created event is claimed, and goes once that one is delivered", async () => {
     const t0 = new Date();
     const { created, deleted } = await storedReceiptEvents(t0);
-    await runBatch(db, [recordCreatedIfStored(created), recordDeletedIfOwned(deleted)]);
+    await runBatch(db, [recordDeletedIfOwned(deleted)]);
 
     const [createdClaim] = await claimEvents(db, [created.event_id], t0, LEASE_MS);
     expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, body: '{"total":1}' });
@@ -265,7 +258,7 @@ describe("outbox: a receipt's events", () => {
   it("an erasure purges every event of the receipts it selects, in the outbox and among the failed ones", async () => {
     const t0 = new Date();
     const { created, deleted } = await storedReceiptEvents(t0);
-    await runBatch(db, [recordCreatedIfStored(created), recordDeletedIfOwned(deleted)]);
+    await runBatch(db, [recordDeletedIfOwned(deleted)]);
     await deadLetter(db, deleted.event_id, t0);
     const theReceipt = statement("SELECT ?1", created.receipt_id);
     await runBatch(db, eraseEventsOfReceipts(theReceipt));
