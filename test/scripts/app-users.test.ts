@@ -13,7 +13,7 @@ import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { pseudonym } from "../../src/storage/erasure.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { endGroup, freePort, startGroup, waitForWorker } from "../support/processes.ts";
+import { endGroup, expectNpmStartStopsOn, freePort, startGroup, waitForWorker } from "../support/processes.ts";
 import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -86,6 +86,48 @@ describe("docs/api.md#erasure npm run app-users: bad arguments, usage and exit 2
   });
 });
 
+// First, while the service has run no other job: `jobs list` describes every job, one wrangler run each.
+describe("docs/operations.md Jobs: npm run jobs follows an erasure started with --no-wait", () => {
+  it("--no-wait prints the job, and npm run jobs shows it: kind, state, steps done of steps, start, end", async () => {
+    const started = appUsers(["erase", "--no-wait", "--json", "jobs-shopper"]);
+    expect(started.status, started.stderr).toBe(0);
+    const { job } = JSON.parse(started.stdout) as { job: string };
+    let shown: Record<string, unknown> = {};
+    for (let attempt = 0; attempt < 30 && shown.state !== "complete"; attempt += 1) {
+      const result = jobs(["show", job, "--json"]);
+      expect(result.status, result.stderr).toBe(0);
+      shown = JSON.parse(result.stdout);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    expect(shown).toEqual({
+      id: job,
+      kind: "erasure",
+      part_of: null,
+      state: "complete",
+      // begin, start its one part, check the parts, one archive page (nothing to delete), record and send.
+      steps_done: 5,
+      steps: 5,
+      started: expect.any(String),
+      ended: expect.any(String),
+      error: null,
+    });
+    const listed = jobs(["list", "--json"]);
+    expect(listed.status, listed.stderr).toBe(0);
+    const all = JSON.parse(listed.stdout) as { id: string; kind: string; part_of: string | null; state: string; steps_done: number }[];
+    const at = all.findIndex((each) => each.id === job);
+    expect(at).not.toBe(-1);
+    // Two shards make one part, erasing a shard a step, listed right after its erasure.
+    expect(all[at + 1]).toMatchObject({ kind: "erasure part", part_of: job, state: "complete", steps_done: 2 });
+    expect(jobs(["list"]).stdout).toMatch(/^ID\s+KIND\s+STATE\s+STEPS\s+STARTED\s+ENDED\s+ERROR$/m);
+  });
+
+  it("npm run jobs -- show of an unknown job: exit 1", () => {
+    const result = jobs(["show", "no-such-job"]);
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("No job no-such-job");
+  });
+});
+
 describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job in npm start", () => {
   let heldAfterLastErasure: Record<string, number> | undefined;
   it.each([
@@ -126,42 +168,10 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     expect(events.map((event) => event.receipts)).toEqual([0]);
   });
 
-  it("--no-wait prints the job, and npm run jobs shows it: kind, state, steps done of steps, start, end", async () => {
-    const started = appUsers(["erase", "--no-wait", "--json", "anyone"]);
-    expect(started.status, started.stderr).toBe(0);
-    const { job } = JSON.parse(started.stdout) as { job: string };
-    let shown: Record<string, unknown> = {};
-    for (let attempt = 0; attempt < 30 && shown.state !== "complete"; attempt += 1) {
-      const result = jobs(["show", job, "--json"]);
-      expect(result.status, result.stderr).toBe(0);
-      shown = JSON.parse(result.stdout);
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
-    expect(shown).toEqual({
-      id: job,
-      kind: "erasure",
-      part_of: null,
-      state: "complete",
-      // begin, start its one part, check the parts, one archive page (nothing to delete), record and send.
-      steps_done: 5,
-      steps: 5,
-      started: expect.any(String),
-      ended: expect.any(String),
-      error: null,
-    });
-    const listed = jobs(["list", "--json"]);
-    expect(listed.status, listed.stderr).toBe(0);
-    const all = JSON.parse(listed.stdout) as { id: string; kind: string; part_of: string | null; state: string; steps_done: number }[];
-    const at = all.findIndex((each) => each.id === job);
-    expect(at).not.toBe(-1);
-    // Two shards make one part, erasing a shard a step, listed right after its erasure.
-    expect(all[at + 1]).toMatchObject({ kind: "erasure part", part_of: job, state: "complete", steps_done: 2 });
-    expect(jobs(["list"]).stdout).toMatch(/^ID\s+KIND\s+STATE\s+STEPS\s+STARTED\s+ENDED\s+ERROR$/m);
-  });
+});
 
-  it("npm run jobs -- show of an unknown job: exit 1", () => {
-    const result = jobs(["show", "no-such-job"]);
-    expect(result.status).toBe(1);
-    expect(result.stderr).toContain("No job no-such-job");
+describe("npm start stops everything it started: docs/api.md#local-use", () => {
+  it("SIGTERM to npm alone, after the erasures, ends wrangler dev and both workerd, freeing the port", async () => {
+    await expectNpmStartStopsOn("SIGTERM", dev!, port);
   });
 });

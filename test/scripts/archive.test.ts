@@ -7,7 +7,7 @@ import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { endGroup, freePort, startGroup, waitForWorker } from "../support/processes.ts";
+import { endGroup, expectNpmStartStopsOn, freePort, startGroup, waitForWorker } from "../support/processes.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -71,4 +71,10 @@ describe("docs/operations.md npm run archive", () => {
     const jobs = runScript("jobs", ["list", "--json", "--port", String(port)]);
     expect(JSON.parse(jobs.stdout)).toEqual(expect.arrayContaining([expect.objectContaining({ kind: "archive", state: "complete" })]));
   }, 180_000);
+});
+
+describe("npm start stops everything it started: docs/api.md#local-use", () => {
+  it("SIGINT to npm alone, after the archive's runs, ends wrangler dev and both workerd, freeing the port", async () => {
+    await expectNpmStartStopsOn("SIGINT", dev!, port);
+  });
 });

@@ -2,6 +2,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import net from "node:net";
+import { expect } from "vitest";
 import { ROOT } from "./run-script.ts";
 
 /**
@@ -37,6 +38,22 @@ export async function endGroup(child: ChildProcess): Promise<void> {
   await waitFor(async () => groupMembers(group).length === 0, 10_000, () => "").catch(() => {
     if (groupMembers(group).length > 0) process.kill(-group, "SIGKILL");
   });
+}
+
+/**
+ * Sends `signal` to npm alone, as a container stop or a process manager sends it, and expects
+ * `npm start` (started with {@link startGroup}, serving on `port`) to end wrangler dev and both
+ * workerd with it, freeing the port (docs/api.md#local-use). The files that start `npm start`
+ * for their own tests end it so, each with a signal of its own.
+ */
+export async function expectNpmStartStopsOn(signal: "SIGTERM" | "SIGINT", child: ChildProcess, port: number): Promise<void> {
+  const npm = child.pid!;
+  expect(groupMembers(npm).filter((command) => command.includes("workerd"))).toHaveLength(2);
+  const exited = once(child, "exit");
+  process.kill(npm, signal);
+  await exited;
+  await waitFor(async () => groupMembers(npm).length === 0, 15_000, () => groupMembers(npm).join("\n"));
+  expect(await portIsFree(port)).toBe(true);
 }
 
 /** The commands still running in process group `group`. */
