@@ -111,6 +111,8 @@ export default defineConfig(async () => {
             environment: "node",
             // Each operator command starts wrangler, which takes a second or two.
             testTimeout: 60_000,
+            // The shards' migrations, applied once for every file to copy.
+            globalSetup: ["./test/support/migrated-state.ts"],
             include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts", "test/examples/**/*.test.ts", "test/soak/**/*.test.ts", "test/**/*.node.test.ts"],
           },
         },

@@ -26,7 +26,9 @@ beforeAll(async () => {
   const envFile = path.join(state, ".env");
   writeFileSync(envFile, `TOKEN_KEYS='${JSON.stringify({ keys: [key] })}'\nAUDIT_HASH_KEY='${newAuditHashKey()}'\n`, { mode: 0o600 });
   port = await freePort();
-  const started = startGroup("wrangler", ["dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", state, "--env-file", envFile]);
+  // An inspector port of its own: another test's npm start may be starting at the same moment.
+  const inspectorPort = await freePort();
+  const started = startGroup("wrangler", ["dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort), "--persist-to", state, "--env-file", envFile]);
   dev = started.child;
   await waitForWorker(port, started.output);
 

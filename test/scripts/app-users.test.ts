@@ -13,7 +13,7 @@ import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { pseudonym } from "../../src/storage/erasure.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { endGroup, expectNpmStartStopsOn, freePort, startGroup, waitForWorker } from "../support/processes.ts";
+import { endGroup, expectNpmStartStopsOn, startNpmStart } from "../support/processes.ts";
 import { ROOT, freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -52,12 +52,9 @@ const DASHED = "-shopper";
 const NEIGHBOURS = ["o'brien", `O'BRIEN"; DELETE FROM RECEIPTS; --`, "anyone", "q'", "shopper"];
 
 beforeAll(async () => {
-  await migrateLocalShards(state);
+  migrateLocalShards(state);
   seed([HOSTILE, WILDCARD, LONG, DASHED, ...NEIGHBOURS]);
-  port = await freePort();
-  const started = startGroup("npm", ["start", "--", "--port", String(port), "--persist-to", state]);
-  dev = started.child;
-  await waitForWorker(port, started.output);
+  ({ child: dev, port } = await startNpmStart(state));
 }, 180_000);
 
 afterAll(async () => {

@@ -7,7 +7,7 @@ import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { endGroup, expectNpmStartStopsOn, freePort, startGroup, waitForWorker } from "../support/processes.ts";
+import { endGroup, expectNpmStartStopsOn, startNpmStart } from "../support/processes.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
 const state = freshState();
@@ -23,18 +23,15 @@ function idAt(at: number, serial: number, shard: string): string {
 
 // Two receipts a shard from a year ago, past any archive age, and one from an hour ago.
 beforeAll(async () => {
-  await migrateLocalShards(state);
+  migrateLocalShards(state);
   const [old, young] = [Date.now() - 400 * 24 * 60 * 60 * 1000, Date.now() - 60 * 60 * 1000];
   for (const shard of LOCAL_SHARDS) {
-    for (const [serial, at] of [[1, old], [2, old], [3, young]] as const) {
-      localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at)
-        VALUES ('${idAt(at, serial, shard)}', 'chain-1', 'pos-1', 'au-${serial}', '{"n":${serial}}', '${new Date(at).toISOString()}')`);
-    }
+    const rows = ([[1, old], [2, old], [3, young]] as const).map(
+      ([serial, at]) => `('${idAt(at, serial, shard)}', 'chain-1', 'pos-1', 'au-${serial}', '{"n":${serial}}', '${new Date(at).toISOString()}')`,
+    );
+    localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES ${rows.join(", ")}`);
   }
-  port = await freePort();
-  const started = startGroup("npm", ["start", "--", "--port", String(port), "--persist-to", state]);
-  dev = started.child;
-  await waitForWorker(port, started.output);
+  ({ child: dev, port } = await startNpmStart(state));
 }, 180_000);
 
 afterAll(async () => {

@@ -38,7 +38,7 @@ const printed = ({ shard: _shard, ...record }: (typeof RECORDS)[number]): AuditR
 const newestFirst = (records: typeof RECORDS) => [...records].reverse().map(printed);
 
 beforeAll(async () => {
-  await migrateLocalShards(state);
+  migrateLocalShards(state);
   for (const shard of ["s1", "s2"]) {
     const values = RECORDS.filter((record) => record.shard === shard).map(
       ({ at, action, receipt_id, chain_id, client_id, app_user, request_id }) =>

@@ -2,9 +2,11 @@
  * The shards of a throwaway local state (wrangler's --persist-to), as the operator-script tests
  * set them up and look into them: through wrangler, as an operator's shell would.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
+import { cpSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { inject } from "vitest";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import type { RunOnShard } from "../../scripts/lib/audit-command.ts";
 import type { StatesOf } from "../../scripts/lib/shard-commands.ts";
@@ -16,17 +18,12 @@ import { ROOT } from "./run-script.ts";
 export const LOCAL_SHARDS = ["s1", "s2"] as const;
 
 /**
- * Applies the migrations to both shards of a local state, one after the other: two wrangler
- * runs on one local state lock each other out. Asynchronous, so a test's hook timeout holds.
+ * Gives a fresh local state both shards, migrated: a copy of the ones the node project's global
+ * setup migrated once (test/support/migrated-state.ts), as `wrangler d1 migrations apply` leaves
+ * them.
  */
-export async function migrateLocalShards(state: string): Promise<void> {
-  for (const shard of LOCAL_SHARDS) {
-    const status = await new Promise<number | null>((resolve) => {
-      const child = spawn("wrangler", ["d1", "migrations", "apply", `receipts-v2-${shard}`, "--local", "--persist-to", state], { cwd: ROOT, stdio: "ignore" });
-      child.on("close", resolve);
-    });
-    if (status !== 0) throw new Error(`migrations of ${shard} failed (exit ${status})`);
-  }
+export function migrateLocalShards(state: string): void {
+  cpSync(inject("migratedState"), state, { recursive: true });
 }
 
 /** Runs SQL on a shard of a local state; returns the last statement's rows. */

@@ -25,6 +25,18 @@ export function startGroup(
   return { child, output: () => output };
 }
 
+/**
+ * Starts `npm start` on `state` with a port and an inspector port of its own (two copies at once
+ * would otherwise race for the inspector's 9229, docs/api.md#local-use), and waits until it
+ * serves.
+ */
+export async function startNpmStart(state: string): Promise<{ child: ChildProcess; port: number }> {
+  const [port, inspectorPort] = [await freePort(), await freePort()];
+  const { child, output } = startGroup("npm", ["start", "--", "--port", String(port), "--inspector-port", String(inspectorPort), "--persist-to", state]);
+  await waitForWorker(port, output);
+  return { child, port };
+}
+
 /** Waits until the Worker at `port` answers (404 for the root path), for up to 90 s. */
 export async function waitForWorker(port: number, output: () => string): Promise<void> {
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/`).catch(() => null))?.status === 404, 90_000, output);
