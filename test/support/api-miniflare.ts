@@ -9,10 +9,11 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
 import { TEST_AUDIT_HASH_KEY } from "./keys.ts";
+import { migrateLocalShards } from "./local-d1.ts";
 import { ROOT } from "./run-script.ts";
 
 /**
- * Builds the API Worker, migrates shard s1 of `state` and starts the Worker on it, with a fresh
+ * Builds the API Worker, migrates the shards of `state` and starts the Worker on it, with a fresh
  * key set and no client cache, so the next request sees what a script just wrote.
  */
 export function startApiWorker(state: string): Miniflare {
@@ -20,11 +21,7 @@ export function startApiWorker(state: string): Miniflare {
   const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
   if (build.status !== 0) throw new Error(`build failed: ${build.stderr}`);
   // Made before the Worker starts, so that nothing else holds the files.
-  const migrate = spawnSync("wrangler", ["d1", "migrations", "apply", "DB_S1", "--local", "--persist-to", state], {
-    cwd: ROOT,
-    encoding: "utf8",
-  });
-  if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.stderr}`);
+  migrateLocalShards(state);
   // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
   return new Miniflare(
     convertV4MiniflareOptions({
