@@ -25,7 +25,5 @@ declare module "vitest" {
     fuzzSeed: number | null;
     wideStepLimit: number;
     widePartShards: number;
-    /** In the "node" project: a local state whose shards are migrated, for a test file to copy. */
-    migratedState: string;
   }
 }

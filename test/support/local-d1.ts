@@ -17,6 +17,13 @@ import { ROOT } from "./run-script.ts";
 /** The D1 databases of wrangler.toml's two shards. */
 export const LOCAL_SHARDS = ["s1", "s2"] as const;
 
+declare module "vitest" {
+  interface ProvidedContext {
+    /** In the "node" project: a local state whose shards are migrated, for a test file to copy. */
+    migratedState: string;
+  }
+}
+
 /**
  * Gives a fresh local state both shards, migrated: a copy of the ones the node project's global
  * setup migrated once (test/support/migrated-state.ts), as `wrangler d1 migrations apply` leaves
