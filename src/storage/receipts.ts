@@ -1,8 +1,9 @@
 /**
  * Receipts and their Idempotency-Key records (migrations 0001, 0002): add, which records the
- * receipt's created event in the outbox with the receipt, in one statement (0014), and delete, which records the deleted
- * event and the audit record (0005) in the same batch. Every function takes the database it works
- * on: receipts are spread over several databases, and the caller picks the one.
+ * receipt's created event in the outbox with the receipt, in one statement (0014), and delete,
+ * which records the deleted event and the audit record (0005) in the same batch. Every function
+ * takes the database it works on: receipts are spread over several databases, and the caller
+ * picks the one.
  */
 import type { AddResponse } from "../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";

@@ -54,7 +54,7 @@ export async function endGroup(child: ChildProcess): Promise<void> {
 
 /**
  * Sends `signal` to npm alone, as a container stop or a process manager sends it, and expects
- * `npm start` (started with {@link startGroup}, serving on `port`) to end wrangler dev and both
+ * `npm start` (started with {@link startNpmStart}, serving on `port`) to end wrangler dev and both
  * workerd with it, freeing the port (docs/api.md#local-use). The files that start `npm start`
  * for their own tests end it so, each with a signal of its own.
  */

@@ -6,9 +6,9 @@
  *
  * An event's life, and the statement that moves it on:
  *
- * - `recorded`: in the outbox, in the same batch as the change it tells of ({@link eventColumns},
- *   {@link recordDeletedIfOwned}, {@link recordDeletedIfArchivedOwned}, {@link recordErasedEvent}), or
- *   back there ({@link replayFailed});
+ * - `recorded`: in the outbox, in the same batch as the change it tells of (a created event in
+ *   add's own insert, from {@link eventColumns}; {@link recordDeletedIfOwned},
+ *   {@link recordDeletedIfArchivedOwned}, {@link recordErasedEvent}), or back there ({@link replayFailed});
  * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEvents}),
  *   or the cron job handed it over again ({@link markEnqueued}). The send after the response
  *   marks nothing, so that an add or a delete stays one D1 write: the cron job hands over again
