@@ -22,7 +22,7 @@ import {
   targetShards,
   withShardBlock,
 } from "../../scripts/lib/shards.ts";
-import { localStateMiniflare } from "../support/local-d1.ts";
+import { localStateMiniflare, migrateLocalShards } from "../support/local-d1.ts";
 import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
@@ -78,9 +78,8 @@ function wranglerAsync(args: string[]): Promise<string> {
 }
 
 beforeAll(async () => {
-  // What `npm start` does first: the tables on both shards, one after the other, as two
-  // wrangler processes on one local state lock each other out.
-  for (const db of ["receipts-v2-s1", "receipts-v2-s2"]) await wranglerAsync(["d1", "migrations", "apply", db]);
+  // What `npm start` does first: the tables on both shards.
+  migrateLocalShards(state);
   ({ mf, shardStates } = localStateMiniflare(state));
 }, 120_000);
 afterAll(() => mf?.dispose());
