@@ -1,9 +1,11 @@
 /**
  * The notifier's target of `npm run bench`: receipt.created events delivered per
  * second end to end — the notices queue, the notifier (claims, the receipt's body, a signed push,
- * records) and a local receiver that answers 204 at once — against a floor consumer that only
- * pushes and acks. Both run in a Miniflare of their own, with the notifier's own wrangler config,
- * so its batch settings are the deployed ones.
+ * records) and a local receiver that answers 204 — against a floor consumer that only pushes and
+ * acks. Both run in a Miniflare of their own, with the notifier's own wrangler config, so its
+ * batch settings are the deployed ones. Each run names how long the receiver waits before it
+ * answers: at once, the push costs next to nothing and the ratio is the bookkeeping's cost alone;
+ * after a few milliseconds, it is what a push service on the network makes of it.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -16,9 +18,14 @@ import { stampShardTag } from "../src/shared/shard-ids.ts";
 import type { CreationNotice } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
 
-/** What the notifier's run and its floor's gave. */
-export interface NotifierResult {
+/** How many events each side delivers, and how long the receiver waits before each answer. */
+export interface NotifierRun {
   events: number;
+  pushDelayMs: number;
+}
+
+/** What a run of the notifier and its floor gave. */
+export interface NotifierResult extends NotifierRun {
   eventsPerSecond: number;
   floorEventsPerSecond: number;
 }
@@ -32,8 +39,9 @@ const TURNS = 5;
 const WARM_UP = 400;
 const DELIVERY_TIMEOUT_MS = 120_000;
 
-/** Delivers `events` created events through the notifier and as many through the floor, in turns. */
-export async function benchNotifier(bundles: Bundles, events: number, body: string): Promise<NotifierResult> {
+/** Delivers each run's created events through the notifier and as many through the floor, in turns. */
+export async function benchNotifier(bundles: Bundles, runs: readonly NotifierRun[], body: string): Promise<NotifierResult[]> {
+  const events = runs.reduce((sum, run) => sum + run.events, 0);
   const receiver = await startReceiver();
   const notifier = unstable_getMiniflareWorkerOptions(NOTIFIER_CONFIG).workerOptions;
   const secret = `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}`;
@@ -78,28 +86,38 @@ export async function benchNotifier(bundles: Bundles, events: number, body: stri
     const warm = notices.slice(events, events + WARM_UP);
     await timeDeliveries(receiver, warm, await mf.getQueueProducer("NOTICES", "floor-consumer"));
     await timeDeliveries(receiver, warm, await mf.getQueueProducer("FLOOR", "floor-consumer"));
-    const measured = notices.slice(0, events);
     const notifierQueue = await mf.getQueueProducer("NOTICES", "floor-consumer");
     const floorQueue = await mf.getQueueProducer("FLOOR", "floor-consumer");
-    // In turns, as the routes are timed, so a burst of other work on the machine falls on both
-    // sides alike; each turn hands the notifier a fresh share of the seeded events.
-    const turn = Math.ceil(measured.length / TURNS);
-    let notifierMs = 0;
-    let floorMs = 0;
-    for (let start = 0; start < measured.length; start += turn) {
-      const share = measured.slice(start, start + turn);
-      notifierMs += await timeDeliveries(receiver, share, notifierQueue);
-      floorMs += await timeDeliveries(receiver, share, floorQueue);
+    const results: NotifierResult[] = [];
+    let first = 0;
+    for (const run of runs) {
+      const measured = notices.slice(first, first + run.events);
+      first += run.events;
+      receiver.delayMs = run.pushDelayMs;
+      // In turns, as the routes are timed, so a burst of other work on the machine falls on both
+      // sides alike; each turn hands the notifier a fresh share of the seeded events.
+      const turn = Math.ceil(measured.length / TURNS);
+      let notifierMs = 0;
+      let floorMs = 0;
+      for (let start = 0; start < measured.length; start += turn) {
+        const share = measured.slice(start, start + turn);
+        notifierMs += await timeDeliveries(receiver, share, notifierQueue);
+        floorMs += await timeDeliveries(receiver, share, floorQueue);
+      }
+      const perSecond = (ms: number) => measured.length / (ms / 1000);
+      results.push({ ...run, eventsPerSecond: perSecond(notifierMs), floorEventsPerSecond: perSecond(floorMs) });
     }
-    const perSecond = (ms: number) => measured.length / (ms / 1000);
-    return { events: measured.length, eventsPerSecond: perSecond(notifierMs), floorEventsPerSecond: perSecond(floorMs) };
+    return results;
   } finally {
     await mf.dispose();
     receiver.server.close();
   }
 }
 
-// Receipts and their created events in the outbox, as add leaves them before the queue send.
+// Receipts and their created events in the outbox, as add leaves them before the queue send: one
+// receipt a millisecond, as a shard taking 1,000 adds a second would. (Made all at once, hundreds
+// would share a millisecond, and the claim's look for the created event of a receipt, which
+// searches the IDs made in the receipt's millisecond, would read hundreds of rows where add leaves one.)
 async function seedCreated(
   db: Awaited<ReturnType<Miniflare["getD1Database"]>>,
   tag: number,
@@ -107,10 +125,11 @@ async function seedCreated(
   body: string,
 ): Promise<CreationNotice[]> {
   const now = new Date().toISOString();
+  const firstMs = Date.now() - count;
   const notices = Array.from({ length: count }, (_, i): CreationNotice => {
-    const receiptId = stampShardTag(uuidv7(), tag);
+    const receiptId = stampShardTag(uuidv7({ msecs: firstMs + i }), tag);
     return {
-      event_id: stampShardTag(uuidv7(), tag),
+      event_id: stampShardTag(uuidv7({ msecs: firstMs + i }), tag),
       type: "receipt.created",
       occurred_at: now,
       receipt_id: receiptId,
@@ -139,11 +158,13 @@ type Producer = Awaited<ReturnType<Miniflare["getQueueProducer"]>>;
 interface Receiver {
   server: Server;
   url: string;
+  /** How long it waits before each answer. */
+  delayMs: number;
   /** Resolves once `count` distinct events have arrived since the last call. */
   expect(count: number): Promise<void>;
 }
 
-// A push service that answers 204 at once and counts distinct events (by their event_id).
+// A push service that answers 204 after `delayMs` and counts distinct events (by their event_id).
 async function startReceiver(): Promise<Receiver> {
   let seen = new Set<string>();
   let wanted = Number.POSITIVE_INFINITY;
@@ -152,7 +173,8 @@ async function startReceiver(): Promise<Receiver> {
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
-      response.writeHead(204).end();
+      if (receiver.delayMs > 0) setTimeout(() => response.writeHead(204).end(), receiver.delayMs);
+      else response.writeHead(204).end();
       const { event_id: eventId } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { event_id: string };
       seen.add(eventId);
       if (seen.size >= wanted) done();
@@ -160,9 +182,10 @@ async function startReceiver(): Promise<Receiver> {
   });
   await new Promise<void>((resolve) => server.listen(0, LOOPBACK, resolve));
   const { port } = server.address() as AddressInfo;
-  return {
+  const receiver: Receiver = {
     server,
     url: `http://${LOOPBACK}:${port}/push`,
+    delayMs: 0,
     expect(count) {
       seen = new Set();
       wanted = count;
@@ -175,6 +198,7 @@ async function startReceiver(): Promise<Receiver> {
       });
     },
   };
+  return receiver;
 }
 
 // From the first send to the last delivery, in milliseconds.
