@@ -25,15 +25,23 @@ import { shardsOf, type Shard } from "./shards.ts";
 /** How long an isolate sends no new receipt to a shard whose call failed. */
 const FAILING_SHARD_PAUSE_MS = 30_000;
 
-/** What an isolate remembers for placing receipts: the shard states, their fill, the failing shards. */
+/** How long an add with a key waits, at most, for the call of the same key before it in its isolate. */
+export const KEY_WAIT_MS = 5_000;
+
+/**
+ * What an isolate remembers for placing receipts: the shard states, their fill, the failing
+ * shards, and its adds under way with an Idempotency-Key.
+ */
 export interface PlacementMemory extends FillMemory {
   /** Until when (epoch ms) each shard whose call failed gets no new receipt, by name. */
   failingUntil: Map<string, number>;
+  /** The last add of each client and key that this isolate has under way, by client and key. */
+  keysUnderWay: Map<string, Promise<unknown>>;
 }
 
-/** A fresh isolate's placement memory: no states read, no shard found full, no shard failing. */
+/** A fresh isolate's placement memory: no states read, no shard found full, no shard failing, no add under way. */
 export function newPlacementMemory(): PlacementMemory {
-  return { fullSince: new Map(), lastAlarm: 0, failingUntil: new Map() };
+  return { fullSince: new Map(), lastAlarm: 0, failingUntil: new Map(), keysUnderWay: new Map() };
 }
 
 /** Every shard is closed: a new receipt has nowhere to go. */
@@ -74,10 +82,39 @@ export type Stored =
  * whichever shard holds it, also when every shard has closed since. Throws
  * {@link NoOpenShardError} when every shard is closed and the add is not such a retry.
  *
+ * Calls of one client and key run one after another in an isolate. Two that overlapped could
+ * read the shard states on either side of a change and pick different shards; the later one's
+ * look at the earlier one's shard would then come before the earlier one's write, and both
+ * would store (docs/api.md#idempotency).
+ *
  * @param newEvent makes the receipt's created event, whose event_id names the shard.
  * @example const stored = await placeAndStore(context, { chain_id, client_id, app_user_id, body }, key, newCreationNotice);
  */
 export async function placeAndStore(
+  context: PlacementContext,
+  receipt: NewReceipt,
+  key: string | undefined,
+  newEvent: (data: AddResponse["data"], shard: Shard) => CreationNotice,
+): Promise<Stored> {
+  if (key === undefined) return placeAndStoreNow(context, receipt, key, newEvent);
+  const underWay = context.memory.keysUnderWay;
+  const id = `${receipt.client_id}\n${key}`;
+  const before = underWay.get(id);
+  const call = (async () => {
+    // Whatever became of the call before, this one decides afresh: it is a full request. Its
+    // wait is bounded, since the call before never ends if its request was canceled.
+    if (before) await Promise.race([before.catch(() => undefined), scheduler.wait(KEY_WAIT_MS)]);
+    return placeAndStoreNow(context, receipt, key, newEvent);
+  })();
+  underWay.set(id, call);
+  try {
+    return await call;
+  } finally {
+    if (underWay.get(id) === call) underWay.delete(id);
+  }
+}
+
+async function placeAndStoreNow(
   context: PlacementContext,
   receipt: NewReceipt,
   key: string | undefined,

@@ -6,8 +6,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { newCreationNotice } from "../../src/api/events.ts";
-import { shardOfId, type ShardState } from "../../src/shared/shard-ids.ts";
+import { shardOfId, shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
 import {
+  KEY_WAIT_MS,
   NoOpenShardError,
   newPlacementMemory,
   placeAndStore,
@@ -174,6 +175,74 @@ describe("placeAndStore", () => {
     await settled();
     expect(await receiptsOf(clientId)).toBe(10);
   });
+
+  it("20 calls racing with one key in 20 isolates store one receipt: the shard's transaction decides", async () => {
+    const clientId = uniqueId("pos-placement");
+    const idempotencyKey = uniqueId("key");
+    const contexts = Array.from({ length: 20 }, () => contextOf());
+    const outcomes = await Promise.all(
+      contexts.map(({ context }) => placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice)),
+    );
+    const added = outcomes.filter((outcome) => outcome.kind === "added");
+    expect(added).toHaveLength(1);
+    const response = added[0]!.kind === "added" ? added[0]!.response : undefined;
+    expect(outcomes.filter((outcome) => outcome.kind === "replayed")).toEqual(Array(19).fill({ kind: "replayed", response }));
+    await Promise.all(contexts.map(({ settled }) => settled()));
+    expect(await receiptsOf(clientId)).toBe(1);
+  });
+
+  it("calls racing with one key while its shard closes store one receipt: an isolate runs them one after another", async () => {
+    const clientId = uniqueId("pos-placement");
+    const idempotencyKey = uniqueId("key");
+    const [first] = rankOf(idempotencyKey);
+    // The first call's write on the key's shard is slow to come back; the second call starts
+    // meanwhile, after the shard closed, so it reads the states on the other side of the change.
+    let writing!: () => void;
+    const written = new Promise<void>((resolve) => (writing = resolve));
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const slow = {
+      prepare: (sql: string) => first!.db.prepare(sql),
+      batch: async (statements: D1PreparedStatement[]) => {
+        writing();
+        await gate;
+        return first!.db.batch(statements);
+      },
+    };
+    const { context, settled } = contextOf({ ...env, [first!.binding]: slow });
+    try {
+      const earlier = placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice);
+      await written;
+      const closed: ShardState = { state: "closed", changed_at: new Date().toISOString(), by: "operator" };
+      await env.SHARD_STATES.put(shardStateKey(first!.name), JSON.stringify(closed));
+      const later = placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice);
+      await scheduler.wait(50);
+      release();
+      const [one, two] = await Promise.all([earlier, later]);
+      expect(one.kind).toBe("added");
+      expect(two).toEqual({ kind: "replayed", response: one.kind === "added" ? one.response : undefined });
+      await settled();
+      expect(await receiptsOf(clientId)).toBe(1);
+      expect(context.memory.keysUnderWay.size).toBe(0);
+    } finally {
+      release();
+      await env.SHARD_STATES.delete(shardStateKey(first!.name));
+    }
+  });
+
+  it("a call whose earlier call of the key never ends (its request canceled) waits KEY_WAIT_MS, then stores", async () => {
+    const clientId = uniqueId("pos-placement");
+    const idempotencyKey = uniqueId("key");
+    const { context, settled } = contextOf();
+    context.memory.keysUnderWay.set(`${clientId}\n${idempotencyKey}`, new Promise(() => undefined));
+    const started = Date.now();
+    const stored = await placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice);
+    expect(stored.kind).toBe("added");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(KEY_WAIT_MS);
+    expect(context.memory.keysUnderWay.size).toBe(0);
+    await settled();
+    expect(await receiptsOf(clientId)).toBe(1);
+  }, 3 * KEY_WAIT_MS);
 
   it("with every shard closed, throws NoOpenShardError and stores nothing", async () => {
     const clientId = uniqueId("pos-placement");
