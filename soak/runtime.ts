@@ -7,12 +7,12 @@
  * that a restart of the runtime keeps it, and is removed on dispose.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueAppClient, issueClient, type HarnessClient } from "../harness/miniflare.ts";
+import { freePort } from "../harness/ports.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
@@ -97,6 +97,7 @@ const INJECTED_MESSAGES = [INJECTED_MARK, TRANSIENT_D1_MESSAGE, "from the push s
 /** Starts both wrapped Workers on fresh storage, pushing to `pushUrl` signed with `pushSecret`. */
 export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pushSecret: string): Promise<SoakRuntime> {
   const storage = mkdtempSync(path.join(tmpdir(), "receipts-soak-"));
+  // The API keeps its port across restarts, so that the POS clients need not be told of a new one.
   const apiPort = await freePort();
   const api = unstable_getMiniflareWorkerOptions(API_CONFIG).workerOptions;
   const notifier = unstable_getMiniflareWorkerOptions(NOTIFIER_CONFIG).workerOptions;
@@ -214,13 +215,4 @@ function sum(a: InjectedCalls, b: InjectedCalls): InjectedCalls {
   const total = { ...a };
   for (const [label, count] of Object.entries(b)) total[label] = (total[label] ?? 0) + count;
   return total;
-}
-
-// The API keeps its port across restarts, so that the POS clients need not be told of a new one.
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, LOOPBACK, resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }

@@ -1,9 +1,11 @@
 /** Starting `npm start` or `wrangler dev` from a test, and making sure nothing of it outlives the test. */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import net from "node:net";
 import { expect } from "vitest";
+import { freePort, portIsFree } from "../../harness/ports.ts";
 import { ROOT } from "./run-script.ts";
+
+export { freePort, portIsFree };
 
 /**
  * Starts `command` in a process group of its own, so that a test sees every descendant and can end
@@ -87,26 +89,3 @@ export async function waitFor(condition: () => Promise<boolean>, timeoutMs: numb
   }
 }
 
-/** A TCP port on 127.0.0.1 that nothing listens on. */
-export async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as net.AddressInfo;
-  server.close();
-  await once(server, "close");
-  return port;
-}
-
-/** Whether this process could listen on `port` now. */
-export async function portIsFree(port: number): Promise<boolean> {
-  const server = net.createServer();
-  try {
-    server.listen(port, "127.0.0.1");
-    await once(server, "listening");
-    return true;
-  } catch {
-    return false;
-  } finally {
-    server.close();
-  }
-}
