@@ -143,7 +143,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     ],
   });
   let mf = new Miniflare(options);
-  await mf.ready;
+  await readyWithProxies(mf);
   const shards = readShards(API_CONFIG).map(({ name }) => shardNamed(name));
   for (const { binding } of shards) await applyMigrations(await mf.getD1Database(binding, "api"));
 
@@ -185,7 +185,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
       for (const worker of ["api", "notifier"] as const) totals[worker] = sum(totals[worker], now[worker]);
       await mf.dispose();
       mf = new Miniflare(options);
-      await mf.ready;
+      await readyWithProxies(mf);
     },
     database: (binding) => mf.getD1Database(binding, "api"),
     archive: () => mf.getR2Bucket("ARCHIVE", "api"),
@@ -195,6 +195,28 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
       rmSync(storage, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Waits for the runtime, then makes the first call of every binding method the load uses. Miniflare
+ * makes a proxy's first property read and a method's first call synchronously, blocking Node's
+ * thread until workerd answers. Made mid-load (the first shard close), such a call blocked it while
+ * workerd, logging every event, filled the pipe of its output that only this thread reads: each
+ * then waited for the other for good. Right after a start that pipe is empty.
+ */
+async function readyWithProxies(mf: Miniflare): Promise<void> {
+  await mf.ready;
+  const [api, notifier, states] = await Promise.all([
+    mf.getWorker("api"),
+    mf.getWorker("notifier"),
+    mf.getKVNamespace("SHARD_STATES", "api"),
+  ]);
+  await Promise.all([
+    ...[api, notifier].map(async (worker) => (await worker.fetch(`http://soak${FAULTS_PATH}`)).arrayBuffer()),
+    api.scheduled({ scheduledTime: new Date(), cron: "* * * * *" }),
+    // A key no shard has: the API Worker reads only `shard:<name>` keys.
+    states.put("soak:ready", "1"),
+  ]);
 }
 
 // A wrapper Worker with the deployed bundle beside it under the name the wrapper imports.
