@@ -143,7 +143,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     ],
   });
   let mf = new Miniflare(options);
-  await readyWithProxies(mf);
+  await readyForLoad(mf);
   const shards = readShards(API_CONFIG).map(({ name }) => shardNamed(name));
   for (const { binding } of shards) await applyMigrations(await mf.getD1Database(binding, "api"));
 
@@ -185,7 +185,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
       for (const worker of ["api", "notifier"] as const) totals[worker] = sum(totals[worker], now[worker]);
       await mf.dispose();
       mf = new Miniflare(options);
-      await readyWithProxies(mf);
+      await readyForLoad(mf);
     },
     database: (binding) => mf.getD1Database(binding, "api"),
     archive: () => mf.getR2Bucket("ARCHIVE", "api"),
@@ -204,7 +204,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
  * workerd, logging every event, filled the pipe of its output that only this thread reads: each
  * then waited for the other for good. Right after a start that pipe is empty.
  */
-async function readyWithProxies(mf: Miniflare): Promise<void> {
+async function readyForLoad(mf: Miniflare): Promise<void> {
   await mf.ready;
   const [api, notifier, states] = await Promise.all([
     mf.getWorker("api"),

@@ -5,9 +5,10 @@ import net from "node:net";
 import path from "node:path";
 import { decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../harness/ports.ts";
 import { newAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
-import { endGroup, freePort, startGroup, waitForWorker } from "../support/processes.ts";
+import { endGroup, startGroup, waitForWorker } from "../support/processes.ts";
 import { freshState, runScript } from "../support/run-script.ts";
 
 // wrangler dev, not the test runtime: only wrangler dev wraps the Worker in the middleware that

@@ -8,9 +8,10 @@ import { existsSync } from "node:fs";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import committed from "../../docs/openapi.json" with { type: "json" };
+import { freePort } from "../../harness/ports.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { TEST_AUDIT_HASH_KEY, TEST_TOKEN_KEYS } from "../support/keys.ts";
-import { endGroup, freePort, startGroup, waitForWorker } from "../support/processes.ts";
+import { endGroup, startGroup, waitForWorker } from "../support/processes.ts";
 import { freshState } from "../support/run-script.ts";
 
 // Debian's chromium: Playwright's own browser download needs a host this project does not reach.

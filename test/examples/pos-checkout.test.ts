@@ -5,7 +5,7 @@
 import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { freePort } from "../support/processes.ts";
+import { freePort } from "../../harness/ports.ts";
 import { ROOT } from "../support/run-script.ts";
 
 /** `npm run example -- <args>`, with the project's Node; never with a client from the environment. */

@@ -7,7 +7,8 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ChildProcess } from "node:child_process";
-import { endGroup, freePort, groupMembers, portIsFree, startGroup, waitFor } from "../support/processes.ts";
+import { freePort, portIsFree } from "../../harness/ports.ts";
+import { endGroup, groupMembers, startGroup, waitFor } from "../support/processes.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { ROOT } from "../support/run-script.ts";
 

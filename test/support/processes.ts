@@ -5,8 +5,6 @@ import { expect } from "vitest";
 import { freePort, portIsFree } from "../../harness/ports.ts";
 import { ROOT } from "./run-script.ts";
 
-export { freePort, portIsFree };
-
 /**
  * Starts `command` in a process group of its own, so that a test sees every descendant and can end
  * them all; `output()` is what it has printed so far.
@@ -88,4 +86,3 @@ export async function waitFor(condition: () => Promise<boolean>, timeoutMs: numb
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
-
