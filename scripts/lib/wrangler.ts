@@ -2,7 +2,8 @@
  * Runs wrangler for the operator scripts. They are started through `npm run`, which puts the
  * project's own Node and wrangler first on PATH.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { setTimeout as sleep } from "node:timers/promises";
 import path from "node:path";
 import { UsageError } from "./cli.ts";
 
@@ -42,23 +43,41 @@ export function targetOf(values: { remote?: boolean; "persist-to"?: string }): T
  */
 export function wrangler(args: string[], options: { input?: string; retryLocked?: boolean } = {}): string {
   for (let attempt = 1; ; attempt += 1) {
-    const result = spawnSync("wrangler", args, {
-      cwd: PROJECT_ROOT,
-      input: options.input,
-      encoding: "utf8",
-      env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" },
-      maxBuffer: 64 * 1024 * 1024,
-    });
+    const result = spawnSync("wrangler", args, { ...SPAWN_OPTIONS, input: options.input, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
     if (result.error) throw result.error;
-    if (result.status === 0) return result.stdout;
-    const output = result.stderr || result.stdout;
-    const retry = options.retryLocked !== false && !args.includes("--remote") && output.includes("SQLITE_BUSY");
-    if (retry && attempt < LOCKED_ATTEMPTS) {
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, LOCKED_PAUSE_MS * attempt);
-      continue;
-    }
-    throw new Error(`wrangler ${args[0]} ${args[1] ?? ""} failed:\n${output}`);
+    const pause = outcome(args, result.status, result.stdout, result.stderr, attempt, options.retryLocked);
+    if (typeof pause === "string") return pause;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, pause);
   }
+}
+
+/** {@link wrangler} without blocking: for commands that run side by side (`shards -- migrate`). */
+export async function wranglerAsync(args: string[]): Promise<string> {
+  for (let attempt = 1; ; attempt += 1) {
+    const { status, stdout, stderr } = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn("wrangler", args, { ...SPAWN_OPTIONS, stdio: ["ignore", "pipe", "pipe"] });
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+      child.stderr.on("data", (chunk: Buffer) => (err += chunk.toString()));
+      child.on("error", reject);
+      child.on("close", (code) => resolve({ status: code, stdout: out, stderr: err }));
+    });
+    const pause = outcome(args, status, stdout, stderr, attempt);
+    if (typeof pause === "string") return pause;
+    await sleep(pause);
+  }
+}
+
+const SPAWN_OPTIONS = { cwd: PROJECT_ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" } };
+
+/** A run's standard output when it succeeded, the pause before the next attempt, or the error. */
+function outcome(args: string[], status: number | null, stdout: string, stderr: string, attempt: number, retryLocked = true): string | number {
+  if (status === 0) return stdout;
+  const output = stderr || stdout;
+  const retry = retryLocked && !args.includes("--remote") && output.includes("SQLITE_BUSY");
+  if (retry && attempt < LOCKED_ATTEMPTS) return LOCKED_PAUSE_MS * attempt;
+  throw new Error(`wrangler ${args[0]} ${args[1] ?? ""} failed:\n${output}`);
 }
 
 const LOCKED_ATTEMPTS = 5;

@@ -33,9 +33,10 @@ export function migrateLocalShards(state: string): void {
   cpSync(inject("migratedState"), state, { recursive: true });
 }
 
-/** Runs SQL on a shard of a local state; returns the last statement's rows. */
-export function localD1(state: string, shard: string, sql: string): Record<string, unknown>[] {
-  const result = spawnSync("wrangler", ["d1", "execute", `receipts-v2-${shard}`, "--local", "--persist-to", state, "--json", "--command", sql], {
+/** Runs SQL on a shard of a local state (bound by `config`, the project's by default); returns the last statement's rows. */
+export function localD1(state: string, shard: string, sql: string, config?: string): Record<string, unknown>[] {
+  const configFlags = config === undefined ? [] : ["-c", config];
+  const result = spawnSync("wrangler", ["d1", "execute", `receipts-v2-${shard}`, "--local", "--persist-to", state, "--json", "--command", sql, ...configFlags], {
     cwd: ROOT,
     encoding: "utf8",
   });

@@ -1,0 +1,80 @@
+/**
+ * `npm run shards -- migrate` (docs/operations.md "Deploy from zero", contract §16): every shard
+ * of the configs gets the pending migrations, several at once, a line each; a shard that fails
+ * leaves the others migrated, and the same command run again after the fix migrates only it.
+ * Runs as an operator runs it, on a throwaway local state and a copy of the configs with a
+ * migration of its own beside the project's.
+ */
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { appliedMigrations } from "../../scripts/lib/shard-commands.ts";
+import { withShardBlock } from "../../scripts/lib/shards.ts";
+import { localD1, migrateLocalShards } from "../support/local-d1.ts";
+import { ROOT, freshState, runScript } from "../support/run-script.ts";
+
+const state = freshState();
+const configDir = mkdtempSync(path.join(tmpdir(), "receipts-migrate-"));
+const API_CONFIG = path.join(configDir, "wrangler.toml");
+const PROBE = "0099_migrate_probe.sql";
+const S3_ID = "00000000-0000-4000-8000-000000000399";
+
+/** SQL on a shard of the copy's configs, which also bind s3. */
+const sql = (shard: string, text: string) => localD1(state, shard, text, API_CONFIG);
+const migrate = (...args: string[]) => runScript("shards", ["migrate", "--persist-to", state, "--config-dir", configDir, ...args]);
+
+beforeAll(() => {
+  // s1 and s2 migrated as `npm start` leaves them; s3 a new, empty database.
+  migrateLocalShards(state);
+  cpSync(path.join(ROOT, "migrations"), path.join(configDir, "migrations"), { recursive: true });
+  writeFileSync(path.join(configDir, "migrations", PROBE), "CREATE TABLE migrate_probe (id INTEGER PRIMARY KEY) STRICT;\n");
+  writeFileSync(API_CONFIG, withShardBlock(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8"), { name: "s3", database_id: S3_ID }));
+  mkdirSync(path.join(configDir, "src/notifier"), { recursive: true });
+  copyFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), path.join(configDir, "src/notifier/wrangler.toml"));
+  // What makes s2 fail part-way: a table in the way of the new migration.
+  sql("s2", "CREATE TABLE migrate_probe (id INTEGER PRIMARY KEY)");
+}, 120_000);
+
+describe("contract §16 npm run shards -- migrate", () => {
+  it("migrates every shard but the one that fails, says which, and exits 1", () => {
+    const result = migrate("--parallel", "3");
+    expect(result.status, result.stderr).toBe(1);
+    const lines = result.stdout.split("\n");
+    expect(result.stdout).toContain("Migrating 3 shard(s) (local), 3 at once...");
+    expect(lines).toContain(`s1\tapplied ${PROBE}`);
+    expect(lines.find((line) => line.startsWith("s2\t"))).toMatch(/^s2\tfailed: .*migrate_probe already exists/);
+    expect(lines.find((line) => line.startsWith("s3\t"))).toMatch(new RegExp(`^s3\\tapplied 0001_receipts.sql, .*0014_receipt_adds.sql, ${PROBE}$`));
+    expect(result.stdout).toContain("2 shard(s) migrated, 0 up to date, 1 failed.");
+    expect(result.stderr).toContain("Shard(s) s2 failed");
+    expect(result.stderr).toContain("run the same command again");
+    // The failed migration left s2 as it was: not recorded, so the next run applies it.
+    expect(sql("s2", `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 0 }]);
+  }, 180_000);
+
+  it("run again after the fix: only the shard that failed is migrated, exit 0", () => {
+    sql("s2", "DROP TABLE migrate_probe");
+    const result = migrate();
+    expect(result.status, result.stderr).toBe(0);
+    const lines = result.stdout.split("\n");
+    expect(lines).toContain("s1\tup to date");
+    expect(lines).toContain(`s2\tapplied ${PROBE}`);
+    expect(lines).toContain("s3\tup to date");
+    expect(result.stdout).toContain("1 shard(s) migrated, 2 up to date, 0 failed.");
+    for (const shard of ["s1", "s2", "s3"]) {
+      expect(sql(shard, `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 1 }]);
+    }
+  }, 180_000);
+
+  it("bad arguments: exit 2, nothing run", () => {
+    for (const args of [["--parallel", "0"], ["--parallel", "17"], ["s1"]]) {
+      const result = migrate(...args);
+      expect(result.status, args.join(" ")).toBe(2);
+    }
+  });
+
+  it("reads wrangler's table of applied migrations", () => {
+    expect(appliedMigrations("│ 0001_a.sql │ ✅     │\n├──┤\n│ 0002_b.sql │ ✅ │")).toEqual(["0001_a.sql", "0002_b.sql"]);
+    expect(appliedMigrations("✅ No migrations to apply!")).toEqual([]);
+  });
+});
