@@ -4,6 +4,8 @@
  */
 import { Hono } from "hono";
 import { describeError, logLine } from "../shared/log.ts";
+import { writeMetric, type MetricPoint } from "../shared/metrics.ts";
+import { identifyingText } from "../shared/schemas.ts";
 import { PATHS } from "../shared/paths.ts";
 import { apiConfig } from "../shared/config.ts";
 import { newIsolateState, type ApiBindings, type ApiContext, type IsolateState } from "./context.ts";
@@ -62,7 +64,32 @@ async function requestLog(c: ApiContext, next: () => Promise<void>): Promise<voi
     outcome: status < 400 ? "ok" : status >= 500 ? "failed" : "refused",
     cause: error instanceof ApiError ? (error.options.cause ?? error.detail) : error ? truncate(describeError(error)) : undefined,
   });
+  recordRequest(c, status, Date.now() - started);
 }
+
+const KNOWN_PATHS = new Set<string>(Object.values(PATHS));
+
+// The request's data point (src/shared/metrics.ts): Analytics Engine takes it without a round
+// trip and sends it after the invocation, so nothing here waits for it. A chain_id goes in only as a usable identifying header value: anything else a till sent is not
+// a chain, and might be anything.
+function recordRequest(c: ApiContext, status: number, durationMs: number): void {
+  const chain = identifyingText.safeParse(c.req.header("chain_id") ?? "");
+  const point: MetricPoint = {
+    kind: "request",
+    route: KNOWN_PATHS.has(c.req.path) ? c.req.path : "other",
+    outcome: status < 400 ? "ok" : status >= 500 ? "failed" : "refused",
+    clientId: c.get("clientId"),
+    chainId: chain.success ? chain.data : undefined,
+    shard: c.get("shard"),
+    method: KNOWN_METHODS.has(c.req.method) ? c.req.method : "other",
+    status,
+    durationMs,
+    bytes: Number(c.req.header("content-length")) || 0,
+  };
+  writeMetric(c.env.METRICS, point);
+}
+
+const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 
 // wrangler dev wraps the Worker in a middleware that, once the Worker has answered, reads any
 // body left unread to its end before the answer may leave: a declared body that never comes

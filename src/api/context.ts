@@ -34,6 +34,8 @@ export interface RequestVariables {
   config: ApiConfig;
   /** The caller's client_id once a route has read it, for the log line. */
   clientId?: string;
+  /** The shard a receipt was stored on or deleted from, for the request's data point. */
+  shard?: string;
 }
 
 /** Hono's generic argument for the API Worker. */

@@ -18,7 +18,8 @@ import {
 import { pushedEvent } from "../storage/outbox/pushed-event.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import type { DeliveryTiming, PushTarget } from "../shared/config.ts";
-import { pushNotice } from "./push.ts";
+import { writeMetric } from "../shared/metrics.ts";
+import { pushNotice, type PushResult } from "./push.ts";
 import { nextAttempt, retryDelaySeconds, type NextAttempt } from "./retry.ts";
 
 /** How many pushes of one batch are in flight at once: a Worker may hold six connections open. */
@@ -238,7 +239,9 @@ async function deliverOnShard(
       } else {
         const body = pushedEvent(claim.payload, event.type === "receipt.created" ? claim.body : null);
         pushes.push(async () => {
+          const started = Date.now();
           const result = await pushNotice(target, event.event_id, body, now, timing.pushTimeoutMs);
+          recordPush(env, shard, event, result, body.length, started);
           return result.ok
             ? { message, done: true, outcome: "delivered", status: result.status, push: { ok: true, retryable: false } }
             : { ...failed(result.error, result.retryable, result.retryAfterSeconds), push: { ok: false, retryable: result.retryable } };
@@ -289,6 +292,24 @@ async function finish(item: Settled, env: NotifierEnv, timing: DeliveryTiming): 
     logLine("error", "notice-delivery", { ...fields, outcome: "refused; dead-lettered", cause: item.error });
     message.ack();
   }
+}
+
+// The push's data point (src/shared/metrics.ts): who and what it was about, never whom.
+function recordPush(env: NotifierEnv, shard: Shard, event: QueuedNotice, result: PushResult, bytes: number, started: number): void {
+  const ended = Date.now();
+  const receiptEvent = "client_id" in event ? event : undefined;
+  writeMetric(env.METRICS, {
+    kind: "push",
+    route: event.type,
+    outcome: result.ok ? "delivered" : result.retryable ? "retry" : "refused",
+    clientId: receiptEvent?.client_id,
+    chainId: receiptEvent?.chain_id,
+    shard: shard.name,
+    status: result.status ?? 0,
+    durationMs: ended - started,
+    bytes,
+    delayMs: ended - Date.parse(event.occurred_at),
+  });
 }
 
 // D1 or the dead-letter queue failed: the event is still in the outbox, so try again.

@@ -8,7 +8,7 @@ import { describeError } from "../shared/log.ts";
 /** What one push did: acknowledged, or why not and whether trying again can help. */
 export type PushResult =
   | { ok: true; status: number }
-  | { ok: false; retryable: boolean; error: string; retryAfterSeconds?: number };
+  | { ok: false; retryable: boolean; error: string; retryAfterSeconds?: number; status?: number };
 
 /**
  * POSTs `body` (the notice's JSON, byte for byte as stored) to `url` with the headers
@@ -52,6 +52,7 @@ export async function pushNotice(
     ok: false,
     retryable,
     error: `HTTP ${status} from the push service`,
+    status,
     retryAfterSeconds: retryAfter(response.headers.get("retry-after")),
   };
 }

@@ -21,7 +21,7 @@ export type ShardBindings = { [binding: `DB_${string}`]: D1Database };
 type Generated<Bindings, Settings, Queues extends string> = Omit<Bindings, `DB_${string}` | Queues | keyof Settings>;
 
 /** Bindings and settings of the API Worker (see wrangler.toml). */
-export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE" | "ARCHIVING"> {
+export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE" | "ARCHIVING" | "METRICS"> {
   /** Producer side of the notices queue: receipt.created and receipt.deleted events. */
   NOTICES: Queue<QueuedNotice>;
   /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
@@ -33,10 +33,14 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
   ERASURE: Workflow<ErasureParams>;
   /** The archive's move (src/api/workflows/archive-workflow.ts), started daily by the cron and by `npm run archive -- run`. */
   ARCHIVING: Workflow<{ shard: string; part?: number }>;
+  /** A data point per request (src/shared/metrics.ts); absent from a test's bare env, which then writes none. */
+  METRICS?: AnalyticsEngineDataset;
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
-export interface NotifierEnv extends NotifierSettings, ShardBindings, Generated<NotifierBindings, NotifierSettings, "FAILED_NOTICES"> {
+export interface NotifierEnv extends NotifierSettings, ShardBindings, Generated<NotifierBindings, NotifierSettings, "FAILED_NOTICES" | "METRICS"> {
   /** Producer side of the dead-letter queue, for notices that retrying cannot fix. */
   FAILED_NOTICES: Queue<QueuedNotice>;
+  /** A data point per push attempt (src/shared/metrics.ts); absent from a test's bare env, which then writes none. */
+  METRICS?: AnalyticsEngineDataset;
 }

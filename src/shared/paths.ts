@@ -9,4 +9,5 @@ export const PATHS = {
   openapi: "/receipts/v2/openapi.json",
   docs: "/receipts/v2/docs",
   events: "/receipts/v2/events",
+  status: "/receipts/v2/status",
 } as const;

@@ -36,7 +36,10 @@ export async function add(c: ApiContext): Promise<Response> {
   if (stored.kind === "conflict") {
     throw refuse(REFUSALS.idempotencyConflict, "idempotency key reused for a different request");
   }
-  if (stored.kind === "added") waitUntil(enqueueNotice(c.env, stored.event));
+  if (stored.kind === "added") {
+    c.set("shard", stored.shard.name);
+    waitUntil(enqueueNotice(c.env, stored.event));
+  }
   return jsonResponse(stored.response, 200);
 }
 

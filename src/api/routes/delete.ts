@@ -27,6 +27,7 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   // The receipt_id names its shard; an ID that names none is unknown, like any other.
   const shard = shardOfId(shardsOf(c.env), headers.receipt_id);
   if (!shard) throw refusal(headers, null);
+  c.set("shard", shard.name);
   const notice = newDeletionNotice(headers, shard);
   const live = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
   // The archive is read only for an archived receipt whose owner matches the headers: a live
