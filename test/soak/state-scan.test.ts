@@ -1,0 +1,102 @@
+/**
+ * The erasure's proof by reading every byte (harness/state-scan.ts, contract §10.1): the forms it
+ * looks for, a copy in a plain file with its offset, a live row of a database held in its WAL,
+ * a deleted row's freed bytes kept apart from the live rows, and a live row an erasure explains.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { afterEach, describe, expect, it } from "vitest";
+import { afterErasure, findings, formsOf, scanState, uuidv7Time } from "../../harness/state-scan.ts";
+
+const USER = 'scan "me"/now';
+const dirs: string[] = [];
+const open: DatabaseSync[] = [];
+
+afterEach(() => {
+  for (const db of open.splice(0)) db.close();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function stateDir(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "state-scan-test-"));
+  dirs.push(dir);
+  return dir;
+}
+
+// A database in WAL mode, left open so that its rows stay in the WAL as a running store's do.
+function walDatabase(file: string): DatabaseSync {
+  const db = new DatabaseSync(file);
+  open.push(db);
+  db.exec("PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0");
+  db.exec("CREATE TABLE notice_outbox (event_id TEXT PRIMARY KEY, receipt_id TEXT NOT NULL, payload TEXT NOT NULL)");
+  return db;
+}
+
+// A UUIDv7 (as a receipt_id) whose time is `ms`.
+function uuidv7At(ms: number): string {
+  const hex = ms.toString(16).padStart(12, "0");
+  return `${hex.slice(0, 8)}-${hex.slice(8)}-7000-8000-000000000001`;
+}
+
+describe("contract §10.1 the state scan reads every file for an app_user_id", () => {
+  it("looks for the raw, URL-encoded, form-encoded, JSON-escaped and hex forms, each once", () => {
+    expect(Object.fromEntries(formsOf(USER).map(({ name, bytes }) => [name, bytes.toString("utf8")]))).toEqual({
+      raw: USER,
+      "URL-encoded": "scan%20%22me%22%2Fnow",
+      "form-encoded": "scan+%22me%22%2Fnow",
+      "JSON-escaped": 'scan \\"me\\"/now',
+      hex: "7363616e20226d65222f6e6f77",
+      HEX: "7363616E20226D65222F6E6F77",
+    });
+    expect(formsOf("plain-user").map(({ name }) => name)).toEqual(["raw", "hex", "HEX"]);
+  });
+
+  it("a copy in a plain file is a finding, with its file, offset and form", () => {
+    const dir = stateDir();
+    writeFileSync(path.join(dir, "blob"), `receipts/${encodeURIComponent(USER)}/c1`);
+    const scan = scanState(dir, USER);
+    expect(scan.fileCopies).toEqual([{ file: "blob", offset: 9, form: "URL-encoded", context: `receipts/${encodeURIComponent(USER)}/c1` }]);
+    expect(findings(scan)).toHaveLength(1);
+  });
+
+  it("a live row held in a WAL is a finding; a deleted row's bytes are counted apart, as freed", () => {
+    const dir = stateDir();
+    const db = walDatabase(path.join(dir, "shard.sqlite"));
+    const payload = JSON.stringify({ type: "receipt.created", app_user_id: USER });
+    db.prepare("INSERT INTO notice_outbox VALUES (?, ?, ?)").run("e1", "r1", payload);
+    db.prepare("INSERT INTO notice_outbox VALUES (?, ?, ?)").run("e2", "r2", JSON.stringify({ app_user_id: `${USER}` }));
+    db.prepare("DELETE FROM notice_outbox WHERE event_id = 'e2'").run();
+
+    const scan = scanState(dir, USER);
+    expect(scan.fileCopies).toEqual([]);
+    expect(scan.unexplainedRows).toEqual([
+      { database: "shard.sqlite", table: "notice_outbox", columns: { payload: "JSON-escaped" }, row: { event_id: "e1", receipt_id: "r1", payload } },
+    ]);
+    // Both rows' bytes, the deleted one's among them, are in the WAL.
+    expect(scan.databaseCopies.filter(({ file }) => file === "shard.sqlite-wal").length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("after an erasure, its own app_user.erased event and receipts created after its instant are explained; an earlier receipt is not", () => {
+    const dir = stateDir();
+    const db = walDatabase(path.join(dir, "shard.sqlite"));
+    const erasure = { event_id: "019ab000-0000-7000-8000-000000000001", occurred_at: "2026-11-25T10:00:00.000Z" };
+    const instant = Date.parse(erasure.occurred_at);
+    // Receipt IDs made 1 ms before and after the instant, and one made in its millisecond.
+    const [before, at, after] = [uuidv7At(instant - 1), uuidv7At(instant), uuidv7At(instant + 1)];
+    expect([before, at, after].map(uuidv7Time)).toEqual([instant - 1, instant, instant + 1]);
+    const event = (type: string) => JSON.stringify({ type, app_user_id: USER });
+    db.prepare("INSERT INTO notice_outbox VALUES (?, ?, ?)").run(erasure.event_id, erasure.event_id, event("app_user.erased"));
+    db.prepare("INSERT INTO notice_outbox VALUES (?, ?, ?)").run("e-after", after, event("receipt.created"));
+    db.prepare("INSERT INTO notice_outbox VALUES (?, ?, ?)").run("e-before", before, event("receipt.created"));
+    db.prepare("INSERT INTO notice_outbox VALUES (?, ?, ?)").run("e-at", at, event("receipt.created"));
+
+    const scan = scanState(dir, USER, afterErasure(erasure));
+    expect(scan.explainedRows.map(({ row, why }) => [row.event_id, why])).toEqual([
+      [erasure.event_id, "the erasure's own app_user.erased event"],
+      ["e-after", "a receipt created after the erasure's instant"],
+    ]);
+    expect(scan.unexplainedRows.map(({ row }) => row.event_id).sort()).toEqual(["e-at", "e-before"]);
+  });
+});
