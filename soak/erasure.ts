@@ -6,6 +6,7 @@
  * step's retries) is run again, as the operations guide tells an operator to.
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import { afterErasure, scanState, summarise } from "../harness/state-scan.ts";
 import type { Erasure } from "../src/storage/erasure.ts";
 import type { AppUserErasure, ErasureRecord } from "./load.ts";
 import { ERASE_PATH } from "./protocol.ts";
@@ -33,6 +34,8 @@ export function soakErasure(
         try {
           const erasure = await outsideRestarts(() => runErasure(runtime, appUserId));
           Object.assign(record, { eventId: erasure.event.event_id, occurredAt: erasure.event.occurred_at, receiptsErased: erasure.receipts_erased });
+          // Read while no restart rewrites the files under the scan.
+          record.scan = await outsideRestarts(async () => summarise(scanState(runtime.stateDir, appUserId, afterErasure(erasure.event))));
           break;
         } catch {
           await sleep(PAUSE_MS);

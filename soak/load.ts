@@ -9,6 +9,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { receiptBody } from "../harness/bodies.ts";
 import type { HarnessClient } from "../harness/miniflare.ts";
+import type { ScanSummary } from "../harness/state-scan.ts";
 import { PATHS } from "../src/shared/paths.ts";
 import { stampShardTag } from "../src/shared/shard-ids.ts";
 import { POS_SCOPE } from "../src/shared/types.ts";
@@ -55,6 +56,8 @@ export interface ErasureRecord {
   occurredAt?: string;
   receiptsErased?: number;
   attempts: number;
+  /** What reading every byte of the runtime's state for the app user found once the erasure completed. */
+  scan?: ScanSummary;
 }
 
 /** What the load did, for the reconciliation. */

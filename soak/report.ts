@@ -1,7 +1,7 @@
 /** The soak's table: requests by route and answer, faults by kind, events, and what went wrong. */
 import { formatTable } from "../harness/table.ts";
-import type { Route } from "./load.ts";
-import { PROBLEMS, type AnswerClass, type Problem, type Reconciliation } from "./reconcile.ts";
+import type { ErasureRecord, Route } from "./load.ts";
+import { PROBLEMS, type AnswerClass, type Reconciliation } from "./reconcile.ts";
 import type { InjectedCalls } from "./protocol.ts";
 import type { Delivery } from "./receiver.ts";
 import type { FaultWindow } from "./reconcile.ts";
@@ -47,6 +47,7 @@ export function printReport(summary: {
   faults: FaultCounts;
   drain: Drain;
   windows: readonly FaultWindow[];
+  erasures: readonly ErasureRecord[];
   failures: readonly string[];
 }): void {
   const { result, faults, drain } = summary;
@@ -78,13 +79,35 @@ export function printReport(summary: {
     ),
     "",
     formatTable(["problems", "count"], PROBLEMS.map((problem) => [problem, String(result.problems[problem].length)])),
+    "",
+    scanTable(summary.erasures),
   ];
   console.log(lines.join("\n"));
   for (const problem of PROBLEMS) printExamples(problem, result.problems[problem]);
+  summary.erasures.forEach((erasure, i) => {
+    if (erasure.scan && erasure.scan.findings.length > 0) printExamples(`erasure ${i + 1} of ${erasure.appUserId}: copies found`, erasure.scan.findings);
+  });
   if (summary.failures.length > 0) console.log(`\nFAILED:\n  ${summary.failures.join("\n  ")}`);
 }
 
-function printExamples(problem: Problem, found: readonly string[]): void {
+/**
+ * One row per erasure: what reading every byte of the state for its app user found once it
+ * completed. Rows explained are the erasure's own event and receipts added after its instant;
+ * SQLite's bytes keep copies of those rows and freed copies of deleted ones (docs/storage.md,
+ * "Erasure and freed bytes"); a finding is a copy in any other file or a live row nothing explains.
+ */
+function scanTable(erasures: readonly ErasureRecord[]): string {
+  const rows = erasures.map((erasure, i) => {
+    const label = `${i + 1}: ${erasure.appUserId} (${erasure.receiptsErased ?? "-"} erased)`;
+    const { scan } = erasure;
+    if (!scan) return [label, "-", "-", "-", "-", "not scanned: the erasure failed"];
+    const result = scan.findings.length === 0 ? "no copy" : `${scan.findings.length} FOUND`;
+    return [label, String(scan.files), (scan.bytes / 1e6).toFixed(1), String(scan.explainedRows), String(scan.databaseCopies), result];
+  });
+  return formatTable(["erasure scans (state read after each)", "files", "MB", "rows explained", "copies in SQLite bytes", "result"], rows);
+}
+
+function printExamples(problem: string, found: readonly string[]): void {
   if (found.length === 0) return;
   console.log(`\n${problem}:`);
   for (const line of found.slice(0, SHOWN_PER_PROBLEM)) console.log(`  ${line}`);

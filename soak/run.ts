@@ -137,6 +137,9 @@ await runCli(USAGE, async (argv) => {
       ...(result.events.racing.erased + result.events.racing.kept === 0 ? ["no add raced an erasure of its app user"] : []),
       ...(rebuild.missing.length > 0 ? [`${rebuild.missing.length} × held by the shards, missing from the store rebuilt from the feed`] : []),
       ...(rebuild.extra.length > 0 ? [`${rebuild.extra.length} × in the store rebuilt from the feed, gone from the shards`] : []),
+      ...load.erasures.flatMap(({ appUserId, scan }, i) =>
+        scan && scan.findings.length > 0 ? [`${scan.findings.length} × a copy of ${appUserId} after erasure ${i + 1}: in a file or a live row that may not hold it`] : [],
+      ),
     ];
     printReport({
       heading: `\nSeed ${seed}: ${seconds} s of load, ${concurrency} tills, ${shards.length} shards; wall time ${secondsSince(started)} s.`,
@@ -144,6 +147,7 @@ await runCli(USAGE, async (argv) => {
       faults,
       drain: drained,
       windows: driver.windows,
+      erasures: load.erasures,
       failures,
     });
     const moves = archived.reduce((sum, { attempts }) => sum + attempts, 0);

@@ -70,6 +70,8 @@ type R2 = Awaited<ReturnType<Miniflare["getR2Bucket"]>>;
 export interface SoakRuntime {
   /** The API Worker's address; the same across restarts. */
   apiUrl: string;
+  /** The directory every store of the runtime persists to (D1, R2, KV, the Workflows). */
+  stateDir: string;
   shards: SoakShard[];
   issueClient(clientId: string, chainId: string): Promise<HarnessClient>;
   /** Issues the app push service's client, which reads the event feed. */
@@ -158,6 +160,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
   };
   return {
     apiUrl: `http://${LOOPBACK}:${apiPort}`,
+    stateDir: storage,
     shards,
     issueClient: async (clientId, chainId) => issueClient(await mf.getKVNamespace("CLIENTS", "api"), clientId, chainId),
     issueAppClient: async (clientId) => issueAppClient(await mf.getKVNamespace("CLIENTS", "api"), clientId),
