@@ -48,3 +48,11 @@ export const INJECTED_MARK = "soak: ";
 
 /** The message D1 documents as transient (src/storage/transient.ts): the service retries it. */
 export const TRANSIENT_D1_MESSAGE = "D1_ERROR: Network connection lost.";
+
+/**
+ * The path on the API wrapper that holds the Workflows' steps at a gate, so that a test can send
+ * requests racing an erasure between any two of its steps: POST `{"hold": true|false}` turns the
+ * gates on or off (off releases every held step), POST `{"release": <key>}` lets one held step
+ * run; GET answers `{"held": [<key>...]}`, a key being `<instance id> <step name>`. Off unless told.
+ */
+export const STEPS_PATH = "/__soak/steps";

@@ -7,11 +7,8 @@
  * anything was lost, reordered, answered 5xx with no fault behind it, or otherwise wrong, or when
  * a kind of fault was never injected. docs/reliability.md says how to read it.
  */
-import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { buildDeployed, bundleHarnessWorker } from "../harness/build.ts";
 import { readShards } from "../scripts/lib/shards.ts";
-import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { API_CONFIG } from "../harness/miniflare.ts";
 import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
 import { FaultDriver } from "./driver.ts";
@@ -24,7 +21,7 @@ import { RebuildingAppSide } from "./rebuild.ts";
 import { startPushReceiver } from "./receiver.ts";
 import { PROBLEMS, reconcile } from "./reconcile.ts";
 import { countFaults, printReport } from "./report.ts";
-import { SOAK_VARS, startSoakRuntime, type SoakBundles } from "./runtime.ts";
+import { SOAK_VARS, buildSoakBundles, startSoakRuntime } from "./runtime.ts";
 import { drain, snapshotStore } from "./store.ts";
 import { shardOfId } from "../src/shared/shard-ids.ts";
 
@@ -64,7 +61,7 @@ await runCli(USAGE, async (argv) => {
   const prng = new Prng(seed);
   console.log(`Soak: seed ${seed} (replay: npm run soak -- --seconds ${seconds} --concurrency ${concurrency} --seed ${seed})`);
 
-  const bundles = build();
+  const bundles = buildSoakBundles();
   const shards = readShards(API_CONFIG);
   const plan = planFaults(prng.fork("plan"), seconds, shards.map((shard) => shard.name));
   const secret = `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}`;
@@ -170,15 +167,6 @@ await runCli(USAGE, async (argv) => {
     await receiver.close();
   }
 });
-
-function build(): SoakBundles {
-  const deployed = buildDeployed();
-  const outdir = path.join(PROJECT_ROOT, "dist/soak");
-  return {
-    api: { deployed: deployed.api, wrapper: bundleHarnessWorker("soak/workers/faulty-api.ts", outdir) },
-    notifier: { deployed: deployed.notifier, wrapper: bundleHarnessWorker("soak/workers/faulty-notifier.ts", outdir) },
-  };
-}
 
 function secondsSince(start: number): string {
   return ((Date.now() - start) / 1000).toFixed(1);

@@ -12,7 +12,9 @@ import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { API_CONFIG, LOOPBACK, NOTIFIER_CONFIG, applyMigrations, bundled, issueAppClient, issueClient, type HarnessClient } from "../harness/miniflare.ts";
+import { buildDeployed, bundleHarnessWorker } from "../harness/build.ts";
 import { freePort } from "../harness/ports.ts";
+import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
@@ -95,6 +97,16 @@ const KEPT_PROBLEMS = 20;
 // Log lines of the failures the soak causes: its own D1 and queue failures, and the notifier's
 // retries of the receiver's bad answers.
 const INJECTED_MESSAGES = [INJECTED_MARK, TRANSIENT_D1_MESSAGE, "from the push service", "network: "];
+
+/** Builds both Workers as `npm run build` does, and their wrappers, into dist/soak. */
+export function buildSoakBundles(): SoakBundles {
+  const deployed = buildDeployed();
+  const outdir = path.join(PROJECT_ROOT, "dist/soak");
+  return {
+    api: { deployed: deployed.api, wrapper: bundleHarnessWorker("soak/workers/faulty-api.ts", outdir) },
+    notifier: { deployed: deployed.notifier, wrapper: bundleHarnessWorker("soak/workers/faulty-notifier.ts", outdir) },
+  };
+}
 
 /** Starts both wrapped Workers on fresh storage, pushing to `pushUrl` signed with `pushSecret`. */
 export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pushSecret: string): Promise<SoakRuntime> {

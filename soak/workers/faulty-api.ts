@@ -1,7 +1,7 @@
 /**
  * The soak's API Worker: the deployed API Worker with its D1 shards, its queue and its bucket wrapped by the
  * fault injector, and paths of its own through which the harness sets the faults and runs
- * erasures and archive moves. Its Workflows (the erasure, the archive's move) are the deployed ones run on the
+ * erasures and archive moves, and holds their steps at a gate (step-gate.ts). Its Workflows (the erasure, the archive's move) are the deployed ones run on the
  * wrapped bindings, so the faults strike inside their steps. Never deployed: soak/runtime.ts bundles it and gives it the API
  * Worker's bindings.
  */
@@ -9,17 +9,20 @@ import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloud
 import type { ArchiveParams } from "../../src/api/workflows/archive-workflow.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import type { ErasureParams, SweepMessage } from "../../src/shared/types.ts";
-import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH } from "../protocol.ts";
+import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH, STEPS_PATH } from "../protocol.ts";
 import { deployedModule, deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";
+import { StepGate } from "./step-gate.ts";
 
 const faults = new FaultInjector();
+const gate = new StepGate();
 const api = deployedWorker<ApiEnv, SweepMessage>();
 
 export default {
   async fetch(request, env, ctx): Promise<Response> {
     const { pathname, searchParams } = new URL(request.url);
     if (pathname === FAULTS_PATH) return faults.control(request);
+    if (pathname === STEPS_PATH) return gate.control(request);
     if (pathname === ERASE_PATH) return job(env.ERASURE, request, searchParams.get("id"));
     if (pathname === ARCHIVE_PATH) return job(env.ARCHIVING, request, searchParams.get("id"));
     return (await api).fetch!(request, faults.wrap(env), ctx);
@@ -40,7 +43,7 @@ function onWrappedBindings<Params>(name: "ErasureWorkflow" | "ArchiveWorkflow") 
   return class extends WorkflowEntrypoint<ApiEnv, Params> {
     override async run(event: Readonly<WorkflowEvent<Params>>, step: WorkflowStep): Promise<unknown> {
       const { [name]: Deployed } = await deployedModule<Record<typeof name, WorkflowClass<Params>>>();
-      return new Deployed(this.ctx, faults.wrap(this.env)).run(event, step);
+      return new Deployed(this.ctx, faults.wrap(this.env)).run(event, gate.wrap(step, event.instanceId));
     }
   };
 }
