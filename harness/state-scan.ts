@@ -71,20 +71,34 @@ const SHOWN_VALUE = 160;
 /**
  * The forms a store may keep `value` in: raw (UTF-8, as SQLite TEXT, R2 and KV keep it),
  * URL-encoded (as a key in a URL path or query), form-encoded, JSON-escaped (inside a JSON
- * string), and hex in both cases (how the operator scripts inline values into SQL).
+ * string), hex in both cases (how the operator scripts inline values into SQL), UTF-16LE (how V8
+ * serialises a string that holds any character beyond Latin-1, e.g. a Workflow's state), and
+ * base64 and base64url at each of the three alignments a value can take inside a longer encoded
+ * text (the characters that the value's bytes alone decide).
  */
 export function formsOf(value: string): ScanForm[] {
-  const forms: Record<string, string> = {
-    raw: value,
-    "URL-encoded": encodeURIComponent(value),
-    "form-encoded": new URLSearchParams({ v: value }).toString().slice(2),
-    "JSON-escaped": JSON.stringify(value).slice(1, -1),
-    hex: Buffer.from(value, "utf8").toString("hex"),
-    HEX: Buffer.from(value, "utf8").toString("hex").toUpperCase(),
-  };
-  // One entry per distinct byte string: for a plain value most forms are the raw one.
+  const bytes = Buffer.from(value, "utf8");
+  const forms: [string, Buffer][] = [
+    ["raw", bytes],
+    ["URL-encoded", Buffer.from(encodeURIComponent(value))],
+    ["form-encoded", Buffer.from(new URLSearchParams({ v: value }).toString().slice(2))],
+    ["JSON-escaped", Buffer.from(JSON.stringify(value).slice(1, -1))],
+    ["hex", Buffer.from(bytes.toString("hex"))],
+    ["HEX", Buffer.from(bytes.toString("hex").toUpperCase())],
+    ["UTF-16LE", Buffer.from(value, "utf16le")],
+    ["UTF-16LE JSON-escaped", Buffer.from(JSON.stringify(value).slice(1, -1), "utf16le")],
+    ...[0, 1, 2].flatMap((shift): [string, Buffer][] => {
+      const encoded = Buffer.concat([Buffer.alloc(shift), bytes]).toString("base64");
+      const decided = encoded.slice(Math.ceil((8 * shift) / 6), Math.floor((8 * (shift + bytes.length)) / 6));
+      return [
+        [`base64 +${shift}`, Buffer.from(decided)],
+        [`base64url +${shift}`, Buffer.from(decided.replaceAll("+", "-").replaceAll("/", "_"))],
+      ];
+    }),
+  ];
+  // One entry per distinct byte string: for a plain value several forms are the raw one.
   const seen = new Map<string, ScanForm>();
-  for (const [name, text] of Object.entries(forms)) if (!seen.has(text)) seen.set(text, { name, bytes: Buffer.from(text, "utf8") });
+  for (const [name, form] of forms) if (!seen.has(form.toString("latin1"))) seen.set(form.toString("latin1"), { name, bytes: form });
   return [...seen.values()];
 }
 

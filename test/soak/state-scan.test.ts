@@ -41,16 +41,29 @@ function uuidv7At(ms: number): string {
 }
 
 describe("contract §10.1 the state scan reads every file for an app_user_id", () => {
-  it("looks for the raw, URL-encoded, form-encoded, JSON-escaped and hex forms, each once", () => {
-    expect(Object.fromEntries(formsOf(USER).map(({ name, bytes }) => [name, bytes.toString("utf8")]))).toEqual({
+  it("looks for the raw, URL-encoded, form-encoded, JSON-escaped, hex and UTF-16 forms, each once", () => {
+    const forms = Object.fromEntries(formsOf(USER).map(({ name, bytes }) => [name, bytes]));
+    expect(Object.fromEntries(Object.entries(forms).filter(([name]) => !name.startsWith("base64")).map(([name, bytes]) => [name, bytes.toString("latin1")]))).toEqual({
       raw: USER,
       "URL-encoded": "scan%20%22me%22%2Fnow",
       "form-encoded": "scan+%22me%22%2Fnow",
       "JSON-escaped": 'scan \\"me\\"/now',
       hex: "7363616e20226d65222f6e6f77",
       HEX: "7363616E20226D65222F6E6F77",
+      "UTF-16LE": Buffer.from(USER, "utf16le").toString("latin1"),
+      "UTF-16LE JSON-escaped": Buffer.from('scan \\"me\\"/now', "utf16le").toString("latin1"),
     });
-    expect(formsOf("plain-user").map(({ name }) => name)).toEqual(["raw", "hex", "HEX"]);
+    expect(formsOf("plain-user").map(({ name }) => name).filter((name) => !name.startsWith("base64"))).toEqual(["raw", "hex", "HEX", "UTF-16LE"]);
+  });
+
+  it("finds the value base64-encoded inside a longer text, whatever its alignment", () => {
+    const dir = stateDir();
+    for (const prefix of ["", "a", "ab"]) {
+      writeFileSync(path.join(dir, `blob${prefix.length}`), Buffer.from(`{"x":"${prefix}${USER}!"}`).toString("base64"));
+    }
+    const copies = scanState(dir, USER).fileCopies;
+    expect(copies.map(({ file }) => file).sort()).toEqual(["blob0", "blob1", "blob2"]);
+    expect(copies.every(({ form }) => form.startsWith("base64 +"))).toBe(true);
   });
 
   it("a copy in a plain file is a finding, with its file, offset and form", () => {
