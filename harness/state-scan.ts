@@ -113,7 +113,8 @@ export function scanState(dir: string, value: string, explain: Explain = () => u
   const ofDatabase = new Set(databases.flatMap((file) => [file, `${file}-wal`, `${file}-shm`, `${file}-journal`]));
   const scan: StateScan = { files: files.length, bytes: 0, fileCopies: [], unexplainedRows: [], explainedRows: [], databaseCopies: [], databases: databases.length };
   for (const file of files) {
-    const bytes = readFileSync(file);
+    const bytes = readIfThere(file);
+    if (!bytes) continue;
     scan.bytes += bytes.length;
     const copies = copiesIn(bytes, forms, path.relative(dir, file));
     (ofDatabase.has(file) ? scan.databaseCopies : scan.fileCopies).push(...copies);
@@ -169,6 +170,16 @@ export function uuidv7Time(value: unknown): number | undefined {
   return parseInt(value.slice(0, 8) + value.slice(9, 13), 16);
 }
 
+// A running store may delete a file between the listing and the read: it then holds nothing.
+function readIfThere(file: string): Buffer | undefined {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+}
+
 function filesUnder(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
@@ -183,7 +194,13 @@ function isDatabase(file: string): boolean {
   if (/-(wal|shm|journal)$/.test(file)) return false;
   if (existsSync(`${file}-wal`)) return true;
   const head = Buffer.alloc(SQLITE_MAGIC.length);
-  const fd = openSync(file, "r");
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw error;
+  }
   try {
     readSync(fd, head, 0, head.length, 0);
   } finally {

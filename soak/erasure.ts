@@ -29,19 +29,22 @@ export function soakErasure(
     pauseMs,
     async erase(appUserId) {
       const record: ErasureRecord = { appUserId, start: Date.now(), end: 0, attempts: 0 };
-      while (record.attempts < ATTEMPTS) {
+      let erasure: Erasure | undefined;
+      while (record.attempts < ATTEMPTS && !erasure) {
         record.attempts += 1;
         try {
-          const erasure = await outsideRestarts(() => runErasure(runtime, appUserId));
+          erasure = await outsideRestarts(() => runErasure(runtime, appUserId));
           Object.assign(record, { eventId: erasure.event.event_id, occurredAt: erasure.event.occurred_at, receiptsErased: erasure.receipts_erased });
-          // Read while no restart rewrites the files under the scan.
-          record.scan = await outsideRestarts(async () => summarise(scanState(runtime.stateDir, appUserId, afterErasure(erasure.event))));
-          break;
         } catch {
           await sleep(PAUSE_MS);
         }
       }
       record.end = Date.now();
+      if (erasure) {
+        const { event } = erasure;
+        // Read while no restart rewrites the files under the scan.
+        record.scan = await outsideRestarts(async () => summarise(scanState(runtime.stateDir, appUserId, afterErasure(event))));
+      }
       return record;
     },
   };
