@@ -21,7 +21,13 @@ export const MAX_BODY_BYTES = 64 * 1024;
  * that trickles in, or never ends, would hold the request open for as long as the sender likes. A
  * till on a poor mobile link sends 64 KiB in a few seconds.
  */
-export async function readJsonBody(request: Request, contentType: string, schema: z.ZodMiniType, deadlineMs: number): Promise<string> {
+export async function readJsonBody(
+  request: Request,
+  contentType: string,
+  schema: z.ZodMiniType,
+  deadlineMs: number,
+  refusal: BodyRefusal = fieldsRefusal,
+): Promise<string> {
   if (!isJsonMediaType(contentType)) {
     throw refuse(REFUSALS.mediaType, "content type");
   }
@@ -47,8 +53,58 @@ export async function readJsonBody(request: Request, contentType: string, schema
   if (fault) throw notIJson(fault, fieldNamesOf(schema));
   exposeProtoMembers(parsed);
   const result = schema.safeParse(parsed, { error: plainMessage });
-  if (!result.success) throw bodyRefusal(result.error.issues, fieldNamesOf(schema));
+  if (!result.success) throw refusal(result.error.issues, fieldNamesOf(schema));
   return text;
+}
+
+/** The 406 for a body that breaks its schema's rules, from the issues found and the schema's field names. */
+export type BodyRefusal = (issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlySet<string>) => ApiError;
+
+/**
+ * The refusal of a body in a published format (docs/api.md#dr-retail): the first failing field
+ * alone, by its JSON pointer (RFC 6901), and the rule of `format` it breaks.
+ */
+export function firstFieldRefusal(format: string): BodyRefusal {
+  return (issues, schemaNames) => {
+    const issue = issues[0]!;
+    const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]!] : issue.path;
+    const reason =
+      issue.code === "unrecognized_keys"
+        ? `is not a field of ${format} (check its spelling)`
+        : issue.code === "invalid_union" && "options" in issue && Array.isArray(issue.options)
+          ? `must be one of: ${issue.options.join(", ")}`
+          : issue.message;
+    return pointerRefusal(path, reason, format, `${jsonPointer(path, schemaNames)} ${issue.code}`);
+  };
+}
+
+/**
+ * A 406 naming a field of a body in a published format by its JSON pointer, e.g.
+ * `/totals/4/amount`, and the rule it breaks.
+ */
+export function drBodyRefusal(pointer: string, reason: string, format: string): ApiError {
+  const path = pointer.split("/").slice(1);
+  // The mapping names only the format's own fields and indexes: the log may keep the pointer.
+  return pointerRefusal(path, reason, format, `${pointer} mapping`);
+}
+
+function pointerRefusal(path: readonly PropertyKey[], reason: string, format: string, logged: string): ApiError {
+  const field = shorten(jsonPointer(path), MAX_PATH_CHARACTERS);
+  return new ApiError(406, `Body field ${field === "" ? "(the body itself)" : field} ${reason} (${format}).`, {
+    cause: `body rules: ${shorten(logged, MAX_PATH_CHARACTERS)}`,
+  });
+}
+
+// RFC 6901: each name after a slash, with ~ and / escaped. With `onlyNames`, any other name is
+// written `*`: it came from the client.
+function jsonPointer(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
+  return path
+    .map((key) => {
+      const part = key === PROTO_STAND_IN ? "__proto__" : String(key);
+      if (onlyNames && typeof key !== "number" && !/^\d+$/.test(part) && !onlyNames.has(part)) return "/*";
+      return `/${part.replaceAll("~", "~0").replaceAll("/", "~1")}`;
+    })
+    .join("");
 }
 
 // A message names at most this many fields: a body of 500 broken lines must not echo 500 reasons.
@@ -62,6 +118,21 @@ function isJsonMediaType(value: string): boolean {
     const [name = "", charset = ""] = parameter.split("=");
     return name.trim().toLowerCase() !== "charset" || /^"?utf-?8"?$/i.test(charset.trim());
   });
+}
+
+/**
+ * The `profile` parameter of a JSON Content-Type, unquoted, or undefined without one: which
+ * published format a body is in (docs/api.md#dr-retail).
+ * @example jsonProfileOf("application/json;profile=https://se.receipts.kivra.com/schemas/json/retail/v1.1") // "https://se.receipts.kivra.com/schemas/json/retail/v1.1"
+ */
+export function jsonProfileOf(contentType: string): string | undefined {
+  for (const parameter of contentType.split(";").slice(1)) {
+    const separator = parameter.indexOf("=");
+    if (separator < 0 || parameter.slice(0, separator).trim().toLowerCase() !== "profile") continue;
+    const value = parameter.slice(separator + 1).trim();
+    return /^".*"$/.test(value) ? value.slice(1, -1) : value;
+  }
+  return undefined;
 }
 
 // A list of codings, applied in order (RFC 9110 §8.4); identity is no coding at all.
@@ -171,7 +242,7 @@ function exposeProtoMembers(body: object): void {
   }
 }
 
-function bodyRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlySet<string>): ApiError {
+function fieldsRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: ReadonlySet<string>): ApiError {
   // One reason per field, the first found: a field that is missing need not also be "not a string".
   const reasons = new Map<string, string>();
   const logged = new Set<string>();
@@ -232,12 +303,13 @@ function collectFieldNames(schema: z.core.$ZodType, names: Set<string>): void {
     element?: z.core.$ZodType;
     innerType?: z.core.$ZodType;
     valueType?: z.core.$ZodType;
+    options?: readonly z.core.$ZodType[];
   };
   for (const [name, field] of Object.entries(def.shape ?? {})) {
     names.add(name);
     collectFieldNames(field, names);
   }
-  for (const inner of [def.element, def.innerType, def.valueType]) if (inner) collectFieldNames(inner, names);
+  for (const inner of [def.element, def.innerType, def.valueType, ...(def.options ?? [])]) if (inner) collectFieldNames(inner, names);
 }
 
 const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -3,6 +3,7 @@
  * document shows them as its error examples, so the two can never word one refusal differently
  * (test/api/routes/openapi-examples.test.ts replays each example against the Worker).
  */
+import { DR_RETAIL_PROFILES } from "../shared/dr-retail.ts";
 import { APP_SCOPE, POS_SCOPE } from "../shared/types.ts";
 import { ApiError, type ErrorStatus } from "./errors.ts";
 
@@ -64,6 +65,10 @@ export const REFUSALS = {
 
   chainNotAllowed: { status: 403, detail: "Header chain_id names a chain this client may not add receipts for." },
   mediaType: { status: 415, detail: "Header Content-Type must be application/json, in UTF-8." },
+  unknownProfile: {
+    status: 415,
+    detail: `Header Content-Type names a profile this service does not read; send none for this service's own receipt, or one of: ${Object.keys(DR_RETAIL_PROFILES).join(", ")}.`,
+  },
   contentEncoding: {
     status: 415,
     detail: "Header Content-Encoding must be identity, or absent: send the body uncompressed.",

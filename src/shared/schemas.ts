@@ -5,6 +5,8 @@
  * zod/mini keeps the Worker small: the classic API would add about 90 KiB gzip to a cold start.
  */
 import * as z from "zod/mini";
+import { isRfc3339DateTime } from "./date-time.ts";
+import { DR_RETAIL_FORMATS, type DrRetailFormat } from "./dr-retail.ts";
 import { UUID_V7_PATTERN } from "./shard-ids.ts";
 
 const printableAscii = /^[\x20-\x7E]*$/;
@@ -131,30 +133,6 @@ function characters(min: number, max: number, meta: { description: string; examp
   );
 }
 
-// RFC 3339 §5.6 date-time: seconds required, an offset required ("Z" or ±hh:mm); "T" and "Z"
-// may be lower case there, and a leap second is 60, which zod's iso.datetime both refuses.
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
-
-function isRfc3339DateTime(value: string): boolean {
-  const match = RFC3339.exec(value);
-  if (!match) return false;
-  const [year, month, day, hour, minute, second, offsetHour, offsetMinute] = match
-    .slice(1)
-    .map((part) => (part === undefined ? 0 : Number(part)));
-  const leap = year! % 4 === 0 && (year! % 100 !== 0 || year! % 400 === 0);
-  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month! - 1];
-  return (
-    daysInMonth !== undefined &&
-    day! >= 1 &&
-    day! <= daysInMonth &&
-    hour! <= 23 &&
-    minute! <= 59 &&
-    second! <= 60 &&
-    offsetHour! <= 23 &&
-    offsetMinute! <= 59
-  );
-}
-
 /** One line of a receipt. Fields beyond these are kept as sent: tills add their own. */
 export const lineItem = z.looseObject({
   description: characters(1, 200, { description: "What was sold, as printed on the receipt", example: "Oat milk 1 l" }),
@@ -185,54 +163,77 @@ export const payment = z.looseObject({
   amount: minorUnits("Amount paid this way, in minor units", 298),
 });
 
+// The fields of our receipt, which add's body and the model that events carry share.
+const receiptFields = {
+  purchased_at: z.string().check(
+    z.refine(isRfc3339DateTime, "must be an RFC 3339 timestamp with an offset, e.g. 2026-11-22T14:03:00+01:00"),
+    z.meta({ description: "When the purchase happened: RFC 3339 with an offset", format: "date-time", example: "2026-11-22T14:03:00+01:00" }),
+  ),
+  currency: z.string().check(
+    z.regex(/^[A-Z]{3}$/, "must be an ISO 4217 code of 3 upper-case letters"),
+    z.meta({ description: "ISO 4217 currency code", example: "EUR" }),
+  ),
+  total: minorUnits("Amount of the receipt in minor units; equals the sum of line_items[].total", 298),
+  line_items: z.array(lineItem).check(
+    z.minLength(1, "must hold at least 1 item"),
+    z.maxLength(500, "must hold at most 500 items"),
+    z.meta({ description: "The lines of the receipt, 1–500" }),
+  ),
+  store_id: z.optional(z.string().check(z.meta({ description: "The chain's ID of the store", example: "store-0042" }))),
+  pos_receipt_number: z.optional(
+    z.string().check(z.meta({ description: "The number printed at the till", example: "0042-7-000123" })),
+  ),
+  payments: z.optional(z.array(payment).check(z.meta({ description: "How the receipt was paid" }))),
+  metadata: z.optional(
+    z
+      .record(z.string(), characters(0, 200, { description: "A value of at most 200 characters", example: "4711" }))
+      .check(
+        z.refine((value) => Object.keys(value).length <= 20, "must hold at most 20 keys"),
+        z.meta({ description: "The client's own string keys and values, at most 20", maxProperties: 20, example: { loyalty_card: "4711" } }),
+      ),
+  ),
+};
+
+// Our total is what the shopper paid: the sum of the lines, kept exact however many there are.
+const totalIsSumOfLines = z.superRefine((receipt: { total: number; line_items: readonly { total: number }[] }, context) => {
+  const sum = sumOfLineTotals(receipt.line_items);
+  // An unusable total or line total has its own issue already; a sum of them would only mislead.
+  if (sum === undefined || !Number.isSafeInteger(receipt.total) || BigInt(receipt.total) === sum) return;
+  context.issues.push({
+    code: "custom",
+    message: `must equal the sum of line_items[].total, which is ${sum}`,
+    path: ["total"],
+    input: receipt.total,
+  });
+});
+
 /**
  * The body of `POST /receipts/v2/add` (docs/api.md#add): one JSON object of at most 64 KiB. Unknown
  * top-level fields are refused, so that a typo cannot vanish silently.
  */
-export const receiptBody = z
-  .strictObject({
-    purchased_at: z.string().check(
-      z.refine(isRfc3339DateTime, "must be an RFC 3339 timestamp with an offset, e.g. 2026-11-22T14:03:00+01:00"),
-      z.meta({ description: "When the purchase happened: RFC 3339 with an offset", format: "date-time", example: "2026-11-22T14:03:00+01:00" }),
-    ),
-    currency: z.string().check(
-      z.regex(/^[A-Z]{3}$/, "must be an ISO 4217 code of 3 upper-case letters"),
-      z.meta({ description: "ISO 4217 currency code", example: "EUR" }),
-    ),
-    total: minorUnits("Amount of the receipt in minor units; equals the sum of line_items[].total", 298),
-    line_items: z.array(lineItem).check(
-      z.minLength(1, "must hold at least 1 item"),
-      z.maxLength(500, "must hold at most 500 items"),
-      z.meta({ description: "The lines of the receipt, 1–500" }),
-    ),
-    store_id: z.optional(z.string().check(z.meta({ description: "The chain's ID of the store", example: "store-0042" }))),
-    pos_receipt_number: z.optional(
-      z.string().check(z.meta({ description: "The number printed at the till", example: "0042-7-000123" })),
-    ),
-    payments: z.optional(z.array(payment).check(z.meta({ description: "How the receipt was paid" }))),
-    metadata: z.optional(
-      z
-        .record(z.string(), characters(0, 200, { description: "A value of at most 200 characters", example: "4711" }))
-        .check(
-          z.refine((value) => Object.keys(value).length <= 20, "must hold at most 20 keys"),
-          z.meta({ description: "The client's own string keys and values, at most 20", maxProperties: 20, example: { loyalty_card: "4711" } }),
-        ),
-    ),
-  })
-  .check(
-    z.superRefine((receipt, context) => {
-      const sum = sumOfLineTotals(receipt.line_items);
-      // An unusable total or line total has its own issue already; a sum of them would only mislead.
-      if (sum === undefined || !Number.isSafeInteger(receipt.total) || BigInt(receipt.total) === sum) return;
-      context.issues.push({
-        code: "custom",
-        message: `must equal the sum of line_items[].total, which is ${sum}`,
-        path: ["total"],
-        input: receipt.total,
-      });
-    }),
-  );
+export const receiptBody = z.strictObject(receiptFields).check(totalIsSumOfLines);
 export type ReceiptBody = z.infer<typeof receiptBody>;
+
+/** One VAT rate of a receipt mapped from DR Retail: its `vat` total's sub-total, in minor units. */
+export const vatAtRate = z.object({
+  rate: z.number().check(z.meta({ description: "VAT rate in percent, 0–100", example: 25 })),
+  amount: minorUnits("VAT at this rate, in minor units; negative where refunded", 2380),
+  taxable_amount: minorUnits("Amount taxed at this rate, VAT included, in minor units", 11900),
+  net_amount: minorUnits("Amount taxed at this rate, VAT excluded, in minor units", 9520),
+});
+
+/**
+ * The receipt as every consumer reads it (docs/api.md#dr-retail-mapping): our body's fields,
+ * and `vat` per rate where a receipt mapped from DR Retail stated it. A receipt added in our
+ * shape is its body as given.
+ */
+export const receiptModel = z
+  .strictObject({
+    ...receiptFields,
+    vat: z.optional(z.array(vatAtRate).check(z.meta({ description: "VAT per rate, only on receipts added in DR Retail that state it (totals of type vat)" }))),
+  })
+  .check(totalIsSumOfLines);
+export type ReceiptModel = z.infer<typeof receiptModel>;
 
 // Exact even where 500 lines of large amounts would pass 2^53 as a float sum.
 function sumOfLineTotals(items: readonly { total: number }[]): bigint | undefined {
@@ -311,12 +312,25 @@ const eventFields = {
   client_id: z.string(),
 };
 
-/** The push of `receipt.created`: the stored receipt, with its body as add stored it. */
+/**
+ * The push of `receipt.created`: the stored receipt in our model (its body as add stored it, or
+ * the model of a DR Retail body), and for a DR Retail receipt its format and the body as sent.
+ */
 export const receiptCreatedEvent = z.object({
   ...eventFields,
   type: z.literal("receipt.created"),
   created_at: z.string().check(z.meta({ description: "The receipt's created_at, as add answered it", format: "date-time" })),
-  receipt: receiptBody,
+  receipt: receiptModel,
+  format: z.optional(
+    z.enum(DR_RETAIL_FORMATS as [DrRetailFormat, ...DrRetailFormat[]]).check(
+      z.meta({ description: "Only on a receipt added in DR Retail: its format and version. Absent: added in our own shape", example: "dr-retail/v1.1" }),
+    ),
+  ),
+  original: z.optional(
+    z.record(z.string(), z.unknown()).check(
+      z.meta({ description: "Only on a receipt added in DR Retail: the body exactly as the till sent it (the format's own JSON object)" }),
+    ),
+  ),
 });
 export type ReceiptCreatedEvent = z.infer<typeof receiptCreatedEvent>;
 

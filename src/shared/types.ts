@@ -27,7 +27,7 @@ export interface ClientRecord {
  * pushed event without `receipt`, which the notifier reads from the receipt's own row when it
  * pushes, so the outbox never holds a second copy of the body.
  */
-export type CreationNotice = Omit<ReceiptCreatedEvent, "receipt">;
+export type CreationNotice = Omit<ReceiptCreatedEvent, "receipt" | "format" | "original">;
 
 /** The message the API Worker queues when a receipt is deleted, pushed as it is. */
 export type DeletionNotice = ReceiptDeletedEvent;

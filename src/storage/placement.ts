@@ -152,7 +152,7 @@ async function placeAndStoreNow(
   const event = newEvent(data, target);
   const outcome: AddOutcome & { sizeAfter?: number } =
     (claim && (await earlierAddElsewhere(placement.lookups, receipt, claim, now))) ??
-    (await addOnShard(target, { ...data, body: receipt.body, user_key: receipt.user_key }, event, claim, memory));
+    (await addOnShard(target, { ...data, body: receipt.body, ...(receipt.format && { format: receipt.format }), user_key: receipt.user_key }, event, claim, memory));
   if (outcome.sizeAfter !== undefined) {
     context.waitUntil(
       checkShardFill(
@@ -279,8 +279,12 @@ function newReceiptId(msecs: number, shard: Shard): string {
 // Everything that decides what a retry would store: the client is part of the key already, and
 // Authorization changes when a token is renewed, so neither belongs here. Header values are
 // printable ASCII, so a line feed separates the parts unambiguously without escaping a 40 KB body.
+// A body in a published format names it before the body: the same text read as DR Retail v1.0
+// and as v1.1 are different requests. A body of ours begins with white space or `{`, never with a
+// format's name, so its fingerprint stays what it was.
 async function requestFingerprint(receipt: NewReceipt): Promise<string> {
-  const request = `${receipt.chain_id}\n${receipt.app_user_id}\n${receipt.body}`;
+  const format = receipt.format ? `${receipt.format.name}\n` : "";
+  const request = `${receipt.chain_id}\n${receipt.app_user_id}\n${format}${receipt.body}`;
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(request));
   return base64url.encode(new Uint8Array(digest));
 }

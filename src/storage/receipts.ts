@@ -25,6 +25,12 @@ export interface StoredReceipt {
   client_id: string;
   app_user_id: string;
   body: string;
+  /**
+   * For a receipt added in a published format (docs/api.md#dr-retail): its format, such as
+   * `dr-retail/v1.1`, and `mapped`, the JSON text of the receipt in our model. Absent for our
+   * own shape, whose body is that model.
+   */
+  format?: { name: string; mapped: string };
   /** ISO 8601 in UTC with milliseconds, as `Date.prototype.toISOString` writes it. */
   created_at: string;
 }
@@ -219,7 +225,7 @@ function idempotencyCutoff(now: Date): string {
 }
 
 /**
- * The one receipt insert, with its created event: into the view `receipt_adds` (migration 0014),
+ * The one receipt insert, with its created event: into the view `receipt_format_adds` (migrations 0014, 0015),
  * whose trigger writes the receipt and records the event only where this insert stored the
  * receipt, so both cost one statement. Never where an erasure's fence of the app user stands at
  * or after its created_at. With `ifKey`, only while that Idempotency-Key's record (claimed just
@@ -231,14 +237,16 @@ function insertReceipt(receipt: FencedReceipt, event: CreationNotice, ifKey?: st
   const keyCondition =
     ifKey === undefined
       ? ""
-      : " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?11 AND receipt_id = ?1)";
+      : " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?13 AND receipt_id = ?1)";
   return statement(
-    `INSERT INTO receipt_adds (receipt_id, chain_id, client_id, app_user_id, body, created_at, event_id, event_payload, event_at)
-    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
+    `INSERT INTO receipt_format_adds (receipt_id, chain_id, client_id, app_user_id, body, format, mapped, created_at, event_id, event_payload, event_at)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?11, ?12, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
     ...values,
     event_id,
     event_payload,
     event_at,
+    receipt.format?.name ?? null,
+    receipt.format?.mapped ?? null,
     ...(ifKey === undefined ? [] : [ifKey]),
   );
 }

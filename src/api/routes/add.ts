@@ -1,9 +1,11 @@
 /** POST /receipts/v2/add (docs/api.md#add). */
 import { addHeaders, receiptBody } from "../../shared/schemas.ts";
 import { logLine } from "../../shared/log.ts";
-import { NoOpenShardError, placeAndStore } from "../../storage/placement.ts";
+import { DR_RETAIL_BODIES, DR_RETAIL_PROFILES, drRetailFormat } from "../../shared/dr-retail.ts";
+import { NoOpenShardError, placeAndStore, type NewReceipt } from "../../storage/placement.ts";
 import { authenticateClient } from "../auth/bearer.ts";
-import { readJsonBody } from "../body.ts";
+import { firstFieldRefusal, jsonProfileOf, readJsonBody } from "../body.ts";
+import { mapDrRetail } from "../dr-retail-mapping.ts";
 import type { ApiContext } from "../context.ts";
 import { enqueueNotice, newCreationNotice } from "../events.ts";
 import { readHeaders } from "../headers.ts";
@@ -22,14 +24,14 @@ export async function add(c: ApiContext): Promise<Response> {
   if (!client.chains.includes(headers.chain_id)) {
     throw refuse(REFUSALS.chainNotAllowed, "chain not among the client's chains");
   }
-  const body = await readJsonBody(c.req.raw, headers["Content-Type"], receiptBody, c.get("config").bodyDeadlineMs);
+  const { body, format } = await readReceipt(c.req.raw, headers["Content-Type"], c.get("config").bodyDeadlineMs);
 
   const waitUntil = (work: Promise<unknown>) => c.executionCtx.waitUntil(work);
   const config = c.get("config");
   const user_key = await userKeyOf(c.get("isolate"), config, headers.app_user_id);
   const stored = await placeAndStore(
     { env: c.env, settings: config, memory: c.get("isolate").placement, waitUntil },
-    { chain_id: headers.chain_id, client_id: client.client_id, app_user_id: headers.app_user_id, body, user_key },
+    { chain_id: headers.chain_id, client_id: client.client_id, app_user_id: headers.app_user_id, body, ...(format && { format }), user_key },
     headers["Idempotency-Key"],
     newCreationNotice,
   ).catch(noOpenShardRefused);
@@ -41,6 +43,20 @@ export async function add(c: ApiContext): Promise<Response> {
     waitUntil(enqueueNotice(c.env, stored.event));
   }
   return jsonResponse(stored.response, 200);
+}
+
+/**
+ * The body in our own shape, or in the published format its Content-Type's profile names
+ * (docs/api.md#dr-retail): then with that format's name and the receipt in our model.
+ */
+async function readReceipt(request: Request, contentType: string, deadlineMs: number): Promise<Pick<NewReceipt, "body" | "format">> {
+  const profile = jsonProfileOf(contentType);
+  if (profile === undefined) return { body: await readJsonBody(request, contentType, receiptBody, deadlineMs) };
+  if (!Object.hasOwn(DR_RETAIL_PROFILES, profile)) throw refuse(REFUSALS.unknownProfile, "unknown profile");
+  const version = DR_RETAIL_PROFILES[profile as keyof typeof DR_RETAIL_PROFILES];
+  const label = `DR Retail v${version}`;
+  const body = await readJsonBody(request, contentType, DR_RETAIL_BODIES[version], deadlineMs, firstFieldRefusal(label));
+  return { body, format: { name: drRetailFormat(version), mapped: JSON.stringify(mapDrRetail(body, label)) } };
 }
 
 // Every shard closed is the operator's to fix, not the till's: a 503 it retries, and a line of

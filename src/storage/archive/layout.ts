@@ -19,6 +19,10 @@ export interface ArchivedReceipt {
   created_at: string;
   /** The receipt as added, stored as the JSON text the shard held. */
   body: string;
+  /** Only for a receipt added in a published format (docs/api.md#dr-retail): its format, such as `dr-retail/v1.1`. */
+  format?: string;
+  /** Only beside `format`: the JSON text of the receipt in our model. */
+  mapped?: string;
 }
 
 /** The prefix under which every archived receipt of one app user lies, whatever chain or shard. */

@@ -123,7 +123,7 @@ interface PageContext {
 
 /** One page: copy, verify, then remove in one batch. Returns where the next page starts. */
 async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageContext, after: string): Promise<{ last: string; done: boolean }> {
-  const [rows] = (await shard.run([pageToArchive(beforeId, after, ARCHIVE_PAGE)])) as [ArchivedReceipt[]];
+  const [rows] = (await shard.run([pageToArchive(beforeId, after, ARCHIVE_PAGE)])) as [ArchivedRow[]];
   const last = rows.at(-1)?.receipt_id ?? after;
   const done = rows.length < ARCHIVE_PAGE;
   if (rows.length === 0) return { last, done };
@@ -172,11 +172,15 @@ async function purgeLines(shard: JobShard, bucket: ArchiveBucket, tombstones: re
 }
 
 // The line's fields in one order, whatever order the row's columns came in: the same receipt
-// always makes the same bytes.
-function archivedLine(row: ArchivedReceipt): ArchivedReceipt {
-  const { receipt_id, chain_id, client_id, app_user_id, created_at, body } = row;
-  return { receipt_id, chain_id, client_id, app_user_id, created_at, body };
+// always makes the same bytes. A receipt of our own shape has no format or model (NULL columns).
+function archivedLine(row: ArchivedRow): ArchivedReceipt {
+  const { receipt_id, chain_id, client_id, app_user_id, created_at, body, format, mapped } = row;
+  const line: ArchivedReceipt = { receipt_id, chain_id, client_id, app_user_id, created_at, body };
+  return format === null || mapped === null ? line : { ...line, format, mapped };
 }
+
+// A row of pageToArchive: the format columns are NULL for a receipt of our own shape.
+type ArchivedRow = Omit<ArchivedReceipt, "format" | "mapped"> & { format: string | null; mapped: string | null };
 
 function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
   const groups = new Map<string, T[]>();

@@ -54,7 +54,7 @@ export function firstIdAt(cutoff: Date): string {
  */
 export function pageToArchive(beforeId: string, after: string, limit: number): Statement {
   return statement(
-    `SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body FROM receipts
+    `SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body, format, mapped FROM receipts
     WHERE receipt_id > ?1 AND receipt_id < ?2 AND NOT ${eventUndelivered("receipts.receipt_id")}
     ORDER BY receipt_id LIMIT ?3`,
     after,

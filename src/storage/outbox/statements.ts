@@ -77,7 +77,7 @@ function recordEvent(
 
 /**
  * An event as its outbox row holds it. Add hands its created event over in these columns to its
- * insert into the view `receipt_adds` (migration 0014, src/storage/receipts.ts), whose trigger
+ * insert into the view `receipt_format_adds` (migrations 0014, 0015, src/storage/receipts.ts), whose trigger
  * records it with the receipt in the same statement, only where that statement stored the
  * receipt: a replayed add, which stores nothing, records no second event.
  */
@@ -222,6 +222,13 @@ const CREATED_EVENT_OF_ITS_RECEIPT = `FROM notice_outbox AS created
         AND created.delivered_at IS NULL AND json_extract(created.payload, '$.type') = 'receipt.created'`;
 
 /**
+ * What a created event carries of its receipt, as JSON members after `"receipt":`
+ * (./pushed-event.ts): the body of a receipt in our shape; for one in a published format
+ * (docs/api.md#dr-retail) its model, then `format` and `original`, the body as the till sent it.
+ */
+const RECEIPT_AS_PUSHED = `CASE WHEN format IS NULL THEN body ELSE mapped || ',"format":' || json_quote(format) || ',"original":' || body END`;
+
+/**
  * → claimed: takes the events for one push attempt until `until`, unless delivered, held by an
  * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
  * row for those. A claim also marks the event enqueued at `now`: its queue copy arrived, so the
@@ -236,7 +243,7 @@ export function claimEvents(eventIds: readonly string[], until: Date, now: Date)
       AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
     RETURNING event_id, payload, attempts, retry_until,
-      (SELECT body FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body`,
+      (SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body`,
     JSON.stringify(eventIds),
     until.toISOString(),
     now.toISOString(),
@@ -421,7 +428,7 @@ export function feedPage(from: string, limit: number): Statement {
   const created = "json_extract(payload, '$.type') = 'receipt.created'";
   const receipt = (table: string) => `FROM receipts WHERE receipts.receipt_id = ${table}.receipt_id`;
   const page = (table: string) => `SELECT * FROM (SELECT event_id, payload,
-      CASE WHEN ${created} THEN (SELECT body ${receipt(table)}) END AS body
+      CASE WHEN ${created} THEN (SELECT ${RECEIPT_AS_PUSHED} ${receipt(table)}) END AS body
     FROM ${table} WHERE event_id >= ?1 AND (event_id = ?1 OR NOT ${created} OR EXISTS (SELECT 1 ${receipt(table)}))
     ORDER BY event_id LIMIT ?2)`;
   return statement(

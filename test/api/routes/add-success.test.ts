@@ -34,6 +34,8 @@ describe("docs/api.md#add add success", () => {
       client_id: client.clientId,
       app_user_id: headers.app_user_id,
       body: text,
+      format: null,
+      mapped: null,
       created_at,
     });
   });

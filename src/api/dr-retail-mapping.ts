@@ -1,0 +1,232 @@
+/**
+ * A DR Retail receipt read as our receipt model (docs/api.md#dr-retail-mapping): what the app,
+ * the feed and the archive see of it beside the original. Amounts in DR are decimal numbers of
+ * the currency's major unit; ours are integers of its minor unit. Each amount is converted from
+ * its own digits in the body's text, never through a float product, and one that has more
+ * decimals than the currency's minor unit (or no exact integer of it within 2^53) is refused,
+ * named by its JSON pointer.
+ */
+import type { DrRetailBody } from "../shared/dr-retail.ts";
+import type { ReceiptModel } from "../shared/schemas.ts";
+import { drBodyRefusal } from "./body.ts";
+
+type Holder = Record<string, unknown> | unknown[];
+type Item = DrRetailBody["items"][number];
+type Line = ReceiptModel["line_items"][number];
+
+/** The most lines our model holds (docs/api.md#add). */
+const MAX_LINES = 500;
+
+// ISO 4217 currencies whose minor unit is not the hundredth; every other code has two decimals.
+const DECIMALS: Record<string, number> = {
+  BIF: 0, CLP: 0, DJF: 0, GNF: 0, ISK: 0, JPY: 0, KMF: 0, KRW: 0, PYG: 0, RWF: 0, UGX: 0, UYI: 0, VND: 0, VUV: 0, XAF: 0, XOF: 0, XPF: 0,
+  BHD: 3, IQD: 3, JOD: 3, KWD: 3, LYD: 3, OMR: 3, TND: 3,
+  CLF: 4, UYW: 4,
+};
+
+/** How many decimals a currency's minor unit has: 2 unless ISO 4217 says otherwise. */
+export function minorUnitDecimals(currency: string): number {
+  return DECIMALS[currency.toUpperCase()] ?? 2;
+}
+
+/**
+ * The exact number of minor units a JSON number's text stands for, or why there is none: more
+ * decimals than `decimals`, or beyond ±(2^53 − 1).
+ * @example minorUnitsOf("41.10", 2) // 4110n
+ * @example minorUnitsOf("4.105", 2) // "has more than 2 decimals"
+ */
+export function minorUnitsOf(numberText: string, decimals: number): bigint | string {
+  const match = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(numberText);
+  if (!match) return "is not a JSON number";
+  const [, sign, whole, fraction = "", exponent = "0"] = match;
+  // value = digits × 10^(shift − decimals); an exponent far out is refused before 10 ** it is made.
+  const digits = BigInt(`${whole}${fraction}`);
+  const shift = decimals - fraction.length + Number(exponent);
+  const tooLarge = `is larger than ${MAX_MINOR} minor units`;
+  let minor: bigint;
+  if (digits === 0n) minor = 0n;
+  else if (shift >= 0) {
+    if (shift > 30) return tooLarge;
+    minor = digits * 10n ** BigInt(shift);
+  } else {
+    const divisor = -shift > 400 ? undefined : 10n ** BigInt(-shift);
+    if (divisor === undefined || digits % divisor !== 0n) return `has more than ${decimals} decimal${decimals === 1 ? "" : "s"}, the minor unit of its currency`;
+    minor = digits / divisor;
+  }
+  if (minor > MAX_MINOR) return tooLarge;
+  return sign === "-" ? -minor : minor;
+}
+
+const MAX_MINOR = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * Parses a body that passed its version's rules, keeping the text of every number: the amounts
+ * are read from their digits as sent (JSON.parse's source text access).
+ */
+function parseKeepingNumbers(text: string): { body: DrRetailBody; numberText: (holder: Holder, key: string | number) => string } {
+  const sources = new WeakMap<object, Map<string, string>>();
+  const body = JSON.parse(text, function (this: Holder, key: string, value: unknown, context?: { source?: string }) {
+    if (typeof value === "number" && context?.source !== undefined) {
+      let held = sources.get(this);
+      if (!held) sources.set(this, (held = new Map()));
+      held.set(key, context.source);
+    }
+    return value;
+  }) as DrRetailBody;
+  return {
+    body,
+    numberText: (holder, key) => {
+      const source = sources.get(holder)?.get(String(key));
+      // A runtime without source text access would make every amount go through a float.
+      if (source === undefined) throw new Error("JSON.parse gave no source text for a number");
+      return source;
+    },
+  };
+}
+
+/**
+ * Our receipt model of a DR Retail body that passed its version's rules (docs/api.md#dr-retail-mapping).
+ * Throws a 406 naming the JSON pointer of what cannot be mapped exactly, or of a paid total that
+ * disagrees with the receipt's lines.
+ */
+export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
+  const { body, numberText } = parseKeepingNumbers(text);
+  const currency = body.currency.toUpperCase();
+  const decimals = minorUnitDecimals(currency);
+  const refuse = (pointer: string, reason: string): never => {
+    throw drBodyRefusal(pointer, reason, versionLabel);
+  };
+  const minor = (holder: Holder, key: string | number, pointer: string, decimalsOf = decimals): number => {
+    const result = minorUnitsOf(numberText(holder, key), decimalsOf);
+    return typeof result === "string" ? refuse(`${pointer}/${key}`, result) : Number(result);
+  };
+  const rate = (value: number | undefined, pointer: string): number | undefined => {
+    if (value !== undefined && value > 100) refuse(pointer, "must be a percentage of at most 100 to map to a VAT rate");
+    return value;
+  };
+
+  const lines: { line: Line; pointer: string }[] = [];
+  body.items.forEach((item, index) => {
+    const line = itemLine(item, `/items/${index}`, minor, rate, refuse);
+    if (line) lines.push({ line, pointer: `/items/${index}` });
+  });
+  body.retail_price_modifiers?.forEach((modifier, index) => {
+    const pointer = `/retail_price_modifiers/${index}`;
+    const action = modifier.action ?? "subtract";
+    if (action === "replace") refuse(`${pointer}/action`, "replace has no amount of its own to map: send the price after it on the items");
+    const amount = minor(modifier as Holder, "amount", pointer) * (action === "subtract" ? -1 : 1);
+    const description = joined(modifier.description?.collection) ?? (action === "subtract" ? "Discount" : "Surcharge");
+    lines.push({ line: { description, quantity: 1, unit_price: amount, total: amount, ...vatRate(rate(modifier.tax_percentage, `${pointer}/tax_percentage`)) }, pointer });
+  });
+  body.totals.forEach((total, index) => {
+    if (total.type !== "rounding" || total.amount === 0) return;
+    const amount = minor(total as Holder, "amount", `/totals/${index}`) * (total.refund ? -1 : 1);
+    lines.push({ line: { description: "Rounding", quantity: 1, unit_price: amount, total: amount }, pointer: `/totals/${index}` });
+  });
+  if (lines.length === 0) refuse("/items", "holds no sale, return or deposit item: our model needs at least one line");
+  if (lines.length > MAX_LINES) refuse("/items", `maps to ${lines.length} lines with the price modifiers and rounding; our model holds at most ${MAX_LINES}`);
+
+  const sum = lines.reduce((sum, { line }) => sum + BigInt(line.total), 0n);
+  const paid = body.totals.flatMap((total, index) => (total.type === "paid" ? [{ total, index }] : []));
+  let receiptTotal = sum;
+  if (paid.length > 0) {
+    receiptTotal = paid.reduce((sum, { total, index }) => sum + BigInt(minor(total as Holder, "amount", `/totals/${index}`) * (total.refund ? -1 : 1)), 0n);
+    if (receiptTotal !== sum) {
+      refuse(`/totals/${paid[0]!.index}/amount`, `must equal the sum of the lines (items, receipt-level price modifiers and rounding, returns and refunded deposits negative), which is ${majorUnits(sum, decimals)} ${currency}`);
+    }
+  }
+  if (receiptTotal > MAX_MINOR || receiptTotal < -MAX_MINOR) refuse("/totals", `add up to more than ${MAX_MINOR} minor units`);
+
+  const vat = body.totals.flatMap((total, index) =>
+    total.type !== "vat"
+      ? []
+      : (total.sub_totals ?? []).map((sub, subIndex) => {
+          const pointer = `/totals/${index}/sub_totals/${subIndex}`;
+          const sign = sub.refund ?? total.refund ? -1 : 1;
+          return {
+            rate: rate(sub.tax_percentage, `${pointer}/tax_percentage`)!,
+            amount: sign * minor(sub as Holder, "amount", pointer),
+            taxable_amount: sign * minor(sub as Holder, "taxable_amount", pointer),
+            net_amount: sign * minor(sub as Holder, "net_amount", pointer),
+          };
+        }),
+  );
+
+  const payments = body.payments.map((payment, index) => {
+    const pointer = `/payments/${index}`;
+    const foreign = payment.foreign_currency_amount;
+    return {
+      method: payment.tender.type,
+      amount: minor(payment as Holder, "amount", pointer) * (payment.refund ? -1 : 1),
+      ...(foreign && {
+        foreign_currency: {
+          currency: foreign.currency.toUpperCase(),
+          amount: minor(foreign as Holder, "original_face_amount", `${pointer}/foreign_currency_amount`, minorUnitDecimals(foreign.currency)) * (payment.refund ? -1 : 1),
+        },
+      }),
+    };
+  });
+
+  const extended = body.receipt_identifier.extended_number?.value;
+  return {
+    purchased_at: body.time_of_purchase,
+    currency,
+    total: Number(receiptTotal),
+    line_items: lines.map(({ line }) => line),
+    store_id: body.business_unit.unit_id ?? body.business_unit.service_id,
+    pos_receipt_number: extended ?? String(body.receipt_identifier.sequence_number),
+    payments,
+    ...(vat.length > 0 && { vat }),
+  };
+}
+
+type Minor = (holder: Holder, key: string | number, pointer: string) => number;
+type Rate = (value: number | undefined, pointer: string) => number | undefined;
+
+// A sale, return or deposit is a line; a text item has no place in our model.
+function itemLine(item: Item, pointer: string, minor: Minor, rate: Rate, refuse: (pointer: string, reason: string) => never): Line | undefined {
+  if (item.type === "text") return undefined;
+  // A sale's or return's tax_percentage is checked with its prices (src/shared/dr-retail.ts).
+  const vat = vatRate(rate(item.tax_percentage as number | undefined, `${pointer}/tax_percentage`));
+  if (item.type === "deposit") {
+    const sign = item.refund ? -1 : 1;
+    if (item.quantity === 0) refuse(`${pointer}/quantity`, "must not be 0: a line of our model has a quantity");
+    const description = lineText(item.description ?? joined(item.text?.collection), "Deposit");
+    return { description, quantity: sign * item.quantity, unit_price: minor(item as Holder, "unit_amount", pointer), total: sign * minor(item as Holder, "amount", pointer), ...vat };
+  }
+  const sign = item.type === "return" ? -1 : 1;
+  if (item.quantity.value === 0) refuse(`${pointer}/quantity/value`, "must not be 0: a line of our model has a quantity");
+  const identifier = item.identifiers.find(({ identifier_type }) => identifier_type === "gtin") ?? item.identifiers[0];
+  const priced = "extended_amount" in item;
+  return {
+    description: lineText(item.description, `Item ${item.sequence_number}`),
+    quantity: sign * item.quantity.value,
+    unit_price: priced ? minor(item as Holder, "actual_sales_unit_price", pointer) : 0,
+    total: priced ? sign * minor(item as Holder, "extended_amount", pointer) : 0,
+    ...(identifier && { sku: identifier.value }),
+    ...vat,
+    ...(item.type === "return" && item.receipt_reference && { receipt_reference: { value: item.receipt_reference.value, context: item.receipt_reference.context } }),
+  };
+}
+
+function vatRate(rate: number | undefined): { vat_rate?: number } {
+  return rate === undefined ? {} : { vat_rate: rate };
+}
+
+function joined(collection: readonly string[] | undefined): string | undefined {
+  const text = collection?.join(" ").trim();
+  return text === "" ? undefined : text;
+}
+
+// Our line's description holds 1–200 characters; the original keeps a longer one whole.
+function lineText(text: string | undefined, fallback: string): string {
+  const characters = [...(text?.trim() || fallback)];
+  return characters.length <= 200 ? characters.join("") : `${characters.slice(0, 199).join("")}…`;
+}
+
+// An amount of minor units in the major unit, as a person reads it: 4110n, 2 → "41.10".
+function majorUnits(minor: bigint, decimals: number): string {
+  const sign = minor < 0n ? "-" : "";
+  const digits = (minor < 0n ? -minor : minor).toString().padStart(decimals + 1, "0");
+  return decimals === 0 ? `${sign}${digits}` : `${sign}${digits.slice(0, -decimals)}.${digits.slice(-decimals)}`;
+}

@@ -1,0 +1,202 @@
+/**
+ * add in DR Retail (docs/api.md#dr-retail, contract §17): both versions by their Content-Type
+ * profile, stored as sent with their format, mapped into our model with totals equal, and each
+ * class of broken rule refused with its JSON pointer.
+ */
+import { describe, expect, it } from "vitest";
+import { receiptModel } from "../../../src/shared/schemas.ts";
+import { expectRefused, loggedRequests, newCaller, postAdd, uniqueId } from "../../support/api.ts";
+import { drContentType, drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
+import { storedReceipt } from "../../support/shards.ts";
+
+const RECEIPTS = drTestReceipts();
+const byName = (start: string): DrTestReceipt => RECEIPTS.find(({ name }) => name.startsWith(start))!;
+
+async function addDr(receipt: Pick<DrTestReceipt, "version" | "body">, text = JSON.stringify(receipt.body)) {
+  const { headers } = await newCaller();
+  const answer = await postAdd({ ...headers, "Content-Type": drContentType(receipt.version) }, text);
+  return { answer, headers, text };
+}
+
+async function mappedOf(receipt: DrTestReceipt): Promise<Record<string, any>> {
+  const { answer } = await addDr(receipt);
+  expect(answer.status).toBe(200);
+  return JSON.parse((await storedReceipt(answer.body.data.receipt_id))!.mapped as string);
+}
+
+describe("contract §17 add in DR Retail: accepted, stored as sent, mapped with totals equal", () => {
+  it.each(RECEIPTS.map((receipt) => [receipt.name, receipt] as const))("%s", async (_name, receipt) => {
+    const text = JSON.stringify(receipt.body, null, 2);
+    const { answer, headers } = await addDr(receipt, text);
+    expect(answer.status).toBe(200);
+    const row = (await storedReceipt(answer.body.data.receipt_id))!;
+    expect(row).toMatchObject({ body: text, format: `dr-retail/v${receipt.version}`, app_user_id: headers.app_user_id });
+    const mapped = JSON.parse(row.mapped as string);
+    expect(receiptModel.safeParse(mapped).error).toBeUndefined();
+    expect(mapped.total).toBe(receipt.mappedTotal);
+    expect(mapped.line_items.reduce((sum: number, line: { total: number }) => sum + line.total, 0)).toBe(receipt.mappedTotal);
+    expect(mapped.purchased_at).toBe(receipt.body.time_of_purchase);
+    expect(mapped.currency).toBe(receipt.body.currency);
+    expect(mapped.pos_receipt_number).toBe(receipt.body.receipt_identifier.extended_number.value);
+    expect(mapped.store_id).toBe("store-0042");
+    expect(mapped.payments.map(({ method }: { method: string }) => method)).toEqual(receipt.body.payments.map(({ tender }: any) => tender.type));
+  });
+
+  it("maps VAT per rate in minor units, and each line's rate", async () => {
+    const mapped = await mappedOf(byName("VAT at 25, 12 and 6"));
+    expect(mapped.vat).toEqual([
+      { rate: 12, amount: 1176, taxable_amount: 10980, net_amount: 9804 },
+      { rate: 25, amount: 1780, taxable_amount: 8900, net_amount: 7120 },
+      { rate: 6, amount: 198, taxable_amount: 3500, net_amount: 3302 },
+    ]);
+    expect(mapped.line_items).toEqual([
+      { description: "Bryggkaffe 500 g", quantity: 2, unit_price: 5490, total: 10980, sku: "7310000000001", vat_rate: 12 },
+      { description: "Batterier AA 4-pack", quantity: 1, unit_price: 8900, total: 8900, sku: "7310000000002", vat_rate: 25 },
+      { description: "Dagens Nyheter", quantity: 1, unit_price: 3500, total: 3500, sku: "7310000000003", vat_rate: 6 },
+    ]);
+  });
+
+  it("maps a return as a negative line carrying its reference to the original receipt", async () => {
+    const mapped = await mappedOf(byName("return"));
+    expect(mapped.line_items).toEqual([
+      {
+        description: "Kingston USB-minne 8 GB",
+        quantity: -1,
+        unit_price: 10000,
+        total: -10000,
+        sku: "7310000000001",
+        vat_rate: 25,
+        receipt_reference: { value: "0042-3-000117", context: "store" },
+      },
+    ]);
+    expect(mapped.payments).toEqual([{ method: "cash", amount: -10000 }]);
+    expect(mapped.vat).toEqual([{ rate: 25, amount: -2000, taxable_amount: -10000, net_amount: -8000 }]);
+  });
+
+  it("maps rounding to a line of its own, and change given back to a negative payment", async () => {
+    const mapped = await mappedOf(byName("cash, rounded"));
+    expect(mapped.line_items.at(-1)).toEqual({ description: "Rounding", quantity: 1, unit_price: 20, total: 20 });
+    expect(mapped.payments).toEqual([
+      { method: "cash", amount: 10000 },
+      { method: "cash", amount: -4400 },
+    ]);
+  });
+
+  it("maps a receipt-level discount to a negative line, and a points-only line to 0", async () => {
+    const mapped = await mappedOf(byName("loyalty member"));
+    expect(mapped.line_items).toEqual([
+      { description: "Västerbottensost", quantity: 0.532, unit_price: 12900, total: 6863, sku: "7310000000001", vat_rate: 12 },
+      { description: "Apelsiner", quantity: 1.2, unit_price: 2495, total: 2994, sku: "7310000000002", vat_rate: 12 },
+      { description: "Bonuspoäng kampanj", quantity: 1, unit_price: 0, total: 0, sku: "BONUS" },
+      { description: "Medlemsrabatt", quantity: 1, unit_price: -1000, total: -1000, vat_rate: 12 },
+    ]);
+  });
+
+  it("maps a foreign-currency payment in that currency's own minor units", async () => {
+    const mapped = await mappedOf(byName("foreign currency"));
+    expect(mapped.payments).toEqual([{ method: "cash", amount: 11900, foreign_currency: { currency: "EUR", amount: 1050 } }]);
+  });
+
+  it("maps a deposit to a line, and a currency without decimals to whole units", async () => {
+    expect((await mappedOf(byName("Swish"))).line_items[1]).toEqual({ description: "Pant", quantity: 6, unit_price: 100, total: 600, vat_rate: 12 });
+    expect((await mappedOf(byName("yen"))).line_items[0]).toMatchObject({ unit_price: 1280, total: 1280 });
+  });
+
+  it("reads the profile quoted, and a lower-case currency as its code", async () => {
+    const receipt = byName("foreign currency");
+    const { headers } = await newCaller();
+    const quoted = 'application/json; charset=utf-8; profile="https://se.receipts.kivra.com/schemas/json/retail/v1.1"';
+    const answer = await postAdd({ ...headers, "Content-Type": quoted }, { ...receipt.body, currency: "sek" });
+    expect(answer.status).toBe(200);
+    expect(JSON.parse((await storedReceipt(answer.body.data.receipt_id))!.mapped as string).currency).toBe("SEK");
+  });
+
+  it("keeps our own shape the default: without a profile the same DR body is refused by our rules", async () => {
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd(headers, byName("yen").body), 406, "Not Acceptable");
+    expect(message).toContain("Body field purchased_at is missing");
+  });
+});
+
+const card = (receipt: Record<string, any>) => receipt.payments[0].tender;
+
+// Each class of broken rule: [label, version, change to a valid receipt, JSON pointer, rule].
+const BROKEN: readonly (readonly [string, "1.0" | "1.1", (body: Record<string, any>) => void, string, string])[] = [
+  ["a required field missing", "1.1", (b) => delete b.business_unit.service_id, "/business_unit/service_id", "is missing"],
+  ["a wrong type", "1.0", (b) => (b.items[0].quantity.value = "2"), "/items/0/quantity/value", "must be a number"],
+  ["a pattern", "1.1", (b) => (b.business_unit.service_id = "1559409755"), "/business_unit/service_id", "must be 10 digits and 32 hexadecimal digits"],
+  ["an enum", "1.0", (b) => (b.items[0].quantity.unit = "box"), "/items/0/quantity/unit", "must be one of: ea, 6 pack"],
+  ["an unknown kind of item", "1.1", (b) => (b.items[0].type = "gift"), "/items/0/type", "must be one of: sale, return, text, deposit"],
+  ["an unknown top-level field", "1.1", (b) => (b.totl = []), "/totl", "is not a field of DR Retail v1.1"],
+  ["an unknown field where the schema allows none", "1.0", (b) => (b.payments[0].tender.colour = "red"), "/payments/0/tender/colour", "is not a field of DR Retail v1.0"],
+  ["a v1.1 card field sent as v1.0", "1.0", (b) => (b.payments[0].tender.card_acceptor_name = "Lindqvists"), "/payments/0/tender/card_acceptor_name", "is not a field of DR Retail v1.0"],
+  ["a minimum", "1.1", (b) => (b.totals[0].amount = -1), "/totals/0/amount", "must be 0 or more"],
+  ["an integer", "1.0", (b) => (b.receipt_identifier.sequence_number = 1.5), "/receipt_identifier/sequence_number", "must be an integer"],
+  ["one of two fields required", "1.1", (b) => (b.sales_recording_system = { serial_number: "EA38329" }), "/sales_recording_system/id", "is missing"],
+  ["a date-time without offset", "1.0", (b) => (b.time_of_purchase = "2026-11-22T14:03:00"), "/time_of_purchase", "must be an RFC 3339 date-time"],
+  ["two customer identifiers at once", "1.1", (b) => (b.customer = { id: { email: "a@example.com", phone: "+46701234567" } }), "/customer/id", "must hold exactly one of"],
+  ["prices and points on one line", "1.0", (b) => (b.items[0].points = 10), "/items/0/points", "must not be given beside prices"],
+  ["a v1.1 card pattern", "1.1", (b) => (card(b).card_acceptor_terminal_id = "1384871"), "/payments/0/tender/card_acceptor_terminal_id", "must be 8 letters, digits or hyphens"],
+  ["more decimals than the currency has", "1.1", (b) => (b.items[0].extended_amount = 109.805), "/items/0/extended_amount", "has more than 2 decimals"],
+  ["a decimal in a currency without", "1.0", (b) => ((b.currency = "JPY"), (b.items[0].actual_sales_unit_price = 54.9)), "/items/0/actual_sales_unit_price", "has more than 0 decimals"],
+  ["a paid total that disagrees with the lines", "1.1", (b) => (b.totals.at(-1).amount = 233.7), "/totals/3/amount", "must equal the sum of the lines"],
+  ["a receipt-level replace", "1.0", (b) => (b.retail_price_modifiers = [{ amount: 10, action: "replace" }]), "/retail_price_modifiers/0/action", "replace has no amount"],
+  ["a zero quantity", "1.1", (b) => ((b.items[0].quantity.value = 0)), "/items/0/quantity/value", "must not be 0"],
+];
+
+describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the first failing field", () => {
+  it.each(BROKEN)("%s: 406 naming it, nothing stored", async (_label, version, change, pointer, rule) => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    if (version === "1.0") for (const name of ["acquiring_institution_id_code", "card_acceptor_id", "card_acceptor_name"]) delete card(body)[name];
+    change(body);
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drContentType(version) }, body), 406, "Not Acceptable");
+    expect(message).toContain(`Body field ${pointer} ${rule}`);
+    expect(message).toContain(`(DR Retail v${version})`);
+  });
+
+  it.each([
+    ["bank_identification_number", (b: Record<string, any>) => (card(b).bank_identification_number = "4111111111111111"), "/payments/0/tender/bank_identification_number"],
+    ["a gift card's card_number", (b: Record<string, any>) => (b.payments[0].tender = { type: "giftcard", card_number: "4111 1111 1111 1111", current_balance: 0 }), "/payments/0/tender/card_number"],
+  ])("a full card number in %s: 406, and neither the answer nor the log holds it", async (_label, change, pointer) => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    change(body);
+    const { headers } = await newCaller();
+    let message = "";
+    const logs = await loggedRequests(async () => {
+      message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drContentType("1.1") }, body), 406, "Not Acceptable");
+    });
+    expect(message).toContain(`Body field ${pointer} holds a full card number`);
+    for (const text of [message, JSON.stringify(logs)]) expect(text.replaceAll(" ", "")).not.toContain("4111111111111111");
+  });
+
+  it("16 digits that fail the Luhn check are no card number: 200", async () => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    card(body).bank_identification_number = "4111111111111112";
+    const { answer } = await addDr({ version: "1.1", body });
+    expect(answer.status).toBe(200);
+  });
+
+  it("a profile the service does not read: 415 naming the profiles it reads", async () => {
+    const { headers } = await newCaller();
+    const contentType = "application/json;profile=https://se.receipts.kivra.com/schemas/json/retail/v1.2";
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": contentType }, byName("yen").body), 415, "Unsupported Media Type");
+    expect(message).toContain("https://se.receipts.kivra.com/schemas/json/retail/v1.1");
+  });
+
+  it("a body that is not I-JSON gets the same 406 as in our shape", async () => {
+    const text = JSON.stringify(byName("yen").body).replace('"currency":"JPY"', '"currency":"JPY","currency":"SEK"');
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drContentType("1.0") }, text), 406, "Not Acceptable");
+    expect(message).toContain("Body field currency appears more than once in one object");
+  });
+
+  it("one Idempotency-Key with one body as v1.0 and then as v1.1: 409, they are different requests", async () => {
+    const receipt = byName("yen");
+    const { headers } = await newCaller();
+    const keyed = { ...headers, "Idempotency-Key": uniqueId("key") };
+    expect((await postAdd({ ...keyed, "Content-Type": drContentType("1.0") }, receipt.body)).status).toBe(200);
+    expect((await postAdd({ ...keyed, "Content-Type": drContentType("1.0") }, receipt.body)).status).toBe(200);
+    await expectRefused(() => postAdd({ ...keyed, "Content-Type": drContentType("1.1") }, receipt.body), 409, "Conflict");
+  });
+});
