@@ -11,6 +11,7 @@ import { receiptCreatedEvent, receiptDeletedEvent } from "../../src/shared/schem
 import { replayFailed } from "../../src/storage/outbox/statements.ts";
 import { runBatch } from "../../src/storage/statement.ts";
 import { call, newCaller, postAdd, uniqueId, validReceiptBody } from "../support/api.ts";
+import { drContentType, drTestReceipts } from "../support/dr-retail.ts";
 import {
   deleteHeadersFor,
   expectSignedPush,
@@ -53,6 +54,23 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     // The outbox keeps the event without a second copy of the body.
     const [row] = await outboxRows(receipt_id);
     expect(row!.payload).not.toContain("receipt\":");
+  });
+
+  it("contract §17 a DR Retail receipt's receipt.created carries it in our model, with its format and the original as sent", async () => {
+    const receipt = drTestReceipts().find(({ name }) => name.startsWith("return"))!;
+    const caller = await newCaller();
+    const text = JSON.stringify(receipt.body, null, 1);
+    const answer = await postAdd({ ...caller.headers, "Content-Type": drContentType(receipt.version) }, text);
+    expect(answer.status).toBe(200);
+    const { receipt_id, created_at } = answer.body.data;
+    const [push] = await waitForPushes(receipt_id);
+    const event = (await expectSignedPush(push!)) as unknown as Record<string, any>;
+    expect(event).toMatchObject({ type: "receipt.created", receipt_id, created_at, format: "dr-retail/v1.1", original: receipt.body });
+    expect(event.receipt).toMatchObject({ total: -10000, currency: "SEK", pos_receipt_number: "0042-3-000119" });
+    expect(event.receipt.line_items[0].receipt_reference).toEqual({ value: "0042-3-000117", context: "store" });
+    expect(receiptCreatedEvent.safeParse(event).error).toBeUndefined();
+    // The original's own bytes, spliced in as add stored them.
+    expect(push!.body.endsWith(`,"format":"dr-retail/v1.1","original":${text}}`)).toBe(true);
   });
 
   it("a replay records no second event, and 20 racing replays record one", async () => {

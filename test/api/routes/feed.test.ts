@@ -27,6 +27,7 @@ import {
   type Caller,
   type TestClient,
 } from "../../support/api.ts";
+import { drContentType, drTestReceipts } from "../../support/dr-retail.ts";
 import { deleteHeadersFor, seedReceipt, waitForPushes } from "../../support/notices.ts";
 import { SHARDS, idOn, storedReceipt } from "../../support/shards.ts";
 import { newIsolateState } from "../../../src/api/context.ts";
@@ -157,6 +158,19 @@ describe("docs/api.md#event-feed order and paging", () => {
     const event = answer.body.data.events.find((each: { receipt_id?: string }) => each.receipt_id === added.body.data.receipt_id);
     expect(event).toEqual(JSON.parse(push!.body));
     expect(event.receipt).toEqual(JSON.parse(body));
+  });
+
+  it("contract §17 a DR Retail receipt's receipt.created in the feed is the push: our model, its format and the original", async () => {
+    const after = await marker();
+    const caller = await newCaller();
+    const receipt = drTestReceipts().find(({ name }) => name.startsWith("yen"))!;
+    const added = await postAdd({ ...caller.headers, "Content-Type": drContentType(receipt.version) }, receipt.body);
+    expect(added.status).toBe(200);
+    const [push] = await waitForPushes(added.body.data.receipt_id, 1);
+    const answer = await call(`${PATHS.events}?after=${after}&limit=100`, { method: "GET", headers: app.headers });
+    const event = answer.body.data.events.find((each: { receipt_id?: string }) => each.receipt_id === added.body.data.receipt_id);
+    expect(event).toEqual(JSON.parse(push!.body));
+    expect(event).toMatchObject({ format: "dr-retail/v1.0", original: receipt.body, receipt: { currency: "JPY", total: 1280 } });
   });
 
   it("dead-lettered events are in the feed too: it is for catching up on what the push did not bring", async () => {

@@ -150,6 +150,20 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
     expect(runRow!.finished_at).not.toBeNull();
   }, 60_000);
 
+  it("contract §17 a receipt added in DR Retail keeps its format and model in its line; one of our shape has neither", async () => {
+    const shard = SHARDS[1]!;
+    const user = uniqueId("au-dr");
+    const [ours, dr] = await seed(shard, [
+      { app_user_id: user, chain_id: "chain-a", at: Date.now() - 50 * DAY_MS },
+      { app_user_id: user, chain_id: "chain-a", at: Date.now() - 50 * DAY_MS + 1000 },
+    ]);
+    const mapped = JSON.stringify({ purchased_at: "2026-10-01T10:00:00+02:00", currency: "SEK", total: 100, line_items: [{ description: "x", quantity: 1, unit_price: 100, total: 100 }] });
+    await shard.db.prepare("UPDATE receipts SET format = 'dr-retail/v1.1', mapped = ?2 WHERE receipt_id = ?1").bind(dr!.receipt_id, mapped).run();
+    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 45 * DAY_MS });
+    const lines = [...(await objectsOf(user)).values()].flatMap(archivedReceipts);
+    expect(lines).toEqual([ours, { ...dr, format: "dr-retail/v1.1", mapped }]);
+  });
+
   it("a second run changes nothing: the same bytes, no object written, nothing counted", async () => {
     const shard = SHARDS[1]!;
     const users = [uniqueId("au"), uniqueId("au")];
