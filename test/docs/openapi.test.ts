@@ -47,6 +47,7 @@ describe("OpenAPI document: its examples pass the Worker's own schemas", () => {
     it(`${path}: the success example, the body example and every header example`, () => {
       expect(operation.success.schema.safeParse(operation.success.example).error).toBeUndefined();
       if (operation.body) expect(operation.body.schema.safeParse(operation.body.example).error).toBeUndefined();
+      for (const body of operation.body?.alternatives ?? []) expect(body.schema.safeParse(body.example).error, body.mediaType).toBeUndefined();
       const examples = Object.fromEntries(
         headerParameters(path).flatMap((parameter) => (parameter.example === undefined ? [] : [[parameter.name, parameter.example]])),
       );

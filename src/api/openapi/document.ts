@@ -8,7 +8,7 @@ import * as z from "zod/mini";
 import { PATHS } from "../../shared/paths.ts";
 import { appUserErasedEvent, authorizationHeader, errorResponse, receiptCreatedEvent, receiptDeletedEvent } from "../../shared/schemas.ts";
 import { ApiError, errorBody, internalErrorBody, type SupportPointer } from "../errors.ts";
-import { DOCUMENTED_OPERATIONS, type DocumentedOperation, type ErrorExample } from "./documented-operations.ts";
+import { DOCUMENTED_OPERATIONS, DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED, type DocumentedOperation, type ErrorExample } from "./documented-operations.ts";
 
 /** A JSON value, as the document is made of. */
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
@@ -33,6 +33,10 @@ export function generateOpenApiDocument(): JsonObject {
   for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
     schemas[operation.success.component] = jsonSchema(operation.success.schema, "output");
     if (operation.body) schemas[operation.body.component] = jsonSchema(operation.body.schema, "input");
+    // A media type has no words of its own in OpenAPI: an alternative body's go on its schema.
+    for (const body of operation.body?.alternatives ?? []) {
+      schemas[body.component] = { description: body.description, ...jsonSchema(body.schema, "input") };
+    }
     paths[path] = { [operation.method ?? "post"]: documentedOperation(path, operation) };
   }
   paths[PATHS.openapi] = { get: openApiOperation() };
@@ -159,6 +163,9 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
       description: operation.body.description,
       content: {
         [JSON_MEDIA_TYPE]: { schema: componentRef(operation.body.component), example: operation.body.example as Json },
+        ...Object.fromEntries(
+          (operation.body.alternatives ?? []).map((body) => [body.mediaType, { schema: componentRef(body.component), example: body.example as Json }]),
+        ),
       },
     };
   }
@@ -266,12 +273,16 @@ function responseHeaders(examples: Record<string, ErrorExample>): JsonObject | u
 }
 
 /** The events the notifier pushes to the app push service (docs/api.md#receipt-events). */
-const WEBHOOKS: Record<string, { operationId: string; component: string; schema: z.ZodMiniType; summary: string; example: Json }> = {
+const WEBHOOKS: Record<
+  string,
+  { operationId: string; component: string; schema: z.ZodMiniType; summary: string; example: Json; otherExamples?: Record<string, { summary: string; value: Json }> }
+> = {
   "receipt.created": {
     operationId: "receiptCreated",
     component: "ReceiptCreatedEvent",
     schema: receiptCreatedEvent,
-    summary: "A receipt was stored: the app shows it. Carries the receipt body as add stored it",
+    summary:
+      "A receipt was stored: the app shows it. Carries the receipt body as add stored it; for a receipt added in DR Retail, its model, its format and the original body",
     example: {
       event_id: "019aa8a4-3c1e-7d2b-8a41-6c0e5b2d8a01",
       type: "receipt.created",
@@ -286,6 +297,24 @@ const WEBHOOKS: Record<string, { operationId: string; component: string; schema:
         currency: "EUR",
         total: 598,
         line_items: [{ description: "Oat milk 1 l", quantity: 2, unit_price: 299, total: 598 }],
+      },
+    },
+    otherExamples: {
+      "dr-retail": {
+        summary: "A receipt added in DR Retail v1.1: its model as `receipt`, with `format` and the body as sent as `original`",
+        value: {
+          event_id: "019aa8a4-3c1e-7d2b-8a41-6c0e5b2d8a02",
+          type: "receipt.created",
+          occurred_at: "2026-11-22T13:03:05.123Z",
+          receipt_id: "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a18",
+          app_user_id: "au-7f3c9e",
+          chain_id: "chain-nord",
+          client_id: "pos-acme-01",
+          created_at: "2026-11-22T13:03:05.123Z",
+          receipt: DR_RETAIL_EXAMPLE_MAPPED as Json,
+          format: "dr-retail/v1.1",
+          original: DR_RETAIL_EXAMPLE as Json,
+        },
       },
     },
   },
@@ -341,7 +370,7 @@ function webhookOperation(webhook: (typeof WEBHOOKS)[string]): JsonObject {
     // The push carries no credential of a security scheme: the app side checks webhook-signature.
     security: [],
     parameters: WEBHOOK_HEADERS,
-    requestBody: { required: true, content: { [JSON_MEDIA_TYPE]: { schema: componentRef(webhook.component), example: webhook.example } } },
+    requestBody: { required: true, content: { [JSON_MEDIA_TYPE]: { schema: componentRef(webhook.component), ...webhookExamples(webhook) } } },
     responses: {
       "2XX": { description: "Acknowledged: delivered" },
       "408": { description: "Timed out: retried with growing delay, as a timeout or network failure is (a longer Retry-After is honoured)" },
@@ -352,6 +381,12 @@ function webhookOperation(webhook: (typeof WEBHOOKS)[string]): JsonObject {
       },
     },
   };
+}
+
+// One example, or several by name when an event comes in more than one form.
+function webhookExamples(webhook: (typeof WEBHOOKS)[string]): JsonObject {
+  if (!webhook.otherExamples) return { example: webhook.example };
+  return { examples: { "our-shape": { summary: "A receipt added in our own shape", value: webhook.example }, ...webhook.otherExamples } };
 }
 
 function componentRef(name: string): JsonObject {

@@ -5,6 +5,7 @@
  * against the Worker, so an example that drifts from the real answer fails the suite.
  */
 import type * as z from "zod/mini";
+import { DR_RETAIL_BODIES, DR_RETAIL_PROFILES } from "../../shared/dr-retail.ts";
 import { PATHS } from "../../shared/paths.ts";
 import {
   addHeaders,
@@ -50,13 +51,94 @@ export interface DocumentedOperation {
   /** The query parameters, all optional, of an operation that reads any. */
   query?: z.ZodMiniObject<Record<string, z.ZodMiniType>>;
   /** Present when the operation reads a JSON body; then `headers` holds Content-Type. */
-  body?: { component: string; schema: z.ZodMiniType; description: string; example: unknown };
+  body?: DocumentedBody & {
+    /** Bodies in other formats, each chosen by its own media type (a Content-Type with a profile). */
+    alternatives?: readonly (DocumentedBody & { mediaType: string })[];
+  };
   success: { component: string; schema: z.ZodMiniType; description: string; example: unknown };
   /** Keyed by a name unique within the operation; 405 and 500 are added for every operation. */
   errors: Record<string, ErrorExample>;
 }
 
+/** A request body as the document describes it: its component's name, schema, words and example. */
+export interface DocumentedBody {
+  component: string;
+  schema: z.ZodMiniType;
+  description: string;
+  example: unknown;
+}
+
 const RECEIPT_ID = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
+
+/** A DR Retail receipt, valid in v1.0 and v1.1: a card payment for two lines at two VAT rates. */
+export const DR_RETAIL_EXAMPLE = {
+  business_unit: {
+    name: "Lindqvists Livs",
+    service_id: "15594097555922f97bfeb148d6b9a6ef76f76ebdce",
+    unit_id: "store-0042",
+    organization_number: "556677-8899",
+    contact: { address: { street_address: "Storgatan 1", locality: "Uppsala", postal_code: "753 20" } },
+  },
+  sales_recording_system: { id: "k3", name: "Kassa 3" },
+  receipt_identifier: { sequence_number: 117, extended_number: { value: "0042-3-000117", context: "store" } },
+  time_of_purchase: "2026-11-22T14:03:00+01:00",
+  currency: "SEK",
+  items: [
+    {
+      type: "sale",
+      sequence_number: 1,
+      identifiers: [{ identifier_type: "gtin", value: "7310000000001" }],
+      description: "Bryggkaffe 500 g",
+      quantity: { value: 2, unit: "ea" },
+      actual_sales_unit_price: 54.9,
+      extended_gross_amount: 109.8,
+      extended_amount: 109.8,
+      tax_percentage: 12,
+    },
+    {
+      type: "sale",
+      sequence_number: 2,
+      identifiers: [{ identifier_type: "gtin", value: "7310000000002" }],
+      description: "Batterier AA 4-pack",
+      quantity: { value: 1, unit: "ea" },
+      actual_sales_unit_price: 89,
+      extended_gross_amount: 89,
+      extended_amount: 89,
+      tax_percentage: 25,
+    },
+  ],
+  totals: [
+    {
+      type: "vat",
+      amount: 29.56,
+      sub_totals: [
+        { amount: 11.76, taxable_amount: 109.8, net_amount: 98.04, tax_percentage: 12 },
+        { amount: 17.8, taxable_amount: 89, net_amount: 71.2, tax_percentage: 25 },
+      ],
+    },
+    { type: "gross", amount: 198.8 },
+    { type: "paid", amount: 198.8 },
+  ],
+  payments: [{ amount: 198.8, tender: { type: "creditdebit", bank_identification_number: "527500******7651", approval_code: "123456" } }],
+};
+
+/** The receipt in our model that {@link DR_RETAIL_EXAMPLE} maps to (docs/api.md#dr-retail-mapping). */
+export const DR_RETAIL_EXAMPLE_MAPPED = {
+  purchased_at: "2026-11-22T14:03:00+01:00",
+  currency: "SEK",
+  total: 19880,
+  line_items: [
+    { description: "Bryggkaffe 500 g", quantity: 2, unit_price: 5490, total: 10980, sku: "7310000000001", vat_rate: 12 },
+    { description: "Batterier AA 4-pack", quantity: 1, unit_price: 8900, total: 8900, sku: "7310000000002", vat_rate: 25 },
+  ],
+  store_id: "store-0042",
+  pos_receipt_number: "0042-3-000117",
+  payments: [{ method: "creditdebit", amount: 19880 }],
+  vat: [
+    { rate: 12, amount: 1176, taxable_amount: 10980, net_amount: 9804 },
+    { rate: 25, amount: 1780, taxable_amount: 8900, net_amount: 7120 },
+  ],
+};
 const CLIENT_ID = "pos-acme-01";
 
 /**
@@ -188,6 +270,13 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         payments: [{ method: "card", amount: 447 }],
         metadata: { loyalty_card: "4711" },
       } satisfies ReceiptBody,
+      alternatives: (["1.0", "1.1"] as const).map((version) => ({
+        mediaType: `application/json;profile=${Object.keys(DR_RETAIL_PROFILES).find((profile) => DR_RETAIL_PROFILES[profile as keyof typeof DR_RETAIL_PROFILES] === version)}`,
+        component: `DrRetailV${version.replace(".", "")}`,
+        schema: DR_RETAIL_BODIES[version],
+        description: `A receipt in Kivra's DR Retail v${version}, checked by that version's published rules and mapped into our model (docs/api.md, DR Retail receipts)`,
+        example: DR_RETAIL_EXAMPLE,
+      })),
     },
     success: {
       component: "AddResponse",
@@ -243,6 +332,15 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         status: 406,
         summary: "The body has a top-level field the operation does not know, such as a typo",
         detail: "Body field totl is not a field of this operation (check its spelling).",
+      },
+      "unknown-profile": {
+        ...REFUSALS.unknownProfile,
+        summary: "Content-Type has a profile other than DR Retail v1.0's or v1.1's",
+      },
+      "dr-body-rule": {
+        status: 406,
+        summary: "A DR Retail body breaks its version's rules, or cannot be mapped exactly; the message names the first field at fault by its JSON pointer",
+        detail: "Body field /items/0/quantity/value must be a number (DR Retail v1.1).",
       },
       "idempotency-conflict": {
         ...REFUSALS.idempotencyConflict,

@@ -4,6 +4,7 @@
  * class of broken rule refused with its JSON pointer.
  */
 import { describe, expect, it } from "vitest";
+import { DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED } from "../../../src/api/openapi/documented-operations.ts";
 import { receiptModel } from "../../../src/shared/schemas.ts";
 import { expectRefused, loggedRequests, newCaller, postAdd, uniqueId } from "../../support/api.ts";
 import { drContentType, drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
@@ -109,6 +110,11 @@ describe("contract §17 add in DR Retail: accepted, stored as sent, mapped with 
     const answer = await postAdd({ ...headers, "Content-Type": quoted }, { ...receipt.body, currency: "sek" });
     expect(answer.status).toBe(200);
     expect(JSON.parse((await storedReceipt(answer.body.data.receipt_id))!.mapped as string).currency).toBe("SEK");
+  });
+
+  it.each(["1.0", "1.1"] as const)("the OpenAPI document's DR Retail example maps, as v%s, to the model its receipt.created example shows", async (version) => {
+    const mapped = await mappedOf({ name: "document", version, body: DR_RETAIL_EXAMPLE, mappedTotal: 19880 });
+    expect(mapped).toEqual(DR_RETAIL_EXAMPLE_MAPPED);
   });
 
   it("keeps our own shape the default: without a profile the same DR body is refused by our rules", async () => {

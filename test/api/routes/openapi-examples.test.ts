@@ -101,6 +101,13 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
     },
     "not-i-json": async () => add(await addHeadersFor(), JSON.stringify(exampleBody()).replace('"total":', '"total":1,"total":')),
     "unknown-field": async () => add(await addHeadersFor(), { ...exampleBody(), totl: 447 }),
+    "unknown-profile": async () => add({ ...(await addHeadersFor()), "Content-Type": "application/json;profile=https://example.com/receipt" }),
+    "dr-body-rule": async () => {
+      const { mediaType, example } = DOCUMENTED_OPERATIONS[PATHS.add]!.body!.alternatives!.at(-1)!;
+      const body = structuredClone(example) as { items: { quantity: { value: unknown } }[] };
+      body.items[0]!.quantity.value = "2";
+      return add({ ...(await addHeadersFor()), "Content-Type": mediaType }, body);
+    },
     "idempotency-conflict": async () => {
       const headers = { ...(await addHeadersFor()), "Idempotency-Key": uniqueId("key") };
       expect((await add(headers)).status).toBe(200);
