@@ -3,7 +3,7 @@
  * document shows them as its error examples, so the two can never word one refusal differently
  * (test/api/routes/openapi-examples.test.ts replays each example against the Worker).
  */
-import { DR_RETAIL_PROFILES } from "../shared/dr-retail.ts";
+import { DR_RETAIL_PROFILES } from "../shared/dr-retail-profiles.ts";
 import { APP_SCOPE, POS_SCOPE } from "../shared/types.ts";
 import { ApiError, type ErrorStatus } from "./errors.ts";
 

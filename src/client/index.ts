@@ -10,12 +10,19 @@
 import type * as z from "zod/mini";
 import { PATHS } from "../shared/paths.ts";
 import { MAX_HEADER_TEXT, isHeaderText } from "./header-text.ts";
+import type { DrRetailInput } from "../shared/dr-retail.ts";
+import { drRetailContentType, type DrRetailVersion } from "../shared/dr-retail-profiles.ts";
 import type { AddResponse, DeleteResponse, ErrorResponse, LoginResponse, receiptBody } from "../shared/schemas.ts";
 
 export { RETURN_CODE_VERSION, ReturnCodeError, makeReturnCode, parseReturnCode, type ReturnCodeIds } from "./return-code.ts";
 
 /** A receipt as add takes it (docs/api.md#add). */
 export type Receipt = z.input<typeof receiptBody>;
+
+/** A receipt in Kivra's DR Retail, as add takes it with its profile (docs/api.md#dr-retail). */
+export type DrRetailReceipt = DrRetailInput;
+
+export type { DrRetailVersion };
 
 /** What the client needs of `fetch`; the global one, a Worker's service binding or a test's. */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -105,16 +112,38 @@ export class ReceiptsClient {
     receipt: Receipt,
     options: { chainId: string; appUserId: string; idempotencyKey?: string },
   ): Promise<AddResponse["data"]> {
+    return this.#add(JSON.stringify(receipt), "application/json", options);
+  }
+
+  /**
+   * Adds a receipt written in Kivra's DR Retail of `version` (docs/api.md#dr-retail), as a till
+   * that already sends digital receipts there has it, and returns what the service stored; retried
+   * as {@link add} is. Pass the body as text to send the exact bytes the till wrote: the service
+   * stores and pushes them as sent.
+   */
+  async addDrRetail(
+    receipt: DrRetailReceipt | string,
+    options: { version: DrRetailVersion; chainId: string; appUserId: string; idempotencyKey?: string },
+  ): Promise<AddResponse["data"]> {
+    const text = typeof receipt === "string" ? receipt : JSON.stringify(receipt);
+    return this.#add(text, drRetailContentType(options.version), options);
+  }
+
+  async #add(
+    body: string,
+    contentType: string,
+    options: { chainId: string; appUserId: string; idempotencyKey?: string },
+  ): Promise<AddResponse["data"]> {
     const answer = await this.#authorized<AddResponse>(PATHS.add, {
       headers: {
         client_id: this.#clientId,
         chain_id: options.chainId,
         app_user_id: options.appUserId,
-        "Content-Type": "application/json",
+        "Content-Type": contentType,
         "Idempotency-Key": options.idempotencyKey ?? crypto.randomUUID(),
       },
       // Serialised once: the service compares a retry's body byte for byte with the first.
-      body: JSON.stringify(receipt),
+      body,
       retry: true,
     });
     return answer.data;

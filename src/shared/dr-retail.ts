@@ -12,26 +12,7 @@
  */
 import * as z from "zod/mini";
 import { isRfc3339DateTime } from "./date-time.ts";
-
-/** The versions add reads, by the `profile` parameter of Content-Type: each version's schema `$id`. */
-export const DR_RETAIL_PROFILES = {
-  "https://se.digitalreceipts.net/schemas/json/retail/v1.0": "1.0",
-  "https://se.receipts.kivra.com/schemas/json/retail/v1.1": "1.1",
-} as const;
-
-/** A DR Retail version add reads. */
-export type DrRetailVersion = (typeof DR_RETAIL_PROFILES)[keyof typeof DR_RETAIL_PROFILES];
-
-/** The stored and pushed name of a receipt's format, e.g. `dr-retail/v1.1` (docs/api.md#dr-retail). */
-export type DrRetailFormat = `dr-retail/v${DrRetailVersion}`;
-
-/** The format name of a version. */
-export function drRetailFormat(version: DrRetailVersion): DrRetailFormat {
-  return `dr-retail/v${version}`;
-}
-
-/** The formats a stored receipt can have besides our own shape. */
-export const DR_RETAIL_FORMATS = Object.values(DR_RETAIL_PROFILES).map(drRetailFormat);
+import type { DrRetailVersion } from "./dr-retail-profiles.ts";
 
 const BARCODE_TYPES = ["Interleaved2Of5", "EAN13", "EAN8", "Codabar", "Code39", "Code93", "Code128", "AztecCode", "Datamatrix", "PDF417", "QRCode"] as const;
 const CONTEXTS = ["store", "chain", "global"] as const;
@@ -395,5 +376,28 @@ export const DR_RETAIL_BODIES: Record<DrRetailVersion, ReturnType<typeof drRetai
   "1.1": drRetailBody("1.1"),
 };
 
+/** A DR Retail body as a till writes it, for the types of the POS client and examples. */
+export type DrRetailInput = z.input<ReturnType<typeof drRetailBody>>;
+
 /** A DR Retail body that passed its version's rules. */
 export type DrRetailBody = z.infer<ReturnType<typeof drRetailBody>>;
+
+/**
+ * The parts both versions share, by the name the OpenAPI document gives each: there each is one
+ * component that both versions' bodies refer to, so the document holds it once.
+ */
+export const DR_RETAIL_PARTS: Record<string, z.ZodMiniType> = {
+  DrRetailItem: item,
+  DrRetailTotal: total,
+  DrRetailText: textArray,
+  DrRetailAddress: address,
+  DrRetailContact: contact,
+  DrRetailQuantity: quantity,
+  DrRetailBarcode: barcode,
+  DrRetailReference: reference,
+  DrRetailLoyaltyMembership: loyaltyMembership,
+  DrRetailCustomerId: customerId,
+  DrRetailOrderCustomer: orderCustomer,
+  DrRetailTenderDetails: tenderDetails,
+  DrRetailOtherTenderDetails: otherTenderDetails,
+};

@@ -6,7 +6,7 @@
  */
 import * as z from "zod/mini";
 import { isRfc3339DateTime } from "./date-time.ts";
-import { DR_RETAIL_FORMATS, type DrRetailFormat } from "./dr-retail.ts";
+import { DR_RETAIL_FORMATS, type DrRetailFormat } from "./dr-retail-profiles.ts";
 import { UUID_V7_PATTERN } from "./shard-ids.ts";
 
 const printableAscii = /^[\x20-\x7E]*$/;

@@ -5,11 +5,12 @@
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ReceiptsClient, ReceiptsError, type FetchLike, type Receipt, type ReceiptsClientOptions } from "../../src/client/index.ts";
-import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/documented-operations.ts";
+import { DOCUMENTED_OPERATIONS, DR_RETAIL_EXAMPLE } from "../../src/api/openapi/documented-operations.ts";
+import { drRetailContentType } from "../../src/shared/dr-retail-profiles.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../support/api.ts";
 import { outboxRows, receiptExists } from "../support/notices.ts";
-import { receiptsOf } from "../support/shards.ts";
+import { receiptsOf, storedReceipt } from "../support/shards.ts";
 
 /** Decides one call instead of the Worker, or passes it on with `forward`. */
 type Step = (request: Request, forward: () => Promise<Response>) => Promise<Response>;
@@ -193,6 +194,27 @@ describe("client: add retries safely under one Idempotency-Key", () => {
     expect(again).toEqual(first);
     expect(recorder.calls.at(-1)!.headers.get("idempotency-key")).toBe(options.idempotencyKey);
     expect(await receiptsOf(client.clientId)).toBe(1);
+  });
+
+  it("contract §17 addDrRetail sends the version's profile and the till's own bytes, retried under one key", async () => {
+    const client = await issueClient();
+    const recorder = workerFetch({
+      [PATHS.add]: [
+        async (_request, forward) => {
+          await (await forward()).text();
+          throw new TypeError("fetch failed: connection reset");
+        },
+      ],
+    });
+    const pos = clientFor(client, recorder.fetch);
+    const text = JSON.stringify(DR_RETAIL_EXAMPLE, null, 2);
+    const added = await pos.addDrRetail(text, { version: "1.0", chainId: client.chains[0]!, appUserId: uniqueId("au") });
+    const adds = recorder.calls.filter((call) => call.path === PATHS.add);
+    expect(adds.map((call) => call.headers.get("content-type"))).toEqual(Array(2).fill(drRetailContentType("1.0")));
+    expect(await receiptsOf(client.clientId)).toBe(1);
+    expect(await storedReceipt(added.receipt_id)).toMatchObject({ body: text, format: "dr-retail/v1.0" });
+    const again = await pos.addDrRetail(DR_RETAIL_EXAMPLE, { version: "1.1", chainId: client.chains[0]!, appUserId: uniqueId("au") });
+    expect(await storedReceipt(again.receipt_id)).toMatchObject({ body: JSON.stringify(DR_RETAIL_EXAMPLE), format: "dr-retail/v1.1" });
   });
 
   it("gives up after the configured attempts: the last 5xx as a ReceiptsError", async () => {

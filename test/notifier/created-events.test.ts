@@ -11,7 +11,8 @@ import { receiptCreatedEvent, receiptDeletedEvent } from "../../src/shared/schem
 import { replayFailed } from "../../src/storage/outbox/statements.ts";
 import { runBatch } from "../../src/storage/statement.ts";
 import { call, newCaller, postAdd, uniqueId, validReceiptBody } from "../support/api.ts";
-import { drContentType, drTestReceipts } from "../support/dr-retail.ts";
+import { drRetailContentType } from "../../src/shared/dr-retail-profiles.ts";
+import { drTestReceipts } from "../support/dr-retail.ts";
 import {
   deleteHeadersFor,
   expectSignedPush,
@@ -60,7 +61,7 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     const receipt = drTestReceipts().find(({ name }) => name.startsWith("return"))!;
     const caller = await newCaller();
     const text = JSON.stringify(receipt.body, null, 1);
-    const answer = await postAdd({ ...caller.headers, "Content-Type": drContentType(receipt.version) }, text);
+    const answer = await postAdd({ ...caller.headers, "Content-Type": drRetailContentType(receipt.version) }, text);
     expect(answer.status).toBe(200);
     const { receipt_id, created_at } = answer.body.data;
     const [push] = await waitForPushes(receipt_id);

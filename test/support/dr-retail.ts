@@ -4,7 +4,7 @@
  * payment, rounding and a currency without decimals, in both versions. Each carries the total our
  * model must map it to, worked out by hand in minor units.
  */
-import type { DrRetailVersion } from "../../src/shared/dr-retail.ts";
+import type { DrRetailVersion } from "../../src/shared/dr-retail-profiles.ts";
 
 /** One test receipt: its name, version, body and the total in minor units it maps to. */
 export interface DrTestReceipt {
@@ -12,13 +12,6 @@ export interface DrTestReceipt {
   version: DrRetailVersion;
   body: Record<string, any>;
   mappedTotal: number;
-}
-
-/** The Content-Type of a DR Retail body of `version`. */
-export function drContentType(version: DrRetailVersion): string {
-  return version === "1.0"
-    ? "application/json;profile=https://se.digitalreceipts.net/schemas/json/retail/v1.0"
-    : "application/json;profile=https://se.receipts.kivra.com/schemas/json/retail/v1.1";
 }
 
 /** The parts every receipt of the store shares, with its own number and currency. */

@@ -5,7 +5,8 @@
  * against the Worker, so an example that drifts from the real answer fails the suite.
  */
 import type * as z from "zod/mini";
-import { DR_RETAIL_BODIES, DR_RETAIL_PROFILES } from "../../shared/dr-retail.ts";
+import { DR_RETAIL_BODIES, DR_RETAIL_PARTS, type DrRetailInput } from "../../shared/dr-retail.ts";
+import { drRetailContentType } from "../../shared/dr-retail-profiles.ts";
 import { PATHS } from "../../shared/paths.ts";
 import {
   addHeaders,
@@ -22,6 +23,7 @@ import {
   type DeleteResponse,
   type LoginResponse,
   type ReceiptBody,
+  type ReceiptModel,
 } from "../../shared/schemas.ts";
 import {
   REFUSALS,
@@ -54,6 +56,8 @@ export interface DocumentedOperation {
   body?: DocumentedBody & {
     /** Bodies in other formats, each chosen by its own media type (a Content-Type with a profile). */
     alternatives?: readonly (DocumentedBody & { mediaType: string })[];
+    /** Schemas the alternatives share, by component name: each is one component they refer to. */
+    sharedParts?: Record<string, z.ZodMiniType>;
   };
   success: { component: string; schema: z.ZodMiniType; description: string; example: unknown };
   /** Keyed by a name unique within the operation; 405 and 500 are added for every operation. */
@@ -120,7 +124,7 @@ export const DR_RETAIL_EXAMPLE = {
     { type: "paid", amount: 198.8 },
   ],
   payments: [{ amount: 198.8, tender: { type: "creditdebit", bank_identification_number: "527500******7651", approval_code: "123456" } }],
-};
+} satisfies DrRetailInput;
 
 /** The receipt in our model that {@link DR_RETAIL_EXAMPLE} maps to (docs/api.md#dr-retail-mapping). */
 export const DR_RETAIL_EXAMPLE_MAPPED = {
@@ -138,7 +142,7 @@ export const DR_RETAIL_EXAMPLE_MAPPED = {
     { rate: 12, amount: 1176, taxable_amount: 10980, net_amount: 9804 },
     { rate: 25, amount: 1780, taxable_amount: 8900, net_amount: 7120 },
   ],
-};
+} satisfies ReceiptModel;
 const CLIENT_ID = "pos-acme-01";
 
 /**
@@ -271,12 +275,13 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         metadata: { loyalty_card: "4711" },
       } satisfies ReceiptBody,
       alternatives: (["1.0", "1.1"] as const).map((version) => ({
-        mediaType: `application/json;profile=${Object.keys(DR_RETAIL_PROFILES).find((profile) => DR_RETAIL_PROFILES[profile as keyof typeof DR_RETAIL_PROFILES] === version)}`,
+        mediaType: drRetailContentType(version),
         component: `DrRetailV${version.replace(".", "")}`,
         schema: DR_RETAIL_BODIES[version],
         description: `A receipt in Kivra's DR Retail v${version}, checked by that version's published rules and mapped into our model (docs/api.md, DR Retail receipts)`,
         example: DR_RETAIL_EXAMPLE,
       })),
+      sharedParts: DR_RETAIL_PARTS,
     },
     success: {
       component: "AddResponse",

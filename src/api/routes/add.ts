@@ -1,7 +1,8 @@
 /** POST /receipts/v2/add (docs/api.md#add). */
 import { addHeaders, receiptBody } from "../../shared/schemas.ts";
 import { logLine } from "../../shared/log.ts";
-import { DR_RETAIL_BODIES, DR_RETAIL_PROFILES, drRetailFormat } from "../../shared/dr-retail.ts";
+import { DR_RETAIL_BODIES } from "../../shared/dr-retail.ts";
+import { DR_RETAIL_PROFILES, drRetailFormat } from "../../shared/dr-retail-profiles.ts";
 import { NoOpenShardError, placeAndStore, type NewReceipt } from "../../storage/placement.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import { firstFieldRefusal, jsonProfileOf, readJsonBody } from "../body.ts";

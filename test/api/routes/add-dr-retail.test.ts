@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED } from "../../../src/api/openapi/documented-operations.ts";
 import { receiptModel } from "../../../src/shared/schemas.ts";
 import { expectRefused, loggedRequests, newCaller, postAdd, uniqueId } from "../../support/api.ts";
-import { drContentType, drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
+import { drRetailContentType } from "../../../src/shared/dr-retail-profiles.ts";
+import { drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
 import { storedReceipt } from "../../support/shards.ts";
 
 const RECEIPTS = drTestReceipts();
@@ -15,7 +16,7 @@ const byName = (start: string): DrTestReceipt => RECEIPTS.find(({ name }) => nam
 
 async function addDr(receipt: Pick<DrTestReceipt, "version" | "body">, text = JSON.stringify(receipt.body)) {
   const { headers } = await newCaller();
-  const answer = await postAdd({ ...headers, "Content-Type": drContentType(receipt.version) }, text);
+  const answer = await postAdd({ ...headers, "Content-Type": drRetailContentType(receipt.version) }, text);
   return { answer, headers, text };
 }
 
@@ -156,7 +157,7 @@ describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the fir
     if (version === "1.0") for (const name of ["acquiring_institution_id_code", "card_acceptor_id", "card_acceptor_name"]) delete card(body)[name];
     change(body);
     const { headers } = await newCaller();
-    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drContentType(version) }, body), 406, "Not Acceptable");
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType(version) }, body), 406, "Not Acceptable");
     expect(message).toContain(`Body field ${pointer} ${rule}`);
     expect(message).toContain(`(DR Retail v${version})`);
   });
@@ -170,7 +171,7 @@ describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the fir
     const { headers } = await newCaller();
     let message = "";
     const logs = await loggedRequests(async () => {
-      message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drContentType("1.1") }, body), 406, "Not Acceptable");
+      message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
     });
     expect(message).toContain(`Body field ${pointer} holds a full card number`);
     for (const text of [message, JSON.stringify(logs)]) expect(text.replaceAll(" ", "")).not.toContain("4111111111111111");
@@ -193,7 +194,7 @@ describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the fir
   it("a body that is not I-JSON gets the same 406 as in our shape", async () => {
     const text = JSON.stringify(byName("yen").body).replace('"currency":"JPY"', '"currency":"JPY","currency":"SEK"');
     const { headers } = await newCaller();
-    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drContentType("1.0") }, text), 406, "Not Acceptable");
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.0") }, text), 406, "Not Acceptable");
     expect(message).toContain("Body field currency appears more than once in one object");
   });
 
@@ -201,8 +202,8 @@ describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the fir
     const receipt = byName("yen");
     const { headers } = await newCaller();
     const keyed = { ...headers, "Idempotency-Key": uniqueId("key") };
-    expect((await postAdd({ ...keyed, "Content-Type": drContentType("1.0") }, receipt.body)).status).toBe(200);
-    expect((await postAdd({ ...keyed, "Content-Type": drContentType("1.0") }, receipt.body)).status).toBe(200);
-    await expectRefused(() => postAdd({ ...keyed, "Content-Type": drContentType("1.1") }, receipt.body), 409, "Conflict");
+    expect((await postAdd({ ...keyed, "Content-Type": drRetailContentType("1.0") }, receipt.body)).status).toBe(200);
+    expect((await postAdd({ ...keyed, "Content-Type": drRetailContentType("1.0") }, receipt.body)).status).toBe(200);
+    await expectRefused(() => postAdd({ ...keyed, "Content-Type": drRetailContentType("1.1") }, receipt.body), 409, "Conflict");
   });
 });

@@ -27,7 +27,8 @@ import {
   type Caller,
   type TestClient,
 } from "../../support/api.ts";
-import { drContentType, drTestReceipts } from "../../support/dr-retail.ts";
+import { drRetailContentType } from "../../../src/shared/dr-retail-profiles.ts";
+import { drTestReceipts } from "../../support/dr-retail.ts";
 import { deleteHeadersFor, seedReceipt, waitForPushes } from "../../support/notices.ts";
 import { SHARDS, idOn, storedReceipt } from "../../support/shards.ts";
 import { newIsolateState } from "../../../src/api/context.ts";
@@ -164,7 +165,7 @@ describe("docs/api.md#event-feed order and paging", () => {
     const after = await marker();
     const caller = await newCaller();
     const receipt = drTestReceipts().find(({ name }) => name.startsWith("yen"))!;
-    const added = await postAdd({ ...caller.headers, "Content-Type": drContentType(receipt.version) }, receipt.body);
+    const added = await postAdd({ ...caller.headers, "Content-Type": drRetailContentType(receipt.version) }, receipt.body);
     expect(added.status).toBe(200);
     const [push] = await waitForPushes(added.body.data.receipt_id, 1);
     const answer = await call(`${PATHS.events}?after=${after}&limit=100`, { method: "GET", headers: app.headers });
