@@ -44,6 +44,13 @@ export interface ApiSettings {
    */
   EVENT_FEED_DAYS?: string;
   /**
+   * How many of its newest seconds the event feed holds back (docs/api.md#event-feed, "The
+   * tail"); 10 when unset. At least {@link MIN_FEED_SETTLE_SECONDS}: more than any event may take
+   * to commit ({@link EVENT_COMMIT_SECONDS}), and a second for the clocks of the Workers and the
+   * databases to differ.
+   */
+  FEED_SETTLE_SECONDS?: string;
+  /**
    * How many shards one part of an erasure (a child instance of its Workflow) erases; 500 when
    * unset. At most {@link MAX_ERASURE_PART_SHARDS}: a part runs a step a shard, plus a step for
    * each further page, within the steps one instance may run.
@@ -95,6 +102,8 @@ export interface ApiConfig {
   noticeLostAfterMs: number;
   /** How far back the event feed reaches. */
   eventFeedMs: number;
+  /** How much of its newest time the event feed holds back, so that every event it skips is committed. */
+  feedSettleMs: number;
   /** How many shards one part of an erasure erases. */
   erasurePartShards: number;
 }
@@ -149,6 +158,7 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
     eventFeedMs: eventFeedDays(settings) * DAY_MS,
+    feedSettleMs: feedSettleSeconds(settings) * 1000,
     erasurePartShards: erasurePartShards(settings),
   }));
 }
@@ -169,6 +179,27 @@ function eventFeedDays(settings: ApiSettings): number {
     throw new ConfigError(`EVENT_FEED_DAYS must be at most ${DELIVERED_RETENTION_MS / DAY_MS}, how long delivered events are kept`);
   }
   return days;
+}
+
+/**
+ * Every event commits within this many seconds of its event_id's time, or not at all: migration
+ * 0018's trigger, which holds the same figure, aborts the transaction of one that would commit
+ * later (docs/api.md#event-feed, "The tail").
+ */
+export const EVENT_COMMIT_SECONDS = 5;
+
+/** The least hold-back of the event feed: the commit bound, and a second for clocks that differ. */
+export const MIN_FEED_SETTLE_SECONDS = EVENT_COMMIT_SECONDS + 1;
+
+/** The event feed's hold-back when FEED_SETTLE_SECONDS is unset. */
+export const DEFAULT_FEED_SETTLE_SECONDS = 10;
+
+function feedSettleSeconds(settings: ApiSettings): number {
+  const value = Number(settings.FEED_SETTLE_SECONDS ?? DEFAULT_FEED_SETTLE_SECONDS);
+  if (!Number.isFinite(value) || value < MIN_FEED_SETTLE_SECONDS) {
+    throw new ConfigError(`FEED_SETTLE_SECONDS must be at least ${MIN_FEED_SETTLE_SECONDS}, more than an event may take to commit`);
+  }
+  return value;
 }
 
 /**

@@ -17,7 +17,10 @@ export interface AuditRecord {
   client_id: string;
   /** The app_user_id, or `hmac-sha256:<hex>` once that app user was erased. */
   app_user: string;
-  /** The delete's request reference, or the erasure's event_id. */
+  /**
+   * The delete's request reference; for an erasure, its ID (fixed by its first step) on its
+   * records of receipts, its event's event_id on its own record.
+   */
   request_id: string;
 }
 
@@ -126,18 +129,38 @@ export function auditErasedReceipts(receipts: Statement, at: string, pseudonym: 
 }
 
 /**
- * The erasure's own record, about no receipt, also when it erased nothing; once per erasure, so
- * that a step run again after it committed adds no second one.
+ * An SQL expression, 1 once the erasure of the app user named by the parameter `pseudonymParam`
+ * at the instant `atParam` has its own record: an erasure is its app user and its instant, so
+ * that its last step, run again after it committed, records nothing twice.
  */
-export function auditErasure(at: string, pseudonym: string, erasureId: string): Statement {
+export function erasureRecorded(pseudonymParam: string, atParam: string): string {
+  return `EXISTS (SELECT 1 FROM audit_log WHERE app_user = ${pseudonymParam} AND at = ${atParam}
+    AND action = 'app_user.erased' AND receipt_id IS NULL)`;
+}
+
+/**
+ * The erasure's own record, about no receipt, also when it erased nothing, with its event's
+ * `eventId` as request_id; once per erasure, so that a step run again after it committed (with
+ * a fresh event_id) adds no second one.
+ */
+export function auditErasure(at: string, pseudonym: string, eventId: string): Statement {
   return recordAudit(
     statement(
-      `SELECT ?1, 'app_user.erased', NULL, NULL, 'operator', ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM audit_log
-        WHERE app_user = ?2 AND request_id = ?3 AND receipt_id IS NULL)`,
+      `SELECT ?1, 'app_user.erased', NULL, NULL, 'operator', ?2, ?3 WHERE NOT ${erasureRecorded("?2", "?1")}`,
       at,
       pseudonym,
-      erasureId,
+      eventId,
     ),
+  );
+}
+
+/** The event_id of the erasure at `at` of the app user named `pseudonym`, from its own record. Row: `event_id`. */
+export function erasureEventId(at: string, pseudonym: string): Statement {
+  return statement(
+    `SELECT request_id AS event_id FROM audit_log WHERE app_user = ?1 AND at = ?2
+      AND action = 'app_user.erased' AND receipt_id IS NULL`,
+    pseudonym,
+    at,
   );
 }
 

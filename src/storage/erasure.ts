@@ -18,7 +18,16 @@ import { v7 as uuidv7 } from "uuid";
 import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
-import { auditErasedReceipts, auditErasure, countErasedBy, earlierErasuresOf, pseudonymiseAudit, receiptsAuditedFor } from "./audit.ts";
+import {
+  auditErasedReceipts,
+  auditErasure,
+  countErasedBy,
+  earlierErasuresOf,
+  erasureEventId,
+  erasureRecorded,
+  pseudonymiseAudit,
+  receiptsAuditedFor,
+} from "./audit.ts";
 import { eraseArchivedReceipts, type ErasureBucket } from "./archive/erasure.ts";
 import { archiveUserPrefix } from "./archive/layout.ts";
 import { eraseTombstonesUnder } from "./archive/tombstones.ts";
@@ -29,6 +38,10 @@ import { runAtOnce, type JobShard, type StepRunner } from "./steps.ts";
 
 /** What the `begin` step fixes for the whole erasure, kept for a resume. */
 export interface ErasureStart {
+  /**
+   * The erasure's ID, a UUIDv7 of its start: the request_id of its audit records of receipts,
+   * which count what it erased. Its event gets an event_id of its own when it is recorded.
+   */
   event_id: string;
   /** The erasure's instant, its event's occurred_at: everything created at or before it goes. */
   occurred_at: string;
@@ -85,7 +98,7 @@ export async function eraseAppUser<S extends JobShard>(
 }
 
 /**
- * The `begin` step: fixes the erasure's event_id (on the first shard, where its event is
+ * The `begin` step: fixes the erasure's ID (tagged for the first shard, where its event is
  * recorded) and its instant, once for the whole erasure, whatever runs its shards.
  */
 export function beginErasure(first: ShardBase, steps: StepRunner = runAtOnce, now: () => Date = () => new Date()): Promise<ErasureStart> {
@@ -135,7 +148,8 @@ export async function eraseArchive(
 /**
  * The `record and send` step, once every shard is erased: the erasure's event and its own audit
  * record on the first shard (both once, however often the step runs, also when the erasure
- * erased nothing), and the event handed over. Returns what the erasure did.
+ * erased nothing), and the event handed over. The step's result is the event_id alone. Returns
+ * what the erasure did.
  */
 export async function recordErasure<S extends JobShard>(
   appUserId: string,
@@ -147,19 +161,29 @@ export async function recordErasure<S extends JobShard>(
 ): Promise<Erasure> {
   const user = await erasedUser(appUserId, start, hashKey);
   const receipts = Object.values(perShard).reduce((sum, count) => sum + count, 0);
-  const event: AppUserErasedEvent = {
-    event_id: user.event_id,
+  const eventWithId = (event_id: string): AppUserErasedEvent => ({
+    event_id,
     type: "app_user.erased",
     occurred_at: user.occurred_at,
     app_user_id: appUserId,
     receipts,
-  };
-  await steps("record and send", async () => {
-    await first.run([recordErasedEvent(event), auditErasure(event.occurred_at, user.pseudonym, event.event_id)]);
-    await send?.(event, first);
-    return true;
   });
-  return { app_user_id: appUserId, receipts_erased: receipts, shards: perShard, event };
+  // The event_id is made here, just before its commit, never at `begin`: an event must commit
+  // within seconds of its ID's time for the event feed to hand it to a reader who follows `next`
+  // (docs/api.md#event-feed, "The tail"), and the erasure may have taken minutes since. A run
+  // again after a commit makes another ID, records nothing, and sends the one recorded.
+  const { event_id } = await steps("record and send", async () => {
+    const fresh = eventWithId(stampShardTag(uuidv7(), first.tag));
+    const [, , recorded] = await first.run([
+      recordErasedEvent(fresh, `NOT ${erasureRecorded("?5", "?6")}`, user.pseudonym, user.occurred_at),
+      auditErasure(user.occurred_at, user.pseudonym, fresh.event_id),
+      erasureEventId(user.occurred_at, user.pseudonym),
+    ]);
+    const event = eventWithId((recorded![0] as { event_id: string }).event_id);
+    await send?.(event, first);
+    return { event_id: event.event_id };
+  });
+  return { app_user_id: appUserId, receipts_erased: receipts, shards: perShard, event: eventWithId(event_id) };
 }
 
 /**

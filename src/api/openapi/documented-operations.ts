@@ -401,8 +401,11 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "event_id order across every shard, exactly as they are pushed, whether their push went out yet or not; " +
       "without `after`, from the start of the window (EVENT_FEED_DAYS, 14 days). `next` is the last event's " +
       "event_id, to send as `after` next; null when no event followed `after`, so keep your `after` then. " +
+      "The feed holds back its newest FEED_SETTLE_SECONDS (10): every event commits within 5 s of its event_id's " +
+      "time, so a reader that follows `next` alone sees every event once, with nothing to re-read. " +
       "A receipt.created whose receipt was deleted since is left out, as the push leaves it out; the " +
-      "receipt.deleted is there. An erased app user's events are gone but for app_user.erased. Checks run in this " +
+      "receipt.deleted is there; one whose receipt moved to the archive stays, with its receipt. An erased app " +
+      "user's events are gone but for app_user.erased. Checks run in this " +
       "order: headers (400, 406), token and client (403), after and limit (406). HEAD answers as GET does.",
     headers: feedHeaders,
     query: feedQuery,

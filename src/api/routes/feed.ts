@@ -15,7 +15,8 @@ const DEFAULT_LIMIT = 100;
 
 /**
  * A page of the events pushed to the app push service, in event_id order across every shard,
- * within the last EVENT_FEED_DAYS: checks run headers, token and client, then the query.
+ * within the last EVENT_FEED_DAYS but its newest FEED_SETTLE_SECONDS: checks run headers, token
+ * and client, then the query.
  */
 export async function feed(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, feedHeaders);
@@ -23,7 +24,12 @@ export async function feed(c: ApiContext): Promise<Response> {
   await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, APP_SCOPE);
 
   const { after, limit } = readQuery(c);
-  const windowStart = idTimePrefix(Date.now() - c.get("config").eventFeedMs);
+  const { eventFeedMs, feedSettleMs } = c.get("config");
+  const now = Date.now();
+  const windowStart = idTimePrefix(now - eventFeedMs);
+  // One cut for every shard: an event made before it committed before any shard is read, as
+  // each commits within EVENT_COMMIT_SECONDS of its event_id's time (docs/api.md "The tail").
+  const settledBefore = idTimePrefix(now - feedSettleMs);
   const shards = shardsOf(c.env);
   const shardTag = after === undefined ? undefined : tagOfId(after);
   // An event_id sorts by its time first: one before the window's first possible ID is older than the window.
@@ -33,6 +39,7 @@ export async function feed(c: ApiContext): Promise<Response> {
   const page = await readFeed(
     shards,
     after === undefined ? { from: windowStart } : { after: { eventId: after, shardTag: shardTag! } },
+    settledBefore,
     limit,
   );
   if (!page.found) throw refuse(REFUSALS.feedAfter, "after not in the outbox");

@@ -8,7 +8,7 @@
  */
 import { auditedRemoval } from "../audit.ts";
 import { fenced } from "../fences.ts";
-import { eventUndelivered } from "../outbox/statements.ts";
+import { eventUndelivered, keepBodiesOfArchived } from "../outbox/statements.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
 import { recordOwners } from "./owners.ts";
 
@@ -83,7 +83,8 @@ const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copi
  * read back: the run's tally (the receipts it removes and their lines' bytes, exact whatever ran
  * before; the objects it created), a tombstone for each copied receipt that a delete or an
  * erasure removed since the page was read or that a fence now covers (its line must not stay),
- * and the removal of the rest, with their owner rows recorded just before. The tombstones'
+ * and the removal of the rest, with their owner rows recorded just before and their bodies kept
+ * for the event feed in their created events' rows (while in the outbox). The tombstones'
  * statement returns the new ones, {@link Tombstone}s; the removal returns the receipt_ids it
  * removed.
  */
@@ -115,6 +116,7 @@ export function settlePage(runId: string, copied: readonly CopiedReceipt[], obje
       now,
     ),
     recordOwners(removed),
+    keepBodiesOfArchived(removed),
     enclose(removed, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
   ];
 }

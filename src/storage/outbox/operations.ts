@@ -236,15 +236,17 @@ export type FeedPage =
 
 /**
  * Up to `limit` events of every shard after `after` (or from `from`, the window's first
- * possible event_id, without one), in event_id order: one statement per shard, all at once, each
- * cut at `limit`, merged and cut at `limit` again, so no event can be passed over. `after`'s own
- * shard reads one row more, `after` itself, which proves it is still there.
+ * possible event_id, without one) and before `before` (an event_id or a prefix of one: the feed's
+ * settled part), in event_id order: one statement per shard, all at once, each cut at `limit`,
+ * merged and cut at `limit` again, so no event can be passed over. `after`'s own shard reads one
+ * row more, `after` itself, which proves it is still there.
  *
  * @throws Error when there are more shards than {@link FEED_SHARD_BUDGET}.
  */
 export async function readFeed(
   shards: readonly { db: D1Database; tag: number }[],
   position: { after: { eventId: string; shardTag: number } } | { from: string },
+  before: string,
   limit: number,
 ): Promise<FeedPage> {
   if (shards.length > FEED_SHARD_BUDGET) {
@@ -255,7 +257,7 @@ export async function readFeed(
   const pages = await Promise.all(
     shards.map(async (shard) => {
       const own = shard.tag === after?.shardTag;
-      const { results } = await bound(shard.db, feedPage(from, own ? limit + 1 : limit)).all<FeedRow>();
+      const { results } = await bound(shard.db, feedPage(from, before, own ? limit + 1 : limit)).all<FeedRow>();
       return { own, rows: results };
     }),
   );

@@ -55,7 +55,8 @@ export function stateOfRow(row: OutboxRowState, now: Date): Exclude<EventState, 
 export const EVENT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 // The one outbox insert but add's (see {@link eventColumns}); ?5 onwards are the condition's. A
-// retry finds its own row and adds none.
+// retry finds its own row and adds none. Through the view event_records (migration 0018), whose
+// trigger aborts the whole batch when the event commits too late for the event feed.
 function recordEvent(
   event: { event_id: string; occurred_at: string },
   receiptId: string,
@@ -64,9 +65,8 @@ function recordEvent(
 ): Statement {
   const { event_id, event_payload, event_at } = eventColumns(event);
   return statement(
-    `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at)
-    SELECT ?1, ?2, ?3, ?4 WHERE ${condition}
-    ON CONFLICT (event_id) DO NOTHING`,
+    `INSERT INTO event_records (event_id, receipt_id, payload, created_at)
+    SELECT ?1, ?2, ?3, ?4 WHERE ${condition}`,
     event_id,
     receiptId,
     event_payload,
@@ -111,12 +111,14 @@ export function recordDeletedIfArchivedOwned(event: DeletionNotice): Statement {
 }
 
 /**
- * Records an erasure's event, which the erasure's last step then hands to the queue (the cron job
- * sends it if that fails). It is about no receipt, so its row's receipt_id is its own ID: a later
- * erasure of the same app user finds it by that ID ({@link eraseLeftoverEventsOfReceipts}).
+ * Records an erasure's event, only where `condition` holds (SQL over the parameters ?5 onwards,
+ * `conditionParams`: the erasure's last step records it unless it did before, with a fresh
+ * event_id each run). The step then hands it to the queue (the cron job sends it if that fails).
+ * It is about no receipt, so its row's receipt_id is its own ID: a later erasure of the same app
+ * user finds it by that ID ({@link eraseLeftoverEventsOfReceipts}).
  */
-export function recordErasedEvent(event: AppUserErasedEvent): Statement {
-  return recordEvent(event, event.event_id, "1");
+export function recordErasedEvent(event: AppUserErasedEvent, condition: string, ...conditionParams: string[]): Statement {
+  return recordEvent(event, event.event_id, condition, ...conditionParams);
 }
 
 /**
@@ -390,6 +392,24 @@ export function eraseEventsOfReceipts(receipts: Statement): [Statement, Statemen
 }
 
 /**
+ * Keeps the receipt as its created event carries it ({@link RECEIPT_AS_PUSHED}) of each stored
+ * receipt that `receipts` selects (a query of one column, receipt_id) in that event's row, while
+ * that row is in the outbox: in the archive's
+ * batch that removes those receipts, before their removal, so that the event feed still has
+ * their created events' bodies (migration 0019). A stored receipt has no event but its created
+ * one, found in the primary key's range of the receipt's millisecond.
+ */
+export function keepBodiesOfArchived(receipts: Statement): Statement {
+  return enclose(
+    receipts,
+    (ids) => `UPDATE notice_outbox SET archived_body = (SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id)
+    WHERE event_id IN (WITH receipt(receipt_id) AS (${ids})
+      SELECT event.event_id FROM receipt JOIN notice_outbox AS event
+        ON ${eventOfReceiptMadeIn("event", "receipt.receipt_id", "substr(receipt.receipt_id, 1, 13)")})`,
+  );
+}
+
+/**
  * → purged: a page of up to `limit` events of each table, of the receipts (stored or not) that
  * `receipts` selects: a query of at least the columns `receipt_id` and `at`, the time of a change
  * to the receipt that may have made an event of it besides its creation (a deletion), or null. Each
@@ -417,19 +437,23 @@ export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number
 
 /**
  * One shard's page of the event feed (docs/api.md#event-feed): up to `limit` events at or after
- * `from` in event_id order, whatever their state (recorded, enqueued, claimed, delivered, or
- * failed: the feed is for catching up on what the push did not bring). A created event whose
- * receipt was deleted since is left out, as the push leaves it out, unless it is `from` itself:
- * the caller's cursor stays good. Both tables are read down their primary key and stop at
- * `limit`; an event is never in both (it moves between them in one batch). Rows: `event_id`,
- * `payload`, and `body`: a created event's receipt as stored, else null.
+ * `from` and made before `before` (an event_id or a prefix of one), in event_id order, whatever
+ * their state (recorded, enqueued, claimed, delivered, or failed: the feed is for catching up on
+ * what the push did not bring). A created event whose receipt was deleted since is left out, as
+ * the push leaves it out, unless it is `from` itself: the caller's cursor stays good, also one
+ * past `before`; one whose receipt the archive moved keeps the body it kept ({@link keepBodiesOfArchived}). Both tables are read down their primary key and stop at `limit`; an event is
+ * never in both (it moves between them in one batch). Rows: `event_id`, `payload`, and `body`: a
+ * created event's receipt as stored, else null.
  */
-export function feedPage(from: string, limit: number): Statement {
+export function feedPage(from: string, before: string, limit: number): Statement {
   const created = "json_extract(payload, '$.type') = 'receipt.created'";
-  const receipt = (table: string) => `FROM receipts WHERE receipts.receipt_id = ${table}.receipt_id`;
-  const page = (table: string) => `SELECT * FROM (SELECT event_id, payload,
-      CASE WHEN ${created} THEN (SELECT ${RECEIPT_AS_PUSHED} ${receipt(table)}) END AS body
-    FROM ${table} WHERE event_id >= ?1 AND (event_id = ?1 OR NOT ${created} OR EXISTS (SELECT 1 ${receipt(table)}))
+  const stored = (table: string) => `(SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = ${table}.receipt_id)`;
+  // The outbox's row may keep the body of a receipt the archive moved; a failed event's receipt
+  // is never moved (src/storage/archive/statements.ts).
+  const body = (table: string) => (table === "notice_outbox" ? `COALESCE(${stored(table)}, archived_body)` : stored(table));
+  const page = (table: string) => `SELECT * FROM (SELECT event_id, payload, CASE WHEN ${created} THEN ${body(table)} END AS body
+    FROM ${table} WHERE event_id >= ?1
+      AND (event_id = ?1 OR (event_id < ?3 AND (NOT ${created} OR ${body(table)} IS NOT NULL)))
     ORDER BY event_id LIMIT ?2)`;
   return statement(
     `${page("notice_outbox")}
@@ -437,6 +461,7 @@ export function feedPage(from: string, limit: number): Statement {
     ORDER BY event_id LIMIT ?2`,
     from,
     limit,
+    before,
   );
 }
 

@@ -2,13 +2,15 @@
  * docs/api.md#event-feed: GET /receipts/v2/events, the app push service's way to catch up, read
  * through the real Worker on the test run's three shards.
  */
-import { beforeAll, describe, expect, it } from "vitest";
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it, vi } from "vitest";
 import { decodeJwt } from "jose";
+import { ConfigError, DEFAULT_FEED_SETTLE_SECONDS, MIN_FEED_SETTLE_SECONDS, apiConfig } from "../../../src/shared/config.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { stampShardTag } from "../../../src/shared/shard-ids.ts";
 import { APP_SCOPE, type CreationNotice } from "../../../src/shared/types.ts";
 import { eraseAppUser } from "../../../src/storage/erasure.ts";
-import type { JobShard } from "../../../src/storage/steps.ts";
+import type { JobShard, StepRunner } from "../../../src/storage/steps.ts";
 import { FEED_SHARD_BUDGET } from "../../../src/storage/outbox/operations.ts";
 import { moveToFailed } from "../../../src/storage/outbox/statements.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
@@ -29,8 +31,12 @@ import {
 } from "../../support/api.ts";
 import { drRetailContentType } from "../../../src/shared/dr-retail-profiles.ts";
 import { drTestReceipts } from "../../support/dr-retail.ts";
-import { deleteHeadersFor, seedReceipt, waitForPushes } from "../../support/notices.ts";
+import { deleteHeadersFor, seedReceipt, waitForDelivery, waitForPushes } from "../../support/notices.ts";
 import { SHARDS, idOn, storedReceipt } from "../../support/shards.ts";
+import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
+import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { shardOfId } from "../../../src/shared/shard-ids.ts";
+import { archiveShard } from "../../../src/storage/archive/move.ts";
 import { newIsolateState } from "../../../src/api/context.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -50,24 +56,47 @@ beforeAll(async () => {
   pos = await newCaller();
 });
 
-function readFeed(query: Record<string, string | number> = {}, headers = app.headers) {
+/** How much of its newest time the feed holds back, as the test run configures it. */
+const SETTLE_MS = apiConfig(env).feedSettleMs;
+
+/**
+ * A page of the feed as a reader gets it once what this test made has settled: read with the
+ * Worker's clock moved on by the feed's hold-back, as if the reader asked that much later, with
+ * nothing committed meanwhile. `readFeedNow` reads at the true time.
+ */
+async function readFeed(query: Record<string, string | number> = {}, headers = app.headers) {
+  vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + SETTLE_MS });
+  try {
+    return await readFeedNow(query, headers);
+  } finally {
+    vi.useRealTimers();
+  }
+}
+
+function readFeedNow(query: Record<string, string | number> = {}, headers = app.headers) {
   const search = new URLSearchParams(Object.entries(query).map(([name, value]) => [name, String(value)]));
   return call(`${PATHS.events}?${search}`, { method: "GET", headers });
 }
 
-/** Every event after `after`, page by page of `limit`, and the pages' sizes. */
-async function readAll(after: string, limit: number): Promise<{ events: Record<string, any>[]; pages: number[] }> {
+/** Every event after `after`, page by page of `limit`, and the pages' sizes; `read` reads a page. */
+async function readAll(
+  after: string,
+  limit: number,
+  read: typeof readFeed = readFeed,
+): Promise<{ events: Record<string, any>[]; pages: number[]; next: string }> {
   const events: Record<string, any>[] = [];
   const pages: number[] = [];
   let cursor: string | null = after;
+  let last = after;
   while (cursor !== null) {
-    const answer = await readFeed({ after: cursor, limit });
+    last = cursor;
+    const answer = await read({ after: cursor, limit });
     expect(answer.status, JSON.stringify(answer.body)).toBe(200);
     events.push(...answer.body.data.events);
     pages.push(answer.body.data.events.length);
     cursor = answer.body.data.next;
   }
-  return { events, pages };
+  return { events, pages, next: last };
 }
 
 /** A UUIDv7 of a given time on a shard, as the Workers would have made it then. */
@@ -84,6 +113,25 @@ function nextEventId(shard: Shard): string {
   return eventIdAt(lastSeededMs, shard);
 }
 
+/**
+ * A receipt stored on `shard` long ago with its created event of that time, written as add
+ * wrote them then: add itself refuses an event_id older than its commit allows.
+ */
+async function seedCreatedAt(ms: number, shard: Shard) {
+  const receipt = { receipt_id: eventIdAt(ms, shard), client_id: pos.client.clientId, chain_id: pos.client.chains[0]!, app_user_id: uniqueId("au") };
+  const at = new Date(ms).toISOString();
+  const event: CreationNotice = { event_id: eventIdAt(ms, shard), type: "receipt.created", occurred_at: at, ...receipt, created_at: at };
+  await shard.db.batch([
+    shard.db
+      .prepare("INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES (?1, ?2, ?3, ?4, '{}', ?5)")
+      .bind(receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, at),
+    shard.db
+      .prepare("INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at) VALUES (?1, ?2, ?3, ?4)")
+      .bind(event.event_id, receipt.receipt_id, JSON.stringify(event), at),
+  ]);
+  return { ...event, receipt: {} };
+}
+
 /** A receipt stored on `shard` with its created event recorded as add records it, never enqueued. */
 async function seedCreated(shard: Shard, eventId = nextEventId(shard), appUserId = uniqueId("au")) {
   const at = new Date().toISOString();
@@ -93,6 +141,14 @@ async function seedCreated(shard: Shard, eventId = nextEventId(shard), appUserId
     return event;
   });
   return { ...event!, receipt: {} };
+}
+
+/** The shards as a job takes them, straight through D1. */
+function jobShards(): JobShard[] {
+  return SHARDS.map((shard) => ({
+    ...shard,
+    run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results),
+  }));
 }
 
 // Each new event_id is later than the one before (the Worker's are made after a login at least):
@@ -155,7 +211,7 @@ describe("docs/api.md#event-feed order and paging", () => {
     const added = await postAdd(caller.headers, body);
     expect(added.status).toBe(200);
     const [push] = await waitForPushes(added.body.data.receipt_id, 1);
-    const answer = await call(`${PATHS.events}?after=${after}&limit=100`, { method: "GET", headers: app.headers });
+    const answer = await readFeed({ after, limit: 100 });
     const event = answer.body.data.events.find((each: { receipt_id?: string }) => each.receipt_id === added.body.data.receipt_id);
     expect(event).toEqual(JSON.parse(push!.body));
     expect(event.receipt).toEqual(JSON.parse(body));
@@ -168,7 +224,7 @@ describe("docs/api.md#event-feed order and paging", () => {
     const added = await postAdd({ ...caller.headers, "Content-Type": drRetailContentType(receipt.version) }, receipt.body);
     expect(added.status).toBe(200);
     const [push] = await waitForPushes(added.body.data.receipt_id, 1);
-    const answer = await call(`${PATHS.events}?after=${after}&limit=100`, { method: "GET", headers: app.headers });
+    const answer = await readFeed({ after, limit: 100 });
     const event = answer.body.data.events.find((each: { receipt_id?: string }) => each.receipt_id === added.body.data.receipt_id);
     expect(event).toEqual(JSON.parse(push!.body));
     expect(event).toMatchObject({ format: "dr-retail/v1.0", original: receipt.body, receipt: { currency: "JPY", total: 1280 } });
@@ -187,8 +243,8 @@ describe("docs/api.md#event-feed order and paging", () => {
 
 describe("docs/api.md#event-feed window", () => {
   it("without after starts at the window: an event 13 days old is in it, one 15 days old is not", async () => {
-    const inside = await seedCreated(SHARDS[1]!, eventIdAt(Date.now() - 13 * DAY_MS, SHARDS[1]!));
-    const outside = await seedCreated(SHARDS[2]!, eventIdAt(Date.now() - 15 * DAY_MS, SHARDS[2]!));
+    const inside = await seedCreatedAt(Date.now() - 13 * DAY_MS, SHARDS[1]!);
+    const outside = await seedCreatedAt(Date.now() - 15 * DAY_MS, SHARDS[2]!);
     const page = await readFeed({ limit: 100 });
     expect(page.status).toBe(200);
     expect(page.body.data.events[0]).toEqual(inside);
@@ -200,7 +256,7 @@ describe("docs/api.md#event-feed window", () => {
 
   it("EVENT_FEED_DAYS sets the window, and above the 14 days delivered events are kept it is refused as a setting", async () => {
     const shard = SHARDS[0]!;
-    const twoDaysOld = await seedCreated(shard, eventIdAt(Date.now() - 2 * DAY_MS, shard));
+    const twoDaysOld = await seedCreatedAt(Date.now() - 2 * DAY_MS, shard);
     const short = await countedCall(`${PATHS.events}?limit=100`, { method: "GET", headers: app.headers }, { EVENT_FEED_DAYS: "1" });
     expect(short.answer.status).toBe(200);
     expect(short.answer.body.data.events.map((event: { event_id: string }) => event.event_id)).not.toContain(twoDaysOld.event_id);
@@ -304,13 +360,120 @@ describe("docs/api.md#event-feed erasure", () => {
     expect(before.map((event) => event.type).sort()).toEqual(["receipt.created", "receipt.created", "receipt.deleted"]);
     expect(before.map((event) => event.event_id)).toContain(kept.event_id);
 
-    const shards: JobShard[] = SHARDS.map((shard) => ({
-      ...shard,
-      run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results),
-    }));
-    const erasure = await eraseAppUser(appUser, shards, crypto.getRandomValues(new Uint8Array(32)));
+    const erasure = await eraseAppUser(appUser, jobShards(), crypto.getRandomValues(new Uint8Array(32)));
     const afterwards = (await readAll(after, 100)).events.filter((event) => event.app_user_id === appUser);
     expect(afterwards).toEqual([erasure.event]);
+  });
+});
+
+describe("contract §13 the tail: a reader that follows next alone sees every event once", () => {
+  it("the feed holds back its newest FEED_SETTLE_SECONDS: an event made now is in a page read that much later, and its ID as after is good meanwhile", async () => {
+    const after = await seedCreatedAt(Date.now() - 2 * SETTLE_MS, SHARDS[0]!);
+    const fresh = await seedCreated(SHARDS[1]!);
+    const now = await readAll(after.event_id, 100, readFeedNow);
+    expect(now.events.map((event) => event.event_id)).not.toContain(fresh.event_id);
+    expect((await readAll(after.event_id, 100)).events).toContainEqual(fresh);
+    // A cursor taken from a push, newer than the settled part: nothing follows it yet.
+    expect((await readFeedNow({ after: fresh.event_id })).body.data).toEqual({ events: [], next: null });
+  });
+
+  it("across an erasure whose last step comes long after its first, and an add that commits 3 s after its event_id was made", async () => {
+    const start = await seedCreatedAt(Date.now() - 2 * SETTLE_MS, SHARDS[0]!);
+    const appUser = uniqueId("au-erased");
+    // The erasure parks before its last step, as one over many shards does for minutes.
+    let parked!: () => void;
+    const parking = new Promise<void>((resolve) => (parked = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const steps: StepRunner = async (name, work) => {
+      if (name === "record and send") {
+        parked();
+        await released;
+      }
+      return work();
+    };
+    const erasing = eraseAppUser(appUser, jobShards(), crypto.getRandomValues(new Uint8Array(32)), { steps });
+    await parking;
+    const made = await seedCreated(SHARDS[1]!);
+
+    const seen: Record<string, any>[] = [];
+    let cursor = start.event_id;
+    const readOn = async (read: typeof readFeed) => {
+      const { events, next } = await readAll(cursor, 2, read);
+      seen.push(...events);
+      cursor = next;
+    };
+    await readOn(readFeedNow);
+    // An add whose D1 round trip took 3 s: its event_id is older than the events read just now.
+    const late = await seedCreated(SHARDS[2]!, eventIdAt(Date.now() - 3_000, SHARDS[2]!));
+    await readOn(readFeed);
+    release();
+    const erasure = await erasing;
+    await readOn(readFeed);
+
+    const ours = seen.filter((event) => [made.event_id, late.event_id, erasure.event.event_id].includes(event.event_id));
+    const expected = [made, late, erasure.event].sort((a, b) => (a.event_id < b.event_id ? -1 : 1));
+    expect(ours).toEqual(expected);
+    expect(new Set(seen.map((event) => event.event_id)).size).toBe(seen.length);
+    expect(erasure.event.occurred_at < made.occurred_at).toBe(true);
+  });
+
+  it("FEED_SETTLE_SECONDS below the commit bound and a second is refused as a setting", async () => {
+    for (const bad of ["5", "0", "-1", "ten"]) {
+      const { answer } = await countedCall(`${PATHS.events}?limit=1`, { method: "GET", headers: app.headers }, { FEED_SETTLE_SECONDS: bad });
+      expectErrorShape(answer, 500, "Internal Server Error");
+    }
+    expect(() => apiConfig({ ...env, FEED_SETTLE_SECONDS: "5" })).toThrow(
+      new ConfigError(`FEED_SETTLE_SECONDS must be at least ${MIN_FEED_SETTLE_SECONDS}, more than an event may take to commit`),
+    );
+    expect(apiConfig({ ...env, FEED_SETTLE_SECONDS: "6" }).feedSettleMs).toBe(6_000);
+    expect(SETTLE_MS).toBe(DEFAULT_FEED_SETTLE_SECONDS * 1000);
+  });
+});
+
+describe("contract §13 a receipt's receipt.created stays in the feed for its window, whether or not the archive moved it", () => {
+  /** A receipt added through the API, its created event pushed and delivered, then moved to the archive by its shard's run. */
+  async function addedAndArchived(caller: Caller) {
+    const added = await postAdd(caller.headers);
+    expect(added.status).toBe(200);
+    const { receipt_id } = added.body.data;
+    const [push] = await waitForPushes(receipt_id, 1);
+    await waitForDelivery(receipt_id, 1);
+    const shard = shardOfId(SHARDS, receipt_id)!;
+    await archiveShard(jobShards().find(({ name }) => name === shard.name)!, env.ARCHIVE, parseAuditHashKey(TEST_AUDIT_HASH_KEY), {
+      runId: uniqueId("archive"),
+      archiveAfterMs: apiConfig(env).archiveAfterMs,
+    });
+    expect(await storedReceipt(receipt_id)).toBeNull();
+    const owner = { receipt_id, client_id: caller.client.clientId, chain_id: caller.headers.chain_id!, app_user_id: caller.headers.app_user_id! };
+    return { owner, created: JSON.parse(push!.body) as Record<string, unknown>, shard };
+  }
+
+  const keptBodies = (shard: Shard, receiptId: string) =>
+    shard.db.prepare("SELECT archived_body FROM notice_outbox WHERE receipt_id = ?1 AND archived_body IS NOT NULL").bind(receiptId).all();
+
+  it("an archived receipt's created event is in the feed as pushed, body and all; once the receipt is deleted, only its deleted event is, and no copy of its body is left in D1", async () => {
+    const after = await marker();
+    const caller = await newCaller();
+    const { owner, created, shard } = await addedAndArchived(caller);
+    const ofReceipt = async () => (await readAll(after, 100)).events.filter((event) => event.receipt_id === owner.receipt_id);
+    expect(await ofReceipt()).toEqual([created]);
+
+    expect((await call(PATHS.delete, { headers: deleteHeadersFor(caller.token, owner) })).status).toBe(200);
+    expect((await ofReceipt()).map((event) => event.type)).toEqual(["receipt.deleted"]);
+    expect((await keptBodies(shard, owner.receipt_id)).results).toEqual([]);
+  });
+
+  it("an erasure of its app user takes the archived receipt's events from the feed, and the copy of its body from D1", async () => {
+    const after = await marker();
+    const caller = await newCaller();
+    const { owner, shard } = await addedAndArchived(caller);
+    expect((await keptBodies(shard, owner.receipt_id)).results).toHaveLength(1);
+    const erasure = await eraseAppUser(owner.app_user_id, jobShards(), parseAuditHashKey(TEST_AUDIT_HASH_KEY), { archive: env.ARCHIVE });
+    expect(erasure.receipts_erased).toBe(1);
+    const ofUser = (await readAll(after, 100)).events.filter((event) => event.app_user_id === owner.app_user_id);
+    expect(ofUser).toEqual([erasure.event]);
+    expect((await keptBodies(shard, owner.receipt_id)).results).toEqual([]);
   });
 });
 

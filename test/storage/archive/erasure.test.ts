@@ -80,9 +80,11 @@ describe("docs/api.md#erasure reaches archived receipts", () => {
     expect(erasure.event.receipts).toBe(erased);
     expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
     expect(await archiveTraces(neighbour)).toEqual(neighbourBefore);
+    // The records of one erasure are its app user's at its instant (its event gets its event_id
+    // only when it is recorded, after these records).
     const audited = await rowsOnEveryShard<{ n: number }>(
-      "SELECT COUNT(*) AS n FROM audit_log WHERE request_id = ? AND receipt_id IS NOT NULL AND app_user = ?",
-      erasure.event.event_id,
+      "SELECT COUNT(*) AS n FROM audit_log WHERE at = ? AND receipt_id IS NOT NULL AND app_user = ?",
+      erasure.event.occurred_at,
       await pseudonym(victim, HASH_KEY),
     );
     expect(audited.reduce((sum, { n }) => sum + n, 0)).toBe(erased);

@@ -23,7 +23,8 @@ import {
   stateOfRow,
   type EventState,
 } from "../../../src/storage/outbox/statements.ts";
-import { storeReceipt } from "../../../src/storage/receipts.ts";
+import { EVENT_COMMIT_SECONDS } from "../../../src/shared/config.ts";
+import { deleteOwnedReceipt, storeReceipt } from "../../../src/storage/receipts.ts";
 import { idOnShard } from "../../../src/storage/shards.ts";
 import { bound, runBatch, statement } from "../../../src/storage/statement.ts";
 import { uniqueId } from "../../support/api.ts";
@@ -54,7 +55,7 @@ async function recordedEvent(at: Date): Promise<AppUserErasedEvent> {
     app_user_id: uniqueId("au"),
     receipts: 0,
   };
-  await bound(db, recordErasedEvent(event)).run();
+  await bound(db, recordErasedEvent(event, "1")).run();
   return event;
 }
 
@@ -264,5 +265,44 @@ describe("outbox: a receipt's events", () => {
     await runBatch(db, eraseEventsOfReceipts(theReceipt));
     expect(await stateOf(created.event_id, t0)).toBe("purged");
     expect(await stateOf(deleted.event_id, t0)).toBe("purged");
+  });
+});
+
+describe("contract §13 every event commits within EVENT_COMMIT_SECONDS of its event_id, or its change commits nothing", () => {
+  const late = () => new Date(Date.now() - (EVENT_COMMIT_SECONDS + 1) * SECOND);
+  const LATE = new RegExp(`event committed more than ${EVENT_COMMIT_SECONDS} s after its event_id was made: nothing stored`);
+
+  it("an add whose event_id is older than the bound stores neither the receipt nor its Idempotency-Key record", async () => {
+    const at = late();
+    const owner = { receipt_id: idAt(at), chain_id: "chain-1", client_id: uniqueId("pos"), app_user_id: uniqueId("au") };
+    const created: CreationNotice = { ...owner, event_id: idAt(at), type: "receipt.created", occurred_at: at.toISOString(), created_at: at.toISOString() };
+    const receipt = { ...owner, body: "{}", created_at: at.toISOString(), user_key: uniqueId("key") };
+    const response = { data: { ...owner, created_at: at.toISOString() }, status: "OK" as const, status_code: 200 as const };
+    await expect(storeReceipt(db, receipt, created, { key: "k-late", fingerprint: "f", response })).rejects.toThrow(LATE);
+    await expect(storeReceipt(db, receipt, created)).rejects.toThrow(LATE);
+    expect(await db.prepare("SELECT 1 FROM receipts WHERE receipt_id = ?1").bind(owner.receipt_id).first()).toBeNull();
+    expect(await db.prepare("SELECT 1 FROM idempotency_keys WHERE client_id = ?1").bind(owner.client_id).first()).toBeNull();
+    expect(await stateOf(created.event_id, at)).toBe("purged");
+  });
+
+  it("a delete whose event_id is older than the bound leaves the receipt, with no event and no audit record; within the bound it commits", async () => {
+    const { deleted } = await storedReceiptEvents(new Date());
+    const stale = { ...deleted, event_id: idAt(late()) };
+    await expect(deleteOwnedReceipt(db, stale, "ray-late")).rejects.toThrow(LATE);
+    expect(await db.prepare("SELECT 1 FROM receipts WHERE receipt_id = ?1").bind(deleted.receipt_id).first()).not.toBeNull();
+    expect(await db.prepare("SELECT 1 FROM audit_log WHERE request_id = 'ray-late'").first()).toBeNull();
+    expect(await stateOf(stale.event_id, new Date())).toBe("purged");
+    const slow = { ...deleted, event_id: idAt(new Date(Date.now() - (EVENT_COMMIT_SECONDS - 1) * SECOND)) };
+    expect(await deleteOwnedReceipt(db, slow, "ray-slow")).toEqual({ deleted: true });
+  });
+
+  it("a replay moves a failed event of any age back to the outbox", async () => {
+    const event: AppUserErasedEvent = { event_id: idAt(late()), type: "app_user.erased", occurred_at: late().toISOString(), app_user_id: uniqueId("au"), receipts: 0 };
+    await expect(runBatch(db, [recordErasedEvent(event, "1")])).rejects.toThrow(LATE);
+    await db.prepare("INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES (?1, ?1, ?2, ?3, ?3, 5, 'refused')")
+      .bind(event.event_id, JSON.stringify(event), event.occurred_at)
+      .run();
+    await runBatch(db, replayFailed([event.event_id]));
+    expect(await stateOf(event.event_id, new Date())).toBe("recorded");
   });
 });
