@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { catchUp, type FeedSource } from "../examples/app-feed.ts";
+import { DEFAULT_FEED_SETTLE_SECONDS } from "../src/shared/config.ts";
 import { AppView } from "../examples/app-view.ts";
 import type { StoreSnapshot } from "./reconcile.ts";
 
@@ -46,12 +47,12 @@ export class RebuildingAppSide {
   }
 
   /**
-   * After the drain: the whole feed once more into the same view. The view applies each event_id
-   * once, and an event whose commit was slower than a later one's may sit behind the cursor
-   * (docs/api.md#event-feed, "The tail"): re-reading from the start is the surest tail there is.
+   * After the drain: the rest of the feed into the same view, from the cursor the rebuild kept,
+   * once the feed's hold-back has passed the drain's last event. Following `next` alone must see
+   * every event, however late its commit landed (docs/api.md#event-feed, "The tail").
    */
   async settle(store: StoreSnapshot): Promise<RebuildResult> {
-    rmSync(this.source.cursorFile, { force: true });
+    await sleep(DEFAULT_FEED_SETTLE_SECONDS * 1000 + PAUSE_MS);
     await this.catchUp();
     rmSync(this.directory, { recursive: true, force: true });
     const held = new Set(store.receipts.map((receipt) => `${receipt.app_user_id}: ${receipt.receipt_id}`));
