@@ -11,6 +11,9 @@
 -- again with a fresh event_id. Where the insert chooses no row (a retry whose first run
 -- committed, a receipt no longer owned), nothing is checked: nothing commits.
 --
+-- While a deploy rolls out after this migration, a Worker of the version before still records
+-- straight into notice_outbox, unchecked, for those minutes.
+--
 -- 5 is src/shared/config.ts EVENT_COMMIT_SECONDS. A replay of failed events (moved back from
 -- failed_notices, where the feed read them all along) writes notice_outbox directly.
 CREATE VIEW event_records AS
