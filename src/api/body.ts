@@ -70,7 +70,7 @@ export function firstFieldRefusal(format: string): BodyRefusal {
     const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]!] : issue.path;
     const reason =
       issue.code === "unrecognized_keys"
-        ? `is not a field of ${format} (check its spelling)`
+        ? "is not a field of this version; check its spelling"
         : issue.code === "invalid_union" && "options" in issue && Array.isArray(issue.options)
           ? `must be one of: ${issue.options.join(", ")}`
           : issue.message;

@@ -14,6 +14,9 @@ type Holder = Record<string, unknown> | unknown[];
 type Item = DrRetailBody["items"][number];
 type Line = ReceiptModel["line_items"][number];
 
+/** The description of the line that carries a paid total's difference to the sum of the lines. */
+export const UNITEMISED = "Difference to the paid total (not itemised by the till)";
+
 /** The most lines our model holds (docs/api.md#add). */
 const MAX_LINES = 500;
 
@@ -86,8 +89,7 @@ function parseKeepingNumbers(text: string): { body: DrRetailBody; numberText: (h
 
 /**
  * Our receipt model of a DR Retail body that passed its version's rules (docs/api.md#dr-retail-mapping).
- * Throws a 406 naming the JSON pointer of what cannot be mapped exactly, or of a paid total that
- * disagrees with the receipt's lines.
+ * Throws a 406 naming the JSON pointer of what cannot be mapped exactly.
  */
 export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
   const { body, numberText } = parseKeepingNumbers(text);
@@ -105,10 +107,10 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
     return value;
   };
 
-  const lines: { line: Line; pointer: string }[] = [];
+  const lines: Line[] = [];
   body.items.forEach((item, index) => {
     const line = itemLine(item, `/items/${index}`, minor, rate, refuse);
-    if (line) lines.push({ line, pointer: `/items/${index}` });
+    if (line) lines.push(line);
   });
   body.retail_price_modifiers?.forEach((modifier, index) => {
     const pointer = `/retail_price_modifiers/${index}`;
@@ -116,26 +118,29 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
     if (action === "replace") refuse(`${pointer}/action`, "replace has no amount of its own to map: send the price after it on the items");
     const amount = minor(modifier as Holder, "amount", pointer) * (action === "subtract" ? -1 : 1);
     const description = joined(modifier.description?.collection) ?? (action === "subtract" ? "Discount" : "Surcharge");
-    lines.push({ line: { description, quantity: 1, unit_price: amount, total: amount, ...vatRate(rate(modifier.tax_percentage, `${pointer}/tax_percentage`)) }, pointer });
+    lines.push({ description, quantity: 1, unit_price: amount, total: amount, ...vatRate(rate(modifier.tax_percentage, `${pointer}/tax_percentage`)) });
   });
   body.totals.forEach((total, index) => {
     if (total.type !== "rounding" || total.amount === 0) return;
     const amount = minor(total as Holder, "amount", `/totals/${index}`) * (total.refund ? -1 : 1);
-    lines.push({ line: { description: "Rounding", quantity: 1, unit_price: amount, total: amount }, pointer: `/totals/${index}` });
+    lines.push({ description: "Rounding", quantity: 1, unit_price: amount, total: amount });
   });
   if (lines.length === 0) refuse("/items", "holds no sale, return or deposit item: our model needs at least one line");
-  if (lines.length > MAX_LINES) refuse("/items", `maps to ${lines.length} lines with the price modifiers and rounding; our model holds at most ${MAX_LINES}`);
 
-  const sum = lines.reduce((sum, { line }) => sum + BigInt(line.total), 0n);
+  // Our total is what the shopper paid, and equals the sum of the lines. Where the till's own
+  // `paid` total differs from the sum of its lines (Kivra's published examples do), the model
+  // shows the difference as a line of its own rather than refusing a receipt the format accepts
+  // or hiding the gap in another line's amount.
+  const sum = lines.reduce((sum, line) => sum + BigInt(line.total), 0n);
   const paid = body.totals.flatMap((total, index) => (total.type === "paid" ? [{ total, index }] : []));
-  let receiptTotal = sum;
-  if (paid.length > 0) {
-    receiptTotal = paid.reduce((sum, { total, index }) => sum + BigInt(minor(total as Holder, "amount", `/totals/${index}`) * (total.refund ? -1 : 1)), 0n);
-    if (receiptTotal !== sum) {
-      refuse(`/totals/${paid[0]!.index}/amount`, `must equal the sum of the lines (items, receipt-level price modifiers and rounding, returns and refunded deposits negative), which is ${majorUnits(sum, decimals)} ${currency}`);
-    }
-  }
+  const receiptTotal =
+    paid.length === 0 ? sum : paid.reduce((sum, { total, index }) => sum + BigInt(minor(total as Holder, "amount", `/totals/${index}`) * (total.refund ? -1 : 1)), 0n);
   if (receiptTotal > MAX_MINOR || receiptTotal < -MAX_MINOR) refuse("/totals", `add up to more than ${MAX_MINOR} minor units`);
+  if (receiptTotal !== sum) {
+    const difference = Number(receiptTotal - sum);
+    lines.push({ description: UNITEMISED, quantity: 1, unit_price: difference, total: difference });
+  }
+  if (lines.length > MAX_LINES) refuse("/items", `maps to ${lines.length} lines with the price modifiers, rounding and any difference to the paid total; our model holds at most ${MAX_LINES}`);
 
   const vat = body.totals.flatMap((total, index) =>
     total.type !== "vat"
@@ -172,7 +177,7 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
     purchased_at: body.time_of_purchase,
     currency,
     total: Number(receiptTotal),
-    line_items: lines.map(({ line }) => line),
+    line_items: lines,
     store_id: body.business_unit.unit_id ?? body.business_unit.service_id,
     pos_receipt_number: extended ?? String(body.receipt_identifier.sequence_number),
     payments,
@@ -222,11 +227,4 @@ function joined(collection: readonly string[] | undefined): string | undefined {
 function lineText(text: string | undefined, fallback: string): string {
   const characters = [...(text?.trim() || fallback)];
   return characters.length <= 200 ? characters.join("") : `${characters.slice(0, 199).join("")}…`;
-}
-
-// An amount of minor units in the major unit, as a person reads it: 4110n, 2 → "41.10".
-function majorUnits(minor: bigint, decimals: number): string {
-  const sign = minor < 0n ? "-" : "";
-  const digits = (minor < 0n ? -minor : minor).toString().padStart(decimals + 1, "0");
-  return decimals === 0 ? `${sign}${digits}` : `${sign}${digits.slice(0, -decimals)}.${digits.slice(-decimals)}`;
 }
