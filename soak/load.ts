@@ -7,7 +7,8 @@
  * operator's erasure of one of them races the adds other tills keep sending for that user.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { receiptBody } from "../harness/bodies.ts";
+import { drRetailReceipt, receiptBody } from "../harness/bodies.ts";
+import { drRetailContentType, drRetailFormat } from "../src/shared/dr-retail-profiles.ts";
 import type { HarnessClient } from "../harness/miniflare.ts";
 import type { ScanSummary } from "../harness/state-scan.ts";
 import { PATHS } from "../src/shared/paths.ts";
@@ -65,6 +66,11 @@ export interface LoadRecord {
   requests: RequestRecord[];
   /** The body text of every add, by marker. */
   bodies: Map<string, string>;
+  /**
+   * The adds sent in DR Retail (docs/api.md#dr-retail), by marker: the format the receipt must be
+   * pushed with, and the total in minor units its model must carry.
+   */
+  drReceipts: Map<string, { format: string; total: number }>;
   erasures: ErasureRecord[];
 }
 
@@ -108,6 +114,8 @@ const REQUEST_TIMEOUT_MS = 15_000;
 /** A till pauses between actions, as a till waits for its next customer (far less, here). */
 const THINK_MS = [5, 40] as const;
 const BASE_BODY = JSON.parse(receiptBody(1500)) as Record<string, unknown>;
+/** Share of a till's receipts sent in DR Retail, half of them as v1.0 and half as v1.1. */
+const DR_SHARE = 0.25;
 
 /**
  * Runs one till per client until `until` (ms since the epoch), all at once, and returns every
@@ -121,7 +129,7 @@ export async function runLoad(options: {
   shardTags: readonly number[];
   erasure?: AppUserErasure;
 }): Promise<LoadRecord> {
-  const load: LoadRecord = { requests: [], bodies: new Map(), erasures: [] };
+  const load: LoadRecord = { requests: [], bodies: new Map(), drReceipts: new Map(), erasures: [] };
   const tills = options.clients.map((client, i) => new Till(client, options.prng.fork(`till ${i}`), options, load));
   await Promise.all([...tills.map((till) => till.run()), erasures(options, load)]);
   return load;
@@ -150,6 +158,8 @@ class Till {
   readonly #held = new Map<string, string>();
   /** Adds with a key that got an answer, to replay. */
   readonly #keyed: { key: string; marker: string; appUserId: string }[] = [];
+  /** The Content-Type of each receipt this till sent in DR Retail, by marker, for its replays. */
+  readonly #contentTypes = new Map<string, string>();
   #token = "";
   #serial = 0;
 
@@ -258,9 +268,8 @@ class Till {
 
   /** Sends an add; returns the receipt it stored or replayed, undefined when the answer was not 200. */
   async #add(action: string, appUserId: string, marker: string, key?: string, race?: number): Promise<string | undefined> {
-    const body = this.#body(marker);
-    this.#load.bodies.set(marker, body);
-    const init = this.#addInit(appUserId, body);
+    const { body, contentType } = this.#receipt(marker);
+    const init = this.#addInit(appUserId, body, contentType);
     if (key) init.headers["idempotency-key"] = key;
     const record: Omit<RequestRecord, "start" | "end" | "status" | "clientId"> = { route: "add", action, expected: [200], marker, appUserId, ...(key && { key }), ...(race && { race }) };
     const { status, json, request } = await this.#send(record, init);
@@ -320,8 +329,8 @@ class Till {
     };
   }
 
-  #addInit(appUserId: string, body: string): { path: string; headers: Record<string, string>; body: string } {
-    return { path: PATHS.add, headers: { ...this.#tokenHeaders(appUserId), "content-type": "application/json" }, body };
+  #addInit(appUserId: string, body: string, contentType = "application/json"): { path: string; headers: Record<string, string>; body: string } {
+    return { path: PATHS.add, headers: { ...this.#tokenHeaders(appUserId), "content-type": contentType }, body };
   }
 
   #deleteInit(receiptId: string, appUserId: string) {
@@ -334,6 +343,25 @@ class Till {
 
   #body(marker: string): string {
     return JSON.stringify({ ...BASE_BODY, pos_receipt_number: marker });
+  }
+
+  // The receipt of a marker: decided once, so that every replay of it sends the same request. A
+  // share is in DR Retail, whose receipt number is the marker, as our model's pos_receipt_number.
+  #receipt(marker: string): { body: string; contentType?: string } {
+    const known = this.#load.bodies.get(marker);
+    if (known !== undefined) return { body: known, contentType: this.#contentTypes.get(marker) };
+    if (!this.#prng.chance(DR_SHARE)) {
+      const body = this.#body(marker);
+      this.#load.bodies.set(marker, body);
+      return { body };
+    }
+    const version = this.#prng.chance(0.5) ? "1.0" : "1.1";
+    const { body, total } = drRetailReceipt(1500, marker);
+    const text = JSON.stringify(body);
+    this.#load.bodies.set(marker, text);
+    this.#load.drReceipts.set(marker, { format: drRetailFormat(version), total });
+    this.#contentTypes.set(marker, drRetailContentType(version));
+    return { body: text, contentType: drRetailContentType(version) };
   }
 
   #newMarker(): string {

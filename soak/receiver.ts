@@ -33,8 +33,13 @@ export interface Delivery {
   outcome: DeliveryOutcome;
   /** The event, for an applied delivery. */
   event?: { type: string; receipt_id: string; occurred_at: string; event_id: string; app_user_id: string };
-  /** A created event's `receipt` as its text, which must be the body add stored, byte for byte. */
+  /**
+   * A created event's receipt as the till sent it, byte for byte: its `receipt` text, or for one
+   * added in DR Retail its `original` text.
+   */
   receiptText?: string;
+  /** Of a receipt added in DR Retail: its format, and its model's number, total and sum of line totals. */
+  drModel?: { format: string; marker?: string; total: number; linesTotal: number };
 }
 
 export interface PushReceiver {
@@ -120,7 +125,7 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
       response.writeHead(401).end();
       return;
     }
-    deliveries.push({ at, webhookId, outcome: "applied", event, receiptText: receiptText(body) });
+    deliveries.push({ at, webhookId, outcome: "applied", event, ...receiptOf(body, event as PushedReceipt) });
     // Applied first, answered late: as an app that commits, then is slow to answer.
     if (fault) {
       deliveries.push({ at, webhookId, outcome: fault });
@@ -169,12 +174,25 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
   };
 }
 
-// The notifier splices the stored body in as the last field, byte for byte (src/notifier/deliver.ts).
+// The notifier splices the stored body in as the last field, byte for byte (src/notifier/deliver.ts):
+// `receipt`, or for a receipt added in DR Retail `original` after the model and its format.
 const RECEIPT_FIELD = ',"receipt":';
+const ORIGINAL_FIELD = ',"original":';
 
-function receiptText(body: string): string | undefined {
-  const start = body.indexOf(RECEIPT_FIELD);
-  return start < 0 ? undefined : body.slice(start + RECEIPT_FIELD.length, -1);
+interface PushedReceipt {
+  format?: string;
+  receipt?: { total: number; pos_receipt_number?: string; line_items: { total: number }[] };
+}
+
+function receiptOf(body: string, event: PushedReceipt): Pick<Delivery, "receiptText" | "drModel"> {
+  const field = event.format === undefined ? RECEIPT_FIELD : ORIGINAL_FIELD;
+  const start = body.indexOf(field);
+  if (start < 0) return {};
+  const receiptText = body.slice(start + field.length, -1);
+  if (event.format === undefined || !event.receipt) return { receiptText };
+  const { total, pos_receipt_number: marker, line_items } = event.receipt;
+  const linesTotal = line_items.reduce((sum, line) => sum + line.total, 0);
+  return { receiptText, drModel: { format: event.format, ...(marker !== undefined && { marker }), total, linesTotal } };
 }
 
 function headerValue(request: IncomingMessage, name: string): string {

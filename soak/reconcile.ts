@@ -75,6 +75,8 @@ export interface Reconciliation {
     deleted: number;
     /** Receipts deleted before their created event went out: the app saw the deletion alone. */
     createdSkipped: number;
+    /** Created events of receipts added in DR Retail, each checked against the body's model. */
+    drCreated: number;
     /** Deliveries of a webhook-id the app had applied already. */
     duplicates: number;
     /** app_user.erased events delivered, and the receipts their erasures took. */
@@ -277,6 +279,7 @@ function checkEvents(input: ReconcileInput, erasures: Erasures, problems: Record
   }
   const byReceipt = new Map<string, { created: AppliedDelivery[]; deleted: number[] }>();
   const delays: number[] = [];
+  let drCreated = 0;
   // Each receipt's body, as the add that stored it sent it: by the add's answer or by the row.
   const markerOfReceipt = new Map<string, string>();
   for (const request of input.load.requests) {
@@ -307,10 +310,15 @@ function checkEvents(input: ReconcileInput, erasures: Erasures, problems: Record
     if (event.type === "receipt.created") {
       entry.created.push(delivery);
       // A receipt whose add got no answer and which is gone since is known by its body alone.
-      const marker = markerOfReceipt.get(event.receipt_id) ?? markerOf(delivery.receiptText);
+      const marker = markerOfReceipt.get(event.receipt_id) ?? delivery.drModel?.marker ?? markerOf(delivery.receiptText);
       if (marker === undefined || input.load.bodies.get(marker) !== delivery.receiptText) {
         problems["altered body"].push(`${event.event_id}: the receipt pushed is not the body added`);
       } else markers.set(marker, (markers.get(marker) ?? new Set()).add(event.receipt_id));
+      const dr = marker === undefined ? undefined : input.load.drReceipts.get(marker);
+      if (dr || delivery.drModel) {
+        drCreated += 1;
+        if (!sameDrModel(dr, delivery.drModel, marker)) problems["altered body"].push(`${event.event_id}: the DR Retail receipt's model or format pushed is not the one its body maps to`);
+      }
     } else if (event.type === "receipt.deleted") entry.deleted.push(delivery.at);
   }
   for (const [marker, receipts] of markers) {
@@ -366,6 +374,7 @@ function checkEvents(input: ReconcileInput, erasures: Erasures, problems: Record
     created: events.filter((delivery) => delivery.event.type === "receipt.created").length,
     deleted: events.filter((delivery) => delivery.event.type === "receipt.deleted").length,
     createdSkipped,
+    drCreated,
     duplicates,
     erased: erasedAt.size,
     receiptsErased: erasures.records.reduce((sum, erasure) => sum + (erasure.receiptsErased ?? 0), 0),
@@ -402,6 +411,13 @@ function checkStore(input: ReconcileInput, erasures: Erasures, problems: Record<
       problems["orphan row"].push(`key ${key.idempotency_key}: its receipt ${key.receipt_id} was never stored`);
     }
   }
+}
+
+// A DR Retail receipt is pushed with its format, and a model whose number is the marker, whose
+// total is the body's paid total and whose lines add up to it (docs/api.md#dr-retail-mapping).
+function sameDrModel(expected: { format: string; total: number } | undefined, pushed: Delivery["drModel"], marker: string | undefined): boolean {
+  if (!expected || !pushed) return false;
+  return pushed.format === expected.format && pushed.marker === marker && pushed.total === expected.total && pushed.linesTotal === expected.total;
 }
 
 function markerOf(receiptText: string | undefined): string | undefined {

@@ -64,6 +64,7 @@ export function printReport(summary: {
       ["events", "count"],
       [
         ["receipt.created delivered", String(result.events.created)],
+        ["  of them added in DR Retail, model and original checked", String(result.events.drCreated)],
         ["receipt.deleted delivered", String(result.events.deleted)],
         ["created not sent: receipt deleted first", String(result.events.createdSkipped)],
         ["app_user.erased delivered (receipts erased)", `${result.events.erased} (${result.events.receiptsErased})`],

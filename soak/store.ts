@@ -84,7 +84,8 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
     const rows = async <T>(query: Statement) => (await bound(db, query).all<T>()).results;
     snapshot.receipts.push(
       ...(await rows<StoreSnapshot["receipts"][number]>(
-        statement("SELECT receipt_id, json_extract(body, '$.pos_receipt_number') AS marker, app_user_id, created_at FROM receipts"),
+        // A receipt added in DR Retail has its number in its model (docs/api.md#dr-retail-mapping).
+        statement("SELECT receipt_id, json_extract(coalesce(mapped, body), '$.pos_receipt_number') AS marker, app_user_id, created_at FROM receipts"),
       )),
     );
     snapshot.outbox.push(...(await rows<StoreSnapshot["outbox"][number]>(everyEvent())));
@@ -103,7 +104,7 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
     for (const { key } of listed.objects) {
       for (const line of archivedReceipts(await (await bucket.get(key))!.text())) {
         if (tombstoned.has(line.receipt_id)) continue;
-        const marker = (JSON.parse(line.body) as { pos_receipt_number?: string }).pos_receipt_number ?? null;
+        const marker = (JSON.parse(line.mapped ?? line.body) as { pos_receipt_number?: string }).pos_receipt_number ?? null;
         snapshot.receipts.push({ receipt_id: line.receipt_id, marker, app_user_id: line.app_user_id, created_at: line.created_at });
         snapshot.archived += 1;
       }

@@ -14,6 +14,9 @@ const T = Date.parse("2026-11-23T10:00:00.000Z");
 /** When the adds of these histories stored their receipt, as their answers say. */
 const CREATED = new Date(T + 5).toISOString();
 const BODY = (marker: string) => JSON.stringify({ total: 1, pos_receipt_number: marker });
+/** A receipt added in DR Retail, as the reconciliation sees it: its original's text, with marker d1. */
+const DR_BODY = JSON.stringify({ receipt_identifier: { sequence_number: 1, extended_number: { value: "d1", context: "chain" } } });
+const DR_MODEL = { format: "dr-retail/v1.1", marker: "d1", total: 1290, linesTotal: 1290 };
 
 /** A history in which receipt r1 (body m1) was added at T and, unless told, nothing else happened. */
 function history(changes: {
@@ -25,7 +28,8 @@ function history(changes: {
 }): ReconcileInput {
   const load: LoadRecord = {
     requests: changes.requests ?? [added("r1", "m1")],
-    bodies: new Map([["m1", BODY("m1")], ["m2", BODY("m2")]]),
+    bodies: new Map([["m1", BODY("m1")], ["m2", BODY("m2")], ["d1", DR_BODY]]),
+    drReceipts: new Map([["d1", { format: "dr-retail/v1.1", total: 1290 }]]),
     erasures: changes.erasures ?? [],
   };
   return {
@@ -191,6 +195,19 @@ describe("docs/reliability.md the soak's reconciliation", () => {
   it("a receipt pushed with a body other than the one added is altered", () => {
     const input = history({ store: storedR1, deliveries: [{ ...created("r1", "m1", T + 100), receiptText: BODY("m2") }] });
     expect(found(input)).toEqual({ "altered body": 1 });
+  });
+
+  it("contract §17 a receipt added in DR Retail: pushed with its original and the model its body maps to, or altered", () => {
+    const requests = [added("d-r1", "d1")];
+    const store = { receipts: [{ receipt_id: "d-r1", marker: "d1", app_user_id: "u1", created_at: CREATED }], outbox: [outboxRow("d-r1", "created")] };
+    const push = (drModel: Delivery["drModel"], receiptText = DR_BODY): Delivery => ({ ...created("d-r1", "d1", T + 100), receiptText, ...(drModel && { drModel }) });
+    const good = history({ requests, store, deliveries: [push(DR_MODEL)] });
+    expect(found(good)).toEqual({});
+    expect(reconcile(good).events.drCreated).toBe(1);
+    for (const drModel of [{ ...DR_MODEL, total: 1291 }, { ...DR_MODEL, linesTotal: 1 }, { ...DR_MODEL, format: "dr-retail/v1.0" }, undefined]) {
+      expect(found(history({ requests, store, deliveries: [push(drModel)] })), JSON.stringify(drModel)).toEqual({ "altered body": 1 });
+    }
+    expect(found(history({ requests, store, deliveries: [push(DR_MODEL, BODY("d1"))] }))).toEqual({ "altered body": 1 });
   });
 
   it("one body stored as two receipts is stored twice; one key answered with two receipts too", () => {
