@@ -21,6 +21,7 @@ import {
 import { checkShardFill, type FillMemory } from "./shard-fill.ts";
 import { shardStates } from "./shard-states.ts";
 import { shardsOf, type Shard } from "./shards.ts";
+import { isLateEventCommit } from "./transient.ts";
 
 /** How long an isolate sends no new receipt to a shard whose call failed. */
 const FAILING_SHARD_PAUSE_MS = 30_000;
@@ -96,7 +97,7 @@ export async function placeAndStore(
   key: string | undefined,
   newEvent: (data: AddResponse["data"], shard: Shard) => CreationNotice,
 ): Promise<Stored> {
-  if (key === undefined) return placeAndStoreNow(context, receipt, key, newEvent);
+  if (key === undefined) return placeAndStoreOnTime(context, receipt, key, newEvent);
   const underWay = context.memory.keysUnderWay;
   const id = `${receipt.client_id}\n${key}`;
   const before = underWay.get(id);
@@ -104,13 +105,30 @@ export async function placeAndStore(
     // Whatever became of the call before, this one decides afresh: it is a full request. Its
     // wait is bounded, since the call before never ends if its request was canceled.
     if (before) await Promise.race([before.catch(() => undefined), scheduler.wait(KEY_WAIT_MS)]);
-    return placeAndStoreNow(context, receipt, key, newEvent);
+    return placeAndStoreOnTime(context, receipt, key, newEvent);
   })();
   underWay.set(id, call);
   try {
     return await call;
   } finally {
     if (underWay.get(id) === call) underWay.delete(id);
+  }
+}
+
+// A store whose event would have committed too late for the event feed stored nothing, its key
+// record included: placed and stored once more, under fresh IDs and time (on another shard
+// without a key, as the first one is now passed over). A second late one fails the add.
+async function placeAndStoreOnTime(
+  context: PlacementContext,
+  receipt: NewReceipt,
+  key: string | undefined,
+  newEvent: (data: AddResponse["data"], shard: Shard) => CreationNotice,
+): Promise<Stored> {
+  try {
+    return await placeAndStoreNow(context, receipt, key, newEvent);
+  } catch (error) {
+    if (!isLateEventCommit(error)) throw error;
+    return placeAndStoreNow(context, receipt, key, newEvent);
   }
 }
 

@@ -34,3 +34,12 @@ function isTransientD1Error(error: unknown): boolean {
   const message = String(error instanceof Error ? error.message : error);
   return TRANSIENT_MESSAGES.some((text) => message.includes(text));
 }
+
+/**
+ * Whether D1 refused a batch because the event it records would have committed more than
+ * EVENT_COMMIT_SECONDS after its event_id was made (migration 0018): nothing of the batch is
+ * stored, and the change may be made again under fresh IDs (docs/api.md#event-feed, "The tail").
+ */
+export function isLateEventCommit(error: unknown): boolean {
+  return String(error instanceof Error ? error.message : error).includes("event committed more than");
+}

@@ -4,9 +4,13 @@
  * shards passed over, and the one operation add calls.
  */
 import { env } from "cloudflare:workers";
+import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
 import { newCreationNotice } from "../../src/api/events.ts";
-import { shardOfId, shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
+import { EVENT_COMMIT_SECONDS } from "../../src/shared/config.ts";
+import type { AddResponse } from "../../src/shared/schemas.ts";
+import { idOnShard, shardOfId, shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
+import type { CreationNotice } from "../../src/shared/types.ts";
 import {
   KEY_WAIT_MS,
   NoOpenShardError,
@@ -174,6 +178,27 @@ describe("placeAndStore", () => {
     }
     await settled();
     expect(await receiptsOf(clientId)).toBe(10);
+  });
+
+  it.each([
+    ["with a key", () => uniqueId("key")],
+    ["without a key", () => undefined],
+  ])("contract §13 an add whose event would commit too late for the feed is stored once more under fresh IDs (%s): one receipt, its event on time", async (_label, keyOf) => {
+    const clientId = uniqueId("pos-placement");
+    const { context, settled } = contextOf();
+    const made: CreationNotice[] = [];
+    // The first event_id as a D1 round trip of 6 s would leave it: older than the bound at its commit.
+    const slowFirst = (data: AddResponse["data"], shard: Shard): CreationNotice => {
+      const event = newCreationNotice(data, shard);
+      made.push(made.length > 0 ? event : { ...event, event_id: idOnShard(uuidv7({ msecs: Date.now() - (EVENT_COMMIT_SECONDS + 1) * 1000 }), shard) });
+      return made.at(-1)!;
+    };
+    const stored = await placeAndStore(context, receipt(clientId), keyOf(), slowFirst);
+    expect(stored.kind).toBe("added");
+    expect(made).toHaveLength(2);
+    expect(stored.kind === "added" && stored.event).toEqual(made[1]);
+    await settled();
+    expect(await receiptsOf(clientId)).toBe(1);
   });
 
   it("20 calls racing with one key in 20 isolates store one receipt: the shard's transaction decides", async () => {
