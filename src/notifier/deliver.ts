@@ -122,7 +122,7 @@ export async function deliverBatch(
       try {
         await markEndpointUp(shardsOf(env).map(({ db }) => db), now);
       } catch (error) {
-        // The home shard still says down: the next probe that gets through records it again.
+        // A shard whose write failed learns it from its own next push that gets through.
         logLine("error", "push-endpoint", { outcome: "up not recorded", cause: describeError(error) });
       }
       await deliverWatching(messages.slice(next), env, target, timing, endpoint, now);
@@ -252,6 +252,9 @@ async function deliverOnShard(
   const pushed = await inBoundedParallel(pushes, PUSH_CONCURRENCY);
   settled.push(...pushed);
   if (settled.length === 0) return [];
+  // The shard's copy says down, yet a push got through: it missed the "up" of the probe.
+  const copyDown = claims.some((claim) => claim.status === "claimed" && claim.endpointDown);
+  const upAt = copyDown && pushed.some(({ push }) => push.ok) ? now : undefined;
 
   try {
     await settleEvents(
@@ -261,6 +264,7 @@ async function deliverOnShard(
         failed: settled.flatMap((item) =>
           item.done ? [] : [{ eventId: item.message.body.event_id, error: item.error, schedule: item.next.deadLetter ? null : item.next }],
         ),
+        upAt,
       },
       new Date(),
     );

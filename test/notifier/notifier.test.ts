@@ -24,6 +24,7 @@ import { DEPLOYED_PUSH_SETTINGS, failedRows, forgetPushEndpoint, outboxRows, see
 import { SHARDS, dbOf, idOn } from "../support/shards.ts";
 import { shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { StorageLedger } from "../support/storage-ledger.ts";
+import { routeStorageCalls } from "../support/binding-proxy.ts";
 
 const NOTICES_QUEUE = "receipts-v2-notices";
 const PUSH_URL = "https://push.example.test/receipts";
@@ -397,6 +398,45 @@ describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a
     const delivered = pushes.slice(4).map((push) => push.headers["webhook-id"]!);
     expect(new Set(delivered)).toEqual(ids);
     expect(delivered).toHaveLength(10);
+  });
+
+  it("a probe that gets through while another shard's D1 fails: the home shard records it, its backlog goes out whole, and the failed shard learns it from its next push", async () => {
+    const [home, failing, third] = [SHARDS[0]!, SHARDS[1]!, SHARDS[2]!];
+    const onHome = await Promise.all(Array.from({ length: 4 }, () => recordedNotice(idOn(home))));
+    const onFailing = await Promise.all(Array.from({ length: 3 }, () => recordedNotice(idOn(failing))));
+    const probe = await recordedNotice(idOn(third));
+    answers = [503];
+    await deliver(NOTICES_QUEUE, copies(onHome.slice(0, 3)), probeEnv());
+    const downOn = (db: D1Database) => db.prepare("SELECT down_since FROM push_endpoint").first("down_since");
+    for (const shard of SHARDS) expect(await downOn(shard.db)).not.toBeNull();
+
+    // The push service is back; the probe's event lies on the third shard, and the second
+    // shard's D1 fails every call meanwhile.
+    answers = [200];
+    await waitForProbe();
+    const failingEnv = routeStorageCalls(probeEnv(), (site, invoke) =>
+      site.binding === failing.binding ? Promise.reject(new Error("D1_ERROR: D1 DB is unavailable")) : invoke(),
+    );
+    expect((await deliver(NOTICES_QUEUE, copies([probe]), failingEnv)).acked).toBe(1);
+    expect(pushes).toHaveLength(4);
+    expect(await downOn(home.db)).toBeNull();
+    expect(await downOn(failing.db)).not.toBeNull();
+
+    // The home shard's cron hands over everything that waited there, not one probe candidate a tick.
+    const later = Date.now() + 31_000;
+    const homeIds = new Set(onHome.map((notice) => notice.event_id));
+    const failingIds = new Set(onFailing.map((notice) => notice.event_id));
+    const first = await cronResend(new Date(later));
+    expect(first.filter((event) => homeIds.has(event.event_id))).toHaveLength(onHome.length);
+    // The failed shard, healthy again, still says down: one probe candidate (the oldest due
+    // event there, perhaps an earlier test's), which gets through; then the rest goes out.
+    const candidates = first.filter((event) => shardOfId(SHARDS, event.event_id) === failing);
+    expect(candidates).toHaveLength(1);
+    expect((await deliver(NOTICES_QUEUE, copies(candidates), probeEnv())).acked).toBe(1);
+    expect(await downOn(failing.db)).toBeNull();
+    const rest = await cronResend(new Date(later + 1_000));
+    const handed = new Set([...candidates, ...rest].map((event) => event.event_id));
+    expect([...failingIds].filter((id) => !handed.has(id))).toEqual([]);
   });
 
   it("each receipt's events in order after an outage: a receipt deleted while its created event waited has the deleted event alone", async () => {

@@ -12,6 +12,7 @@ import {
   markDelivered,
   markEndpointDown as markEndpointDownStatement,
   markEndpointUp as markEndpointUpStatement,
+  markEndpointUpIfDown,
   probeCandidates as probeCandidatesStatement,
   takeProbe as takeProbeStatements,
   markEnqueued as markEnqueuedStatement,
@@ -65,8 +66,9 @@ export type Claim =
   /**
    * `body`: the receipt's stored body, which a created event's push carries; null once deleted.
    * `retryUntil`: the end of its retry window, null before any attempt failed.
+   * `endpointDown`: the shard's copy of the push service's state says down.
    */
-  | { status: "claimed"; payload: string; attempts: number; retryUntil: Date | null; body: string | null }
+  | { status: "claimed"; payload: string; attempts: number; retryUntil: Date | null; body: string | null; endpointDown: boolean }
   | { status: "delivered" }
   | { status: "held"; until: Date }
   | { status: "gone" };
@@ -99,7 +101,7 @@ export async function claimEvents(
       // A second copy of one event in the batch finds it held by the first.
       claims.delete(eventId);
       const retryUntil = row.retry_until === null ? null : new Date(row.retry_until);
-      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, body: row.body };
+      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, body: row.body, endpointDown: row.endpoint_down === 1 };
     }
     return claimedIds.has(eventId) ? { status: "held", until } : unclaimed(rows.get(eventId), now);
   });
@@ -111,6 +113,7 @@ interface ClaimedRow {
   attempts: number;
   retry_until: string | null;
   body: string | null;
+  endpoint_down: number;
 }
 
 interface StateRow extends OutboxRowState {
@@ -150,16 +153,19 @@ export interface FailedAttempt {
 
 /**
  * Records what became of claimed events, in one D1 round trip: `delivered` ones are done, and
- * each of `failed` keeps its error and its next attempt, with its claim freed.
+ * each of `failed` keeps its error and its next attempt, with its claim freed. `upAt`, when a
+ * push got through at that time while the shard's copy said the push service was down: the copy
+ * says up again (see {@link markEndpointUp}).
  */
 export async function settleEvents(
   db: D1Database,
-  outcome: { delivered: readonly string[]; failed: readonly FailedAttempt[] },
+  outcome: { delivered: readonly string[]; failed: readonly FailedAttempt[]; upAt?: Date },
   now: Date,
 ): Promise<void> {
   const statements = [
     ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now)] : []),
     ...outcome.failed.map(({ eventId, error, schedule }) => recordFailedAttempt(eventId, error, schedule)),
+    ...(outcome.upAt ? [markEndpointUpIfDown(outcome.upAt)] : []),
   ];
   if (statements.length > 0) await runBatch(db, statements);
 }
@@ -197,15 +203,17 @@ export async function markEndpointDown(shards: readonly D1Database[], now: Date,
 }
 
 /**
- * Records on every shard (`shards`, the home shard first) that a probe got through at `now`: the
- * home shard last, once every other shard has it, so that a failure leaves the home shard saying
- * down, and the next probe that gets through records it again.
+ * Records on every shard that a probe got through at `now`, each shard on its own: one whose
+ * write fails holds up no other (the home shard above all, whose copy every isolate asks), and
+ * learns it from its next push that gets through ({@link settleEvents}' `upAt`).
+ *
+ * @throws AggregateError naming how many shards did not record it, after every other did.
  */
 export async function markEndpointUp(shards: readonly D1Database[], now: Date): Promise<void> {
-  const [home, ...others] = shards;
   const statement = markEndpointUpStatement(now);
-  await Promise.all(others.map((db) => bound(db, statement).run()));
-  if (home) await bound(home, statement).run();
+  const written = await Promise.allSettled(shards.map((db) => bound(db, statement).run()));
+  const failed = written.flatMap((result) => (result.status === "rejected" ? [result.reason as unknown] : []));
+  if (failed.length > 0) throw new AggregateError(failed, `${failed.length} of ${shards.length} shards did not record the push service up`);
 }
 
 /** The push service as a shard's copy last saw it: down since when (null: up), and up since when. */

@@ -235,8 +235,9 @@ const RECEIPT_AS_PUSHED = `CASE WHEN format IS NULL THEN body ELSE mapped || ',"
  * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
  * row for those. A claim also marks the event enqueued at `now`: its queue copy arrived, so the
  * cron job leaves it to its schedule until it counts as lost. Rows: `event_id`, `payload`,
- * `attempts`, `retry_until`, and `body`, the receipt's stored body, which a created event's push
- * carries (null once the receipt is deleted).
+ * `attempts`, `retry_until`, `body`, the receipt's stored body, which a created event's push
+ * carries (null once the receipt is deleted), and `endpoint_down`, 1 while the shard's copy of
+ * the push service's state says down.
  */
 export function claimEvents(eventIds: readonly string[], until: Date, now: Date): Statement {
   return statement(
@@ -245,7 +246,8 @@ export function claimEvents(eventIds: readonly string[], until: Date, now: Date)
       AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
     RETURNING event_id, payload, attempts, retry_until,
-      (SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body`,
+      (SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body,
+      (SELECT down_since IS NOT NULL FROM push_endpoint WHERE id = 1) AS endpoint_down`,
     JSON.stringify(eventIds),
     until.toISOString(),
     now.toISOString(),
@@ -520,6 +522,18 @@ export function markEndpointDown(now: Date, probeAt: Date): Statement {
 /** A probe got through at `now`: the push service is up, and what waited before now goes out. */
 export function markEndpointUp(now: Date): Statement {
   return statement("UPDATE push_endpoint SET down_since = NULL, up_since = ?1 WHERE id = 1", now.toISOString());
+}
+
+/**
+ * A push on this shard got through at `now` while the shard's copy said down since earlier: the
+ * copy that missed a probe's "up" (its write failed then) learns it from its own next delivery.
+ * Changes nothing while the copy says up, so `up_since` moves only when the push service came back.
+ */
+export function markEndpointUpIfDown(now: Date): Statement {
+  return statement(
+    "UPDATE push_endpoint SET down_since = NULL, up_since = ?1 WHERE id = 1 AND down_since IS NOT NULL AND down_since <= ?1",
+    now.toISOString(),
+  );
 }
 
 /** Whether the push service is down, and when it last came back. Row: `down_since`, `up_since`. */

@@ -91,7 +91,7 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     expect(notYetLost.map(({ event_id }) => event_id)).not.toContain(event.event_id);
 
     const [first] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, retryUntil: null, body: null });
+    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, retryUntil: null, body: null, endpointDown: false });
     expect(await stateOf(event.event_id, t0)).toBe("claimed");
     // A second delivery of the same event waits until the claim runs out.
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
@@ -247,7 +247,7 @@ describe("outbox: a receipt's events", () => {
     await runBatch(db, [recordDeletedIfOwned(deleted)]);
 
     const [createdClaim] = await claimEvents(db, [created.event_id], t0, LEASE_MS);
-    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, body: '{"total":1}' });
+    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, body: '{"total":1}', endpointDown: false });
     // Looked at again soon: a push ends long before its claim does.
     expect(await claimEvents(db, [deleted.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + 3 * SECOND) }]);
     expect(await stateOf(deleted.event_id, t0)).toBe("recorded");
