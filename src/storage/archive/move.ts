@@ -5,6 +5,10 @@
  * D1, in R2, or in both, never in neither; the step then runs again, the merge finds its lines
  * already there (the object's text is sorted and has each receipt once), and nothing is doubled.
  *
+ * A page records the lines it is about to write before its first put (archive_pages), so that an
+ * attempt that fails after some puts leaves no line that a later attempt cannot see: the page's
+ * receipts are read from D1 again, and one deleted in between is no longer among them.
+ *
  * Races, and why none loses or keeps what it must not:
  * - A POS delete between a page's read and its batch removes the row, with an audit record: the
  *   batch finds the row gone and audited and records a tombstone, and the step purges the line.
@@ -22,23 +26,27 @@
 import { importAuditHashKey, pseudonymWith } from "../../shared/audit-hash-key.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "../steps.ts";
 import { archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
-import { lineBytes, rewriteObject, type ArchiveBucket } from "./objects.ts";
+import { lineBytes, readObject, rewriteObject, writeObject, type ArchiveBucket } from "./objects.ts";
 import { markPurged } from "./tombstones.ts";
 import {
   beginRun,
   fencedAmong,
   finishRun,
   firstIdAt,
+  pageRecord,
   pageToArchive,
+  recordPage,
+  leftoverPages,
   settlePage,
   type CopiedReceipt,
+  type PageRecord,
   type Tombstone,
-  type WrittenObject,
 } from "./statements.ts";
 
 /**
  * Receipts per page. A page writes at most this many objects, each a get, a put and a get back,
- * and runs five D1 statements in three queries: far inside a step's limits on subrequests and D1 queries.
+ * and runs ten D1 statements in four queries (five more, and one query, when a line is purged):
+ * far inside a step's limits on subrequests and D1 queries.
  */
 export const ARCHIVE_PAGE = 200;
 
@@ -78,7 +86,8 @@ export interface ArchiveOptions {
 
 /**
  * Moves the shard's receipts made before now less the archive age to `bucket`. Steps: `begin`
- * (fixes the cutoff, records the run), `move page <n>`, `finish`.
+ * (fixes the cutoff, records the run, settles the page records of runs that stopped for good),
+ * `move page <n>`, `finish`.
  *
  * @param hashKey AUDIT_HASH_KEY's bytes, which name an app user in erasure fences.
  */
@@ -91,7 +100,8 @@ export async function archiveShard(
   const { cutoff } = await steps("begin", async () => {
     const startedAt = now();
     const cutoff = new Date(startedAt.getTime() - archiveAfterMs).toISOString();
-    await shard.run([beginRun(runId, cutoff, startedAt.toISOString())]);
+    const [leftovers] = (await shard.run([leftoverPages(runId, startedAt, LEFTOVER_PAGES), beginRun(runId, cutoff, startedAt.toISOString())])) as [LeftoverPage[]];
+    for (const leftover of leftovers) await settleLeftover(shard, bucket, leftover, now);
     return { cutoff };
   });
   const key = await importAuditHashKey(hashKey);
@@ -121,12 +131,23 @@ interface PageContext {
   now: () => Date;
 }
 
-/** One page: copy, verify, then remove in one batch. Returns where the next page starts. */
+/**
+ * One page: record what it is about to write, copy, verify, then remove and settle in one batch.
+ * Returns where the next page starts. Run again after a failure, the page reads its record: the
+ * lines its earlier attempts may have left in R2 are settled with its own, so that one whose
+ * receipt was deleted or erased in between gets its tombstone and is purged, and the objects
+ * they created are counted.
+ */
 async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageContext, after: string): Promise<{ last: string; done: boolean }> {
-  const [rows] = (await shard.run([pageToArchive(beforeId, after, ARCHIVE_PAGE)])) as [ArchivedRow[]];
+  const pageId = `${runId} ${after}`;
+  const [rows, [earlier]] = (await shard.run([pageToArchive(beforeId, after, ARCHIVE_PAGE), pageRecord(pageId)])) as [
+    ArchivedRow[],
+    { lines: string; new_objects: string }[],
+  ];
   const last = rows.at(-1)?.receipt_id ?? after;
   const done = rows.length < ARCHIVE_PAGE;
-  if (rows.length === 0) return { last, done };
+  const record: PageRecord = earlier ? { lines: JSON.parse(earlier.lines), new_objects: JSON.parse(earlier.new_objects) } : { lines: [], new_objects: [] };
+  if (rows.length === 0) return earlier ? settle(shard, bucket, runId, pageId, [], record, now, { last, done }) : { last, done };
 
   const keys = new Map<string, string>();
   for (const { app_user_id } of rows) if (!keys.has(app_user_id)) keys.set(app_user_id, await userKey(app_user_id));
@@ -146,18 +167,58 @@ async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageCo
   const [fencedRows] = (await shard.run([fencedAmong(candidates.map(({ copied }) => copied))])) as [{ receipt_id: string }[]];
   const fenced = new Set(fencedRows.map(({ receipt_id }) => receipt_id));
   const moving = candidates.filter(({ copied }) => !fenced.has(copied.receipt_id));
-  if (moving.length === 0) return { last, done };
+  if (moving.length === 0) return earlier ? settle(shard, bucket, runId, pageId, [], record, now, { last, done }) : { last, done };
 
   const byObject = groupBy(moving, ({ copied }) => copied.object_key);
-  const objects = await inGroups([...byObject], ([objectKey, group]) =>
-    rewriteObject(bucket, objectKey, (held) => [...held, ...group.map(({ receipt }) => receipt)]),
-  );
+  const held = await inGroups([...byObject.keys()], (objectKey) => readObject(bucket, objectKey));
+  const written = new Set(record.lines.map(({ receipt_id }) => receipt_id));
+  const lines = moving.map(({ copied: { receipt_id, created_at, user_key, object_key } }) => ({ receipt_id, created_at, user_key, object_key }));
+  const merged: PageRecord = {
+    lines: [...record.lines, ...lines.filter(({ receipt_id }) => !written.has(receipt_id))],
+    new_objects: [...new Set([...record.new_objects, ...held.filter(({ existing }) => existing === null).map(({ key }) => key)])],
+  };
+  // Before the first put: a failure after it leaves the record for the next attempt to settle.
+  await shard.run([recordPage(pageId, runId, merged)]);
+  await inGroups(held, (object) => writeObject(bucket, object, (receipts) => [...receipts, ...byObject.get(object.key)!.map(({ receipt }) => receipt)]));
+  return settle(shard, bucket, runId, pageId, moving.map(({ copied }) => copied), merged, now, { last, done });
+}
+
+/** A page's record that another run left, as {@link leftoverPages} reads it. */
+interface LeftoverPage {
+  page: string;
+  run_id: string;
+  lines: string;
+  new_objects: string;
+}
+
+// Records a run's start settles: a run that stopped for good leaves one, that of the page it failed on.
+const LEFTOVER_PAGES = 2;
+
+// Settles a record another run left as its page would have, in that run's tally: its lines of
+// receipts deleted or erased since get their tombstone and are purged; of the objects it found
+// absent, those in R2 now count as that run's (its puts that failed created none).
+async function settleLeftover(shard: JobShard, bucket: ArchiveBucket, leftover: LeftoverPage, now: () => Date): Promise<void> {
+  const found = await inGroups(JSON.parse(leftover.new_objects) as string[], async (key) => ((await bucket.get(key)) ? [key] : []));
+  const record: PageRecord = { lines: JSON.parse(leftover.lines), new_objects: found.flat() };
+  await settle(shard, bucket, leftover.run_id, leftover.page, [], record, now, null);
+}
+
+// Ends a page: its batch, then the purge of the lines that got a tombstone.
+async function settle<T>(
+  shard: JobShard,
+  bucket: ArchiveBucket,
+  runId: string,
+  pageId: string,
+  copied: readonly CopiedReceipt[],
+  record: PageRecord,
+  now: () => Date,
+  result: T,
+): Promise<T> {
   const at = now().toISOString();
-  const created = objects.filter((object) => object.created).length;
-  const results = await shard.run(settlePage(runId, moving.map(({ copied }) => copied), created, at));
+  const results = await shard.run(settlePage(runId, pageId, copied, record, at));
   const tombstones = results[1] as Tombstone[];
   if (tombstones.length > 0) await purgeLines(shard, bucket, tombstones, at);
-  return { last, done };
+  return result;
 }
 
 // The lines of receipts that are gone, out of their objects now rather than at the next sweep:
@@ -191,8 +252,8 @@ function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string
   return groups;
 }
 
-async function inGroups<T>(items: readonly T[], work: (item: T) => Promise<WrittenObject>): Promise<WrittenObject[]> {
-  const done: WrittenObject[] = [];
+async function inGroups<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<R[]> {
+  const done: R[] = [];
   for (let start = 0; start < items.length; start += WRITES_AT_ONCE) {
     done.push(...(await Promise.all(items.slice(start, start + WRITES_AT_ONCE).map(work))));
   }

@@ -18,30 +18,50 @@ export interface ArchiveBucket {
   ): Promise<{ etag: string } | null>;
 }
 
+/** An object as read before a rewrite: its ETag and text, or absent. */
+export interface HeldObject {
+  key: string;
+  existing: { etag: string } | null;
+  text: string;
+}
+
+/** Reads the object `key` for {@link writeObject}. */
+export async function readObject(bucket: ArchiveBucket, key: string): Promise<HeldObject> {
+  const existing = await bucket.get(key);
+  return { key, existing: existing && { etag: existing.etag }, text: existing ? await existing.text() : "" };
+}
+
 /**
- * Rewrites the object `key` with `change` applied to its receipts, and returns it as read back.
- * Writes nothing when the text would not change (a re-run of a move): the read is then the proof
- * that the copy is there. An object left without receipts is kept empty, not deleted: R2's delete
- * takes no condition, so it could remove a line another writer had just added.
+ * Puts the object as read (`held`) with `change` applied to its receipts, and returns it as read
+ * back. Writes nothing when the text would not change (a re-run of a move): the read is then the
+ * proof that the copy is there; nor when an absent object would be created empty (a purge of
+ * lines that were never written). An object left without receipts is kept empty, not deleted:
+ * R2's delete takes no condition, so it could remove a line another writer had just added.
  *
- * @throws when another writer changed the object first, or it does not read back as written.
+ * @throws when another writer changed the object since it was read, or it does not read back as written.
  */
-export async function rewriteObject(
+export async function writeObject(
   bucket: ArchiveBucket,
-  key: string,
+  { key, existing, text: heldText }: HeldObject,
   change: (held: ArchivedReceipt[]) => ArchivedReceipt[],
 ): Promise<WrittenObject> {
-  const existing = await bucket.get(key);
-  const heldText = existing ? await existing.text() : "";
-  const receipts = change(archivedReceipts(heldText));
-  const text = archiveText(receipts);
+  const text = archiveText(change(archivedReceipts(heldText)));
   const written = { object_key: key, receipts: archivedReceipts(text).length, bytes: byteLength(text), created: existing === null };
-  if (existing && text === heldText) return written;
+  if (existing ? text === heldText : text === "") return { ...written, created: false };
   const put = await bucket.put(key, text, { onlyIf: existing ? { etagMatches: existing.etag } : { etagDoesNotMatch: "*" } });
   if (!put) throw new Error(`archive object ${key} changed while it was being rewritten`);
   const readBack = await bucket.get(key);
   if (!readBack || (await readBack.text()) !== text) throw new Error(`archive object ${key} does not read back as written`);
   return written;
+}
+
+/** Reads the object `key` and writes it with `change` applied: {@link readObject}, then {@link writeObject}. */
+export async function rewriteObject(
+  bucket: ArchiveBucket,
+  key: string,
+  change: (held: ArchivedReceipt[]) => ArchivedReceipt[],
+): Promise<WrittenObject> {
+  return writeObject(bucket, await readObject(bucket, key), change);
 }
 
 /** The length of an archived receipt's line, newline included. */

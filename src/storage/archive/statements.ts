@@ -1,8 +1,9 @@
 /**
- * Every statement of the archive's move on a shard's own tables (migrations 0008, 0009): the page
- * of receipts it copies, the batch that removes what it copied, and the run's record, whose sums
- * are what `npm run archive -- status` reports: the shard keeps no row per archived receipt or
- * object, so that what stays in D1 does not grow with the archive. The values
+ * Every statement of the archive's move on a shard's own tables (migrations 0008, 0009, 0017): the
+ * page of receipts it copies, the record of a page in flight, the batch that removes what it
+ * copied, and the run's record, whose sums are what `npm run archive -- status` reports: the shard
+ * keeps no row per archived receipt or object, so that what stays in D1 does not grow with the
+ * archive. The values
  * of a page go in as one JSON parameter, read with json_each, so that a batch stays a handful of
  * statements whatever the page's size. This file stays free of Workers types.
  */
@@ -21,6 +22,15 @@ export interface CopiedReceipt {
   object_key: string;
   /** The length in bytes of its line in the object. */
   bytes: number;
+}
+
+/** A line a page writes or wrote, as its page's record keeps it until the page is settled. */
+export type PageLine = Pick<CopiedReceipt, "receipt_id" | "created_at" | "user_key" | "object_key">;
+
+/** A page's record (archive_pages): the lines its attempts wrote or were about to, and the objects they found absent. */
+export interface PageRecord {
+  lines: PageLine[];
+  new_objects: string[];
 }
 
 /** An object as the move wrote it and read it back. */
@@ -72,6 +82,41 @@ export function fencedAmong(copied: readonly Pick<CopiedReceipt, "receipt_id" | 
   );
 }
 
+/** The record of the page `page`, from an earlier attempt that did not end it. Rows: `lines`, `new_objects` (JSON). */
+export function pageRecord(page: string): Statement {
+  return statement("SELECT lines, new_objects FROM archive_pages WHERE page = ?1", page);
+}
+
+/**
+ * The page's record before its first put in R2: every line it may have written, its earlier
+ * attempts' included, and the objects found absent (see {@link settlePage}).
+ */
+export function recordPage(page: string, runId: string, record: PageRecord): Statement {
+  return statement(
+    `INSERT INTO archive_pages (page, run_id, lines, new_objects) VALUES (?1, ?2, ?3, ?4)
+    ON CONFLICT (page) DO UPDATE SET lines = excluded.lines, new_objects = excluded.new_objects`,
+    page,
+    runId,
+    JSON.stringify(record.lines),
+    JSON.stringify(record.new_objects),
+  );
+}
+
+// The lines of a page's record not settled yet: their receipt's row is still in the shard with no
+// tombstone (a later page copies it again). A line whose row is gone was moved (its owner row
+// stands for it) or has its tombstone.
+const UNSETTLED_LINES = `(SELECT json_group_array(json(line.value)) FROM json_each(archive_pages.lines) AS line
+  WHERE EXISTS (SELECT 1 FROM receipts WHERE receipt_id = line.value ->> 'receipt_id')
+    AND NOT EXISTS (SELECT 1 FROM archive_tombstones WHERE receipt_id = line.value ->> 'receipt_id'))`;
+
+// The page's record loses its settled lines and the objects counted; left without lines, it goes.
+function settleRecord(page: string): Statement[] {
+  return [
+    statement(`UPDATE archive_pages SET lines = ${UNSETTLED_LINES}, new_objects = '[]' WHERE page = ?1`, page),
+    statement("DELETE FROM archive_pages WHERE page = ?1 AND lines = '[]'", page),
+  ];
+}
+
 // A copied receipt no erasure's fence covers: the row the batch removes, if it is still there.
 // (An operator's replay of its failed event between the page's read and this batch is not waited
 // for: that replay then finds the receipt gone, as after a delete.)
@@ -81,14 +126,15 @@ const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copi
 /**
  * The batch that ends a page, one transaction, after every object of the page was written and
  * read back: the run's tally (the receipts it removes and their lines' bytes, exact whatever ran
- * before; the objects it created), a tombstone for each copied receipt that a delete or an
- * erasure removed since the page was read or that a fence now covers (its line must not stay),
- * and the removal of the rest, with their owner rows recorded just before and their bodies kept
- * for the event feed in their created events' rows (while in the outbox). The tombstones'
- * statement returns the new ones, {@link Tombstone}s; the removal returns the receipt_ids it
- * removed.
+ * before; the objects its attempts created, `record.new_objects`), a tombstone for each line of
+ * `record` whose receipt a delete or an erasure removed (since the page was read, or since an
+ * earlier attempt of the page wrote it) or that a fence now covers (its line must not stay), the
+ * removal of the rest of `copied`, with their owner rows recorded just before and their bodies
+ * kept for the event feed in their created events' rows (while in the outbox), and the page's
+ * record settled. The tombstones' statement returns the new ones, {@link Tombstone}s; the
+ * removal returns the receipt_ids it removed.
  */
-export function settlePage(runId: string, copied: readonly CopiedReceipt[], objectsCreated: number, now: string): Statement[] {
+export function settlePage(runId: string, pageId: string, copied: readonly CopiedReceipt[], record: PageRecord, now: string): Statement[] {
   const page = JSON.stringify(copied);
   // The rows the batch removes: their owners are recorded from them just before, so that delete
   // answers for a moved receipt as for a live one (src/storage/archive/owners.ts).
@@ -102,23 +148,41 @@ export function settlePage(runId: string, copied: readonly CopiedReceipt[], obje
       WHERE run_id = ?1`,
       runId,
       page,
-      objectsCreated,
+      new Set(record.new_objects).size,
     ),
     statement(
       `INSERT INTO archive_tombstones (receipt_id, object_key, deleted_at)
-      SELECT copied.value ->> 'receipt_id', copied.value ->> 'object_key', ?2 FROM json_each(?1) AS copied
-      LEFT JOIN receipts ON receipts.receipt_id = copied.value ->> 'receipt_id'
-      WHERE (receipts.receipt_id IS NULL AND ${auditedRemoval("copied.value ->> 'receipt_id'")})
-        OR (receipts.receipt_id IS NOT NULL AND ${fenced("copied.value ->> 'user_key'", "receipts.created_at")})
+      SELECT line.value ->> 'receipt_id', line.value ->> 'object_key', ?2 FROM json_each(?1) AS line
+      LEFT JOIN receipts ON receipts.receipt_id = line.value ->> 'receipt_id'
+      WHERE (receipts.receipt_id IS NULL AND ${auditedRemoval("line.value ->> 'receipt_id'")})
+        OR (receipts.receipt_id IS NOT NULL AND ${fenced("line.value ->> 'user_key'", "receipts.created_at")})
       ON CONFLICT (receipt_id) DO NOTHING
       RETURNING receipt_id, object_key`,
-      page,
+      JSON.stringify(record.lines),
       now,
     ),
     recordOwners(removed),
     keepBodiesOfArchived(removed),
     enclose(removed, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
+    ...settleRecord(pageId),
   ];
+}
+
+/**
+ * Up to `limit` records that other runs left (see {@link settlePage}): of a run that stopped for
+ * good (not finished a day after it started, as {@link runInFlight} counts it), or finished with
+ * lines unsettled; none of `runId`, the run now starting, nor of a run still in flight. Rows:
+ * `page`, `run_id`, `lines`, `new_objects` (JSON).
+ */
+export function leftoverPages(runId: string, now: Date, limit: number): Statement {
+  return statement(
+    `SELECT page, run_id, lines, new_objects FROM archive_pages WHERE run_id <> ?1 AND run_id NOT IN
+      (SELECT run_id FROM archive_runs WHERE finished_at IS NULL AND started_at > ?2)
+    ORDER BY page LIMIT ?3`,
+    runId,
+    new Date(now.getTime() - 24 * 60 * 60 * 1000).toISOString(),
+    limit,
+  );
 }
 
 /** The run's record, once however often its first step runs. */

@@ -22,6 +22,7 @@ import { writeFence } from "../../../src/storage/fences.ts";
 import { idOnShard, type Shard } from "../../../src/storage/shards.ts";
 import { bound, runBatch } from "../../../src/storage/statement.ts";
 import { call, consoleLines, newCaller, uniqueId } from "../../support/api.ts";
+import { tombstoneOf } from "../../support/archive.ts";
 import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
 import { SHARDS } from "../../support/shards.ts";
 
@@ -321,6 +322,92 @@ describe("docs/storage.md#archive: nothing lost or doubled if the move is cut of
     for (const { row } of (await whereaboutsOf(more)).values()) expect(row).toBe(true);
     await runWorkflow(shard);
     for (const { lines, row } of (await whereaboutsOf(more)).values()) expect({ lines, row }).toEqual({ lines: 1, row: false });
+  });
+});
+
+describe("docs/storage.md#archive-pages: a page run again after one of its puts failed", () => {
+  /**
+   * Seeds an early and a late receipt of one app user and chain, months apart (two objects), on a
+   * shard whose older receipts a move took first, so that the next run moves these two alone; and
+   * a bucket whose put of the late object fails once, after the early one is in R2.
+   */
+  async function twoObjectsLaterPutFailing(shard: Shard, clientId: string, chain: string) {
+    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0 });
+    const user = uniqueId("au");
+    const receipts = await seed(shard, [70, 10].map((daysAgo) => ({ app_user_id: user, chain_id: chain, at: Date.now() - daysAgo * DAY_MS })));
+    await shard.db.prepare("UPDATE receipts SET client_id = ?1 WHERE app_user_id = ?2").bind(clientId, user).run();
+    const [earlyKey, lateKey] = receipts.map((r) => archiveObjectKey(user, chain, r.receipt_id, shard.name)) as [string, string];
+    let failed = false;
+    const bucket = bucketWith(async (verb, key, when) => {
+      if (verb !== "put" || key !== lateKey || when !== "before" || failed) return;
+      while ((await env.ARCHIVE.head(earlyKey)) === null) await new Promise((resolve) => setTimeout(resolve, 10));
+      failed = true;
+      throw new Error("R2 unavailable");
+    });
+    return { user, receipts: receipts as [ArchivedReceipt, ArchivedReceipt], earlyKey, lateKey, bucket };
+  }
+
+  it("contract §12: a receipt deleted between the attempts, whose line the first one put, leaves R2 and keeps its tombstone", async () => {
+    const caller = await newCaller();
+    const shard = SHARDS[0]!;
+    const chain = caller.client.chains[0]!;
+    const { user, receipts, earlyKey, bucket } = await twoObjectsLaterPutFailing(shard, caller.client.clientId, chain);
+    const [early, late] = receipts;
+    let answered: number | undefined;
+    // The step fails; before it runs again, the POS deletes the early receipt, still a live row.
+    const retriedAfterDelete = async <T,>(name: string, work: () => Promise<T>): Promise<T> => {
+      try {
+        return await work();
+      } catch (error) {
+        if (!name.startsWith("move page") || answered !== undefined) throw error;
+        const headers = { Authorization: `Bearer ${caller.token}`, receipt_id: early.receipt_id, client_id: caller.client.clientId, chain_id: chain, app_user_id: user };
+        answered = (await call(PATHS.delete, { headers })).status;
+        return work();
+      }
+    };
+    const runId = uniqueId("run");
+    const run = await archiveShard(archiveShardOf(shard), bucket, HASH_KEY, { runId, archiveAfterMs: 0, steps: retriedAfterDelete });
+    expect(answered).toBe(200);
+    const where = await whereaboutsOf(receipts);
+    expect(where.get(early.receipt_id)).toEqual({ lines: 0, row: false });
+    expect(where.get(late.receipt_id)).toEqual({ lines: 1, row: false });
+    expect(await tombstoneOf(early.receipt_id)).toMatchObject({ object_key: earlyKey, purged_at: expect.any(String) });
+    expect(run).toMatchObject({ receipts: 1, objects: 2 });
+    // The page's record is settled and gone.
+    expect(await shard.db.prepare("SELECT COUNT(*) AS n FROM archive_pages WHERE run_id = ?1").bind(runId).first("n")).toBe(0);
+  });
+
+  it("npm run archive -- status: the objects an attempt created before it failed count once in its run's objects", async () => {
+    const caller = await newCaller();
+    const shard = SHARDS[1]!;
+    const { receipts, bucket } = await twoObjectsLaterPutFailing(shard, caller.client.clientId, caller.client.chains[0]!);
+    const retriedOnce = async <T,>(_name: string, work: () => Promise<T>): Promise<T> => work().catch(() => work());
+    const runId = uniqueId("run");
+    const run = await archiveShard(archiveShardOf(shard), bucket, HASH_KEY, { runId, archiveAfterMs: 0, steps: retriedOnce });
+    for (const { lines, row } of (await whereaboutsOf(receipts)).values()) expect({ lines, row }).toEqual({ lines: 1, row: false });
+    expect(run).toMatchObject({ receipts: 2, objects: 2 });
+    const recorded = await shard.db.prepare("SELECT receipts, objects FROM archive_runs WHERE run_id = ?1").bind(runId).first();
+    expect(recorded).toEqual({ receipts: 2, objects: 2 });
+  });
+
+  it("a page whose run stopped for good after a put: the next run's start tombstones and purges the line of a receipt deleted since, and counts the object", async () => {
+    const caller = await newCaller();
+    const shard = SHARDS[2]!;
+    const chain = caller.client.chains[0]!;
+    const { user, receipts, earlyKey, bucket } = await twoObjectsLaterPutFailing(shard, caller.client.clientId, chain);
+    const [early, late] = receipts;
+    const stopped = uniqueId("run");
+    await expect(archiveShard(archiveShardOf(shard), bucket, HASH_KEY, { runId: stopped, archiveAfterMs: 0 })).rejects.toThrow("R2 unavailable");
+    const headers = { Authorization: `Bearer ${caller.token}`, receipt_id: early.receipt_id, client_id: caller.client.clientId, chain_id: chain, app_user_id: user };
+    expect((await call(PATHS.delete, { headers })).status).toBe(200);
+    // The stopped run counts as stopped for good a day after it started.
+    await shard.db.prepare("UPDATE archive_runs SET started_at = ?2 WHERE run_id = ?1").bind(stopped, new Date(Date.now() - 2 * DAY_MS).toISOString()).run();
+    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0 });
+    const where = await whereaboutsOf(receipts);
+    expect(where.get(early.receipt_id)).toEqual({ lines: 0, row: false });
+    expect(where.get(late.receipt_id)).toEqual({ lines: 1, row: false });
+    expect(await tombstoneOf(early.receipt_id)).toMatchObject({ object_key: earlyKey, purged_at: expect.any(String) });
+    expect(await shard.db.prepare("SELECT objects FROM archive_runs WHERE run_id = ?1").bind(stopped).first("objects")).toBe(1);
   });
 });
 
