@@ -4,16 +4,16 @@
  * bundles it and gives it the notifier's bindings and queue consumers.
  */
 import type { NotifierEnv } from "../../src/shared/env.ts";
-import type { QueuedNotice } from "../../src/shared/types.ts";
+import type { NoticeMessage } from "../../src/shared/types.ts";
 import { deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";
 
 const faults = new FaultInjector();
-const notifier = deployedWorker<NotifierEnv, QueuedNotice>();
+const notifier = deployedWorker<NotifierEnv, NoticeMessage>();
 
 export default {
   fetch: (request) => faults.control(request),
   async queue(batch, env, ctx): Promise<void> {
     await (await notifier).queue!(batch, faults.wrap(env), ctx);
   },
-} satisfies ExportedHandler<NotifierEnv, QueuedNotice>;
+} satisfies ExportedHandler<NotifierEnv, NoticeMessage>;

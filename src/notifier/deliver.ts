@@ -5,7 +5,8 @@
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import { receiptOf, type QueuedNotice } from "../shared/types.ts";
+import { receiptOf, type NoticeMessage, type QueuedNotice } from "../shared/types.ts";
+import { eventMessages } from "./bundles.ts";
 import {
   claimEvents,
   markEndpointDown,
@@ -75,14 +76,34 @@ export function freshEndpointView(): EndpointView {
  * the cron hands the events over again once a probe got through. An isolate that sees the push
  * service up asks the home shard too, once per probe period, so it learns of an outage that
  * another isolate found.
+ *
+ * A message that carries several events (the cron's bundle, src/notifier/bundles.ts) is dealt
+ * with as a message per event, and acked once each of them was.
  */
 export async function deliverBatch(
-  messages: readonly Message<QueuedNotice>[],
+  messages: readonly Message<NoticeMessage>[],
   env: NotifierEnv,
   target: PushTarget,
   timing: DeliveryTiming,
   endpoint: EndpointView,
   now = new Date(),
+): Promise<void> {
+  // A bundle's events go as messages of their own; its message is settled as they went.
+  const { events, settle } = eventMessages(messages);
+  try {
+    await deliverEvents(events, env, target, timing, endpoint, now);
+  } finally {
+    settle();
+  }
+}
+
+async function deliverEvents(
+  messages: readonly Message<QueuedNotice>[],
+  env: NotifierEnv,
+  target: PushTarget,
+  timing: DeliveryTiming,
+  endpoint: EndpointView,
+  now: Date,
 ): Promise<void> {
   const home = shardsOf(env)[0];
   endpoint.checkedAt ??= now.getTime();

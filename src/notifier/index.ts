@@ -6,7 +6,8 @@
  */
 import { deliveryTiming, pushTarget, type DeliveryTiming, type NotifierSettings, type PushTarget, type SettingsMemory } from "../shared/config.ts";
 import type { NotifierEnv } from "../shared/env.ts";
-import type { QueuedNotice } from "../shared/types.ts";
+import type { NoticeMessage } from "../shared/types.ts";
+import { eventMessages } from "./bundles.ts";
 import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
 import { deliverBatch, freshEndpointView, type EndpointView } from "./deliver.ts";
 
@@ -26,14 +27,17 @@ export function createNotifier(isolate: IsolateState = { timing: {}, target: {},
   return {
     async queue(batch, env) {
       if (batch.queue === FAILED_NOTICES_QUEUE) {
-        await Promise.all(batch.messages.map((message) => storeDeadLetter(message, env)));
+        // A bundle that met its queue retries is dead-lettered whole: each event is stored.
+        const { events, settle } = eventMessages(batch.messages);
+        await Promise.all(events.map((message) => storeDeadLetter(message, env)));
+        settle();
         return;
       }
       const target = await pushTarget(env, isolate.target);
       // Each message acks or retries on its own: one slow or failing push holds up no other.
       await deliverBatch(batch.messages, env, target, deliveryTiming(env, isolate.timing), isolate.endpoint);
     },
-  } satisfies ExportedHandler<NotifierEnv, QueuedNotice>;
+  } satisfies ExportedHandler<NotifierEnv, NoticeMessage>;
 }
 
 export default createNotifier();

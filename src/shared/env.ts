@@ -7,7 +7,7 @@
  * run on Node, share those types but not the Workers runtime's.
  */
 import type { ApiSettings, NotifierSettings } from "./config.ts";
-import type { ErasureParams, QueuedNotice, SweepMessage } from "./types.ts";
+import type { ErasureParams, NoticeMessage, QueuedNotice, SweepMessage } from "./types.ts";
 
 /**
  * The shards: receipts, idempotency keys, the notice outbox and failed notices, one D1 database
@@ -22,8 +22,8 @@ type Generated<Bindings, Settings, Queues extends string> = Omit<Bindings, `DB_$
 
 /** Bindings and settings of the API Worker (see wrangler.toml). */
 export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE" | "ARCHIVING" | "METRICS"> {
-  /** Producer side of the notices queue: receipt.created and receipt.deleted events. */
-  NOTICES: Queue<QueuedNotice>;
+  /** Producer side of the notices queue: receipt.created and receipt.deleted events, one or a bundle a message. */
+  NOTICES: Queue<NoticeMessage>;
   /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
   SWEEPS: Queue<SweepMessage>;
   /**

@@ -35,8 +35,25 @@ export type DeletionNotice = ReceiptDeletedEvent;
 /** A receipt's events, as add and delete record them. */
 export type ReceiptNotice = CreationNotice | DeletionNotice;
 
-/** Every message of the notices queue, and of its dead-letter queue: an erasure's event too. */
+/** Every event of the notices queue, and of its dead-letter queue: an erasure's event too. */
 export type QueuedNotice = ReceiptNotice | AppUserErasedEvent;
+
+/**
+ * A message of the notices queue that carries several events: the cron's hand-over of events
+ * that waited (docs/reliability.md#delivery-for-days), packed so that a drain after a long outage
+ * is not held to one event per message of the queue's 5,000 messages a second.
+ */
+export interface NoticeBundle {
+  events: QueuedNotice[];
+}
+
+/** A message of the notices queue: one event, as add and delete send it, or a bundle. */
+export type NoticeMessage = QueuedNotice | NoticeBundle;
+
+/** The events a message of the notices queue carries. */
+export function noticesOf(message: NoticeMessage): QueuedNotice[] {
+  return "events" in message ? message.events : [message];
+}
 
 /** A message of the SWEEPS queue: these shards, swept as of the cron tick `at` (ISO 8601). */
 export interface SweepMessage {

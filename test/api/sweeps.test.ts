@@ -18,7 +18,7 @@ import {
 import worker from "../../src/api/index.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { shardBinding } from "../../src/shared/shard-ids.ts";
-import type { QueuedNotice, SweepMessage } from "../../src/shared/types.ts";
+import { noticesOf, type NoticeMessage, type SweepMessage } from "../../src/shared/types.ts";
 import { claimEvents, markEndpointDown, markEndpointUp, settleEvents } from "../../src/storage/outbox/operations.ts";
 import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
@@ -196,8 +196,8 @@ describe("docs/reliability.md#delivery-for-days the re-send sweep carries the re
   /** Runs every sweep at `now` with the notices queue kept; returns the event_ids handed to it. */
   async function sweepAt(now: number): Promise<string[]> {
     const sent: string[] = [];
-    const notices = { sendBatch: async (messages: { body: QueuedNotice }[]) => void sent.push(...messages.map(({ body }) => body.event_id)) };
-    await consoleLines(() => runScheduledJobs({ ...env, NOTICES: notices as unknown as Queue<QueuedNotice> }, new Date(now)));
+    const notices = { sendBatch: async (messages: { body: NoticeMessage }[]) => void sent.push(...messages.flatMap(({ body }) => noticesOf(body).map(({ event_id }) => event_id))) };
+    await consoleLines(() => runScheduledJobs({ ...env, NOTICES: notices as unknown as Queue<NoticeMessage> }, new Date(now)));
     return sent;
   }
   const allShards = SHARDS.map(({ db }) => db);

@@ -11,7 +11,7 @@ import { env } from "cloudflare:workers";
 import { apiConfig, deliveryTiming } from "../../src/shared/config.ts";
 import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
-import type { CreationNotice, DeletionNotice, QueuedNotice } from "../../src/shared/types.ts";
+import { noticesOf, type CreationNotice, type DeletionNotice, type NoticeMessage, type QueuedNotice } from "../../src/shared/types.ts";
 import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import { createNotifier } from "../../src/notifier/index.ts";
 import { nextAttempt, retryDelaySeconds } from "../../src/notifier/retry.ts";
@@ -345,9 +345,9 @@ describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a
   /** Every shard's cron re-send at `now`, as the sweeps run it; returns the events handed to the queue. */
   async function cronResend(now: Date): Promise<QueuedNotice[]> {
     const sent: QueuedNotice[] = [];
-    const queue = { sendBatch: async (messages: { body: QueuedNotice }[]) => void sent.push(...messages.map((m) => m.body)) };
+    const queue = { sendBatch: async (messages: { body: NoticeMessage }[]) => void sent.push(...messages.flatMap((m) => noticesOf(m.body))) };
     for (const shard of shardsOf(notifierEnv())) {
-      await resendPendingNotices({ NOTICES: queue as unknown as Queue<QueuedNotice> }, shard, now, apiConfig(env));
+      await resendPendingNotices({ NOTICES: queue as unknown as Queue<NoticeMessage> }, shard, now, apiConfig(env));
     }
     return sent;
   }
@@ -467,6 +467,46 @@ describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a
     const got = pushes.slice(3).filter((push) => JSON.parse(push.body).receipt_id === receipt.receipt_id);
     expect(got.map((push) => JSON.parse(push.body).type)).toEqual(["receipt.deleted"]);
     expect((await outboxRows(receipt.receipt_id)).every((row) => row.delivered_at !== null)).toBe(true);
+  });
+});
+
+describe("docs/reliability.md#delivery-for-days a message of the cron's that carries several events", () => {
+  /** Hands one bundle message to the notifier; returns whether it was acked, or its retry's delay. */
+  async function deliverBundle(notices: readonly DeletionNotice[], workerEnv = notifierEnv()): Promise<{ acked: boolean; retried?: number }> {
+    const batch = createMessageBatch<NoticeMessage>(NOTICES_QUEUE, [{ id: `bundle-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { events: [...notices] } }]);
+    let retried: number | undefined;
+    const [message] = batch.messages;
+    const retry = message!.retry.bind(message);
+    vi.spyOn(message!, "retry").mockImplementation((options) => {
+      retried = options?.delaySeconds;
+      retry(options);
+    });
+    const ctx = createExecutionContext();
+    await notifier.queue(batch, workerEnv);
+    const result = await getQueueResult(batch, ctx);
+    return { acked: result.explicitAcks.length === 1, ...(result.retryMessages.length === 1 ? { retried } : {}) };
+  }
+
+  it("contract §13: each event of a bundle is pushed once, and the message acked once every event was", async () => {
+    const notices = await Promise.all(Array.from({ length: 10 }, () => recordedNotice()));
+    expect(await deliverBundle(notices)).toEqual({ acked: true });
+    expect(new Set(pushes.map((push) => push.headers["webhook-id"]))).toEqual(new Set(notices.map((notice) => notice.event_id)));
+    expect(pushes).toHaveLength(10);
+    for (const notice of notices) expect((await outboxRows(notice.receipt_id))[0]).toMatchObject({ delivered_at: expect.any(String) });
+  });
+
+  it("a bundle one of whose events meets a D1 failure is retried whole after that event's delay; the others are not pushed again", async () => {
+    const [home, other] = [SHARDS[0]!, SHARDS[1]!];
+    const notices = [await recordedNotice(idOn(home)), await recordedNotice(idOn(other)), await recordedNotice(idOn(home))];
+    const failing = routeStorageCalls(notifierEnv(), (site, invoke) =>
+      site.binding === other.binding ? Promise.reject(new Error("D1_ERROR: D1 DB is unavailable")) : invoke(),
+    );
+    const first = await deliverBundle(notices, failing);
+    expect(first).toMatchObject({ acked: false, retried: expect.any(Number) });
+    expect(first.retried).toBeGreaterThan(0);
+    expect(pushes).toHaveLength(2);
+    expect(await deliverBundle(notices)).toEqual({ acked: true });
+    expect(pushes.map((push) => push.headers["webhook-id"]).sort()).toEqual(notices.map((notice) => notice.event_id).sort());
   });
 });
 

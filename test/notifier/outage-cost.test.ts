@@ -12,10 +12,10 @@
  */
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { resendPendingNotices } from "../../src/api/scheduled.ts";
+import { EVENTS_PER_MESSAGE, resendPendingNotices } from "../../src/api/scheduled.ts";
 import { apiConfig, deliveryTiming, pushTarget } from "../../src/shared/config.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
-import type { DeletionNotice, QueuedNotice } from "../../src/shared/types.ts";
+import { noticesOf, type DeletionNotice, type NoticeMessage } from "../../src/shared/types.ts";
 import { deliverBatch, freshEndpointView } from "../../src/notifier/deliver.ts";
 import { formatTable } from "../../harness/table.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
@@ -40,7 +40,7 @@ interface Costs {
 
 /** A queue message as the played queue holds it. */
 interface Queued {
-  body: QueuedNotice;
+  body: NoticeMessage;
   attempts: number;
   at: number;
 }
@@ -78,10 +78,10 @@ function counted<Env extends object>(base: Env): Env {
   });
 }
 
-/** Records `count` deleted events in the outbox, spread over the shards, as delete does. */
-async function recordWaitingEvents(count: number, at: Date): Promise<DeletionNotice[]> {
+/** Records `count` deleted events in the outbox, spread over `shards`, as delete does. */
+async function recordWaitingEvents(count: number, at: Date, shards = SHARDS): Promise<DeletionNotice[]> {
   const notices = Array.from({ length: count }, (_, i): DeletionNotice => {
-    const shard = SHARDS[i % SHARDS.length]!;
+    const shard = shards[i % shards.length]!;
     return {
       event_id: idOn(shard),
       type: "receipt.deleted",
@@ -92,8 +92,8 @@ async function recordWaitingEvents(count: number, at: Date): Promise<DeletionNot
       app_user_id: "au-outage",
     };
   });
-  for (const shard of SHARDS) {
-    const mine = notices.filter((_, i) => SHARDS[i % SHARDS.length] === shard);
+  for (const shard of shards) {
+    const mine = notices.filter((_, i) => shards[i % shards.length] === shard);
     for (let start = 0; start < mine.length; start += 500) {
       await shard.db
         .prepare(
@@ -127,11 +127,11 @@ describe("docs/reliability.md what a one-hour push outage costs, 10,000 events w
     // The API's sends after each delete: every event's first copy, at the outage's start.
     let queue: Queued[] = notices.map((body) => ({ body, attempts: 1, at: t0 }));
     const cronQueue = {
-      sendBatch: async (messages: { body: QueuedNotice }[]) => {
+      sendBatch: async (messages: { body: NoticeMessage }[]) => {
         costs.queueOperations += messages.length;
         queue.push(...messages.map(({ body }) => ({ body, attempts: 1, at: now })));
       },
-    } as unknown as Queue<QueuedNotice>;
+    } as unknown as Queue<NoticeMessage>;
     const config = apiConfig(env);
     const delivered = new Set<string>();
     let now = t0;
@@ -184,6 +184,44 @@ describe("docs/reliability.md what a one-hour push outage costs, 10,000 events w
   }, 600_000);
 });
 
+describe("docs/reliability.md#delivery-for-days the drain after a long outage", () => {
+  it("contract §13: one cron run hands a shard's backlog of 45,000 events over at once, ten to a message, within D1's queries and the queue's limits", async () => {
+    const shard = SHARDS[0]!;
+    await forgetPushEndpoint();
+    const waiting = new Set((await recordWaitingEvents(45_000, new Date(Date.now() - 3_600_000), [shard])).map(({ event_id }) => event_id));
+    const calls: { messages: number; bytes: number; largest: number; events: string[] }[] = [];
+    const queue = {
+      sendBatch: async (messages: { body: NoticeMessage }[]) => {
+        const sizes = messages.map(({ body }) => new TextEncoder().encode(JSON.stringify(body)).byteLength);
+        calls.push({
+          messages: messages.length,
+          bytes: sizes.reduce((sum, size) => sum + size, 0),
+          largest: Math.max(...messages.map(({ body }) => noticesOf(body).length)),
+          events: messages.flatMap(({ body }) => noticesOf(body).map(({ event_id }) => event_id)),
+        });
+      },
+    } as unknown as Queue<NoticeMessage>;
+    let queries = 0;
+    const db = routeStorageCalls({ db: shard.db }, (site, invoke) => {
+      if (site.kind === "d1") queries += 1;
+      return invoke();
+    }).db;
+    await resendPendingNotices({ NOTICES: queue }, { ...shard, db }, new Date(), apiConfig(env));
+
+    const handed = new Set(calls.flatMap(({ events }) => events));
+    expect([...waiting].filter((id) => !handed.has(id))).toEqual([]);
+    // The job's declared most: the state, then a read and a mark per page.
+    expect(queries).toBeLessThanOrEqual(21);
+    for (const call of calls) {
+      expect(call.messages).toBeLessThanOrEqual(100);
+      expect(call.bytes).toBeLessThanOrEqual(256_000);
+      expect(call.largest).toBeLessThanOrEqual(EVENTS_PER_MESSAGE);
+    }
+    // Ten events to a message but a page's last one.
+    expect(calls.reduce((sum, call) => sum + call.messages, 0)).toBeLessThanOrEqual(handed.size / EVENTS_PER_MESSAGE + 10);
+  }, 300_000);
+});
+
 // A message of the played queue: ack ends it, retry hands it back after its delay; a delivered
 // event is one acked after its push went through (the notifier acks a parked one too, unpushed).
 function playedMessage(
@@ -191,18 +229,18 @@ function playedMessage(
   now: number,
   requeue: (message: Queued) => void,
   delivered: Set<string>,
-): Message<QueuedNotice> {
+): Message<NoticeMessage> {
   return {
     id: crypto.randomUUID(),
     timestamp: new Date(now),
     body: queued.body,
     attempts: queued.attempts,
     ack: () => {
-      if (pushesSucceed) delivered.add(queued.body.event_id);
+      if (pushesSucceed) for (const { event_id } of noticesOf(queued.body)) delivered.add(event_id);
     },
     retry: (options?: QueueRetryOptions) => {
       costs.queueOperations += 1;
       requeue({ ...queued, attempts: queued.attempts + 1, at: now + (options?.delaySeconds ?? 0) * 1000 });
     },
-  } as Message<QueuedNotice>;
+  } as Message<NoticeMessage>;
 }
