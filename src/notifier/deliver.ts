@@ -81,7 +81,7 @@ export function freshEndpointView(): EndpointView {
  * with as a message per event, and acked once each of them was.
  */
 export async function deliverBatch(
-  messages: readonly Message<NoticeMessage>[],
+  batch: readonly Message<NoticeMessage>[],
   env: NotifierEnv,
   target: PushTarget,
   timing: DeliveryTiming,
@@ -89,71 +89,60 @@ export async function deliverBatch(
   now = new Date(),
 ): Promise<void> {
   // A bundle's events go as messages of their own; its message is settled as they went.
-  const { events, settle } = eventMessages(messages);
+  const { events: messages, settle } = eventMessages(batch);
   try {
-    await deliverEvents(events, env, target, timing, endpoint, now);
+    const home = shardsOf(env)[0];
+    endpoint.checkedAt ??= now.getTime();
+    const ask = endpoint.down || now.getTime() - endpoint.checkedAt >= timing.probeMs;
+    if (target.kind !== "push" || !home || !ask) {
+      await deliverWatching(messages, env, target, timing, endpoint, now);
+      return;
+    }
+    let gate: ProbeGate;
+    try {
+      gate = await takeProbe(home.db, now, timing.probeMs);
+    } catch (error) {
+      // The home shard unreachable: an isolate that saw the push service up goes on delivering;
+      // one that saw it down tries the batch again later, pushing nothing meanwhile.
+      logLine("error", "push-endpoint", { outcome: "probe slot not read", cause: describeError(error) });
+      if (!endpoint.down) await deliverWatching(messages, env, target, timing, endpoint, now);
+      else for (const message of messages) retryAfterError(message, timing, error);
+      return;
+    }
+    endpoint.checkedAt = now.getTime();
+    if (gate === "up") {
+      endpoint.down = false;
+      await deliverWatching(messages, env, target, timing, endpoint, now);
+      return;
+    }
+    endpoint.down = true;
+    // The probe is the first message that comes to a push: one that needs none (delivered, held,
+    // not to be sent) is dealt with as always and the next one tried.
+    let next = 0;
+    while (gate === "probe" && next < messages.length) {
+      const pushes = await deliverMessages(messages.slice(next, next + 1), env, target, timing, now);
+      next += 1;
+      if (pushes.length === 0) continue;
+      if (pushes[0]!.ok) {
+        logLine("info", "push-endpoint", { outcome: "probe got through; delivering" });
+        Object.assign(endpoint, { down: false, failuresInARow: 0 });
+        try {
+          await markEndpointUp(shardsOf(env).map(({ db }) => db), now);
+        } catch (error) {
+          // A shard whose write failed learns it from its own next push that gets through.
+          logLine("error", "push-endpoint", { outcome: "up not recorded", cause: describeError(error) });
+        }
+        await deliverWatching(messages.slice(next), env, target, timing, endpoint, now);
+        return;
+      }
+      gate = "wait";
+    }
+    const parked = messages.slice(next);
+    for (const message of parked) message.ack();
+    if (parked.length > 0) logLine("info", "notice-delivery", { outcome: "acked unpushed: push service down", events: parked.length });
   } finally {
     settle();
   }
-}
-
-async function deliverEvents(
-  messages: readonly Message<QueuedNotice>[],
-  env: NotifierEnv,
-  target: PushTarget,
-  timing: DeliveryTiming,
-  endpoint: EndpointView,
-  now: Date,
-): Promise<void> {
-  const home = shardsOf(env)[0];
-  endpoint.checkedAt ??= now.getTime();
-  const ask = endpoint.down || now.getTime() - endpoint.checkedAt >= timing.probeMs;
-  if (target.kind !== "push" || !home || !ask) {
-    await deliverWatching(messages, env, target, timing, endpoint, now);
-    return;
-  }
-  let gate: ProbeGate;
-  try {
-    gate = await takeProbe(home.db, now, timing.probeMs);
-  } catch (error) {
-    // The home shard unreachable: an isolate that saw the push service up goes on delivering;
-    // one that saw it down tries the batch again later, pushing nothing meanwhile.
-    logLine("error", "push-endpoint", { outcome: "probe slot not read", cause: describeError(error) });
-    if (!endpoint.down) await deliverWatching(messages, env, target, timing, endpoint, now);
-    else for (const message of messages) retryAfterError(message, timing, error);
-    return;
-  }
-  endpoint.checkedAt = now.getTime();
-  if (gate === "up") {
-    endpoint.down = false;
-    await deliverWatching(messages, env, target, timing, endpoint, now);
-    return;
-  }
-  endpoint.down = true;
-  // The probe is the first message that comes to a push: one that needs none (delivered, held,
-  // not to be sent) is dealt with as always and the next one tried.
-  let next = 0;
-  while (gate === "probe" && next < messages.length) {
-    const pushes = await deliverMessages(messages.slice(next, next + 1), env, target, timing, now);
-    next += 1;
-    if (pushes.length === 0) continue;
-    if (pushes[0]!.ok) {
-      logLine("info", "push-endpoint", { outcome: "probe got through; delivering" });
-      Object.assign(endpoint, { down: false, failuresInARow: 0 });
-      try {
-        await markEndpointUp(shardsOf(env).map(({ db }) => db), now);
-      } catch (error) {
-        // A shard whose write failed learns it from its own next push that gets through.
-        logLine("error", "push-endpoint", { outcome: "up not recorded", cause: describeError(error) });
-      }
-      await deliverWatching(messages.slice(next), env, target, timing, endpoint, now);
-      return;
-    }
-    gate = "wait";
-  }
-  const parked = messages.slice(next);
-  for (const message of parked) message.ack();
-  if (parked.length > 0) logLine("info", "notice-delivery", { outcome: "acked unpushed: push service down", events: parked.length });
 }
 
 /** How one push went, for the isolate's view of the push service. */
