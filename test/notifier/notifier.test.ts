@@ -551,10 +551,10 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
     expect(await outboxRows(notice.receipt_id)).toMatchObject([{ enqueued_at: null, delivered_at: null, attempts: 0, retry_until: null }]);
 
     // The cron job sends it again; the push service is back.
-    const sent: DeletionNotice[] = [];
-    const queue = { sendBatch: async (messages: { body: DeletionNotice }[]) => void sent.push(...messages.map((m) => m.body)) };
+    const sent: QueuedNotice[] = [];
+    const queue = { sendBatch: async (messages: { body: NoticeMessage }[]) => void sent.push(...messages.flatMap((m) => noticesOf(m.body))) };
     await resendPendingNotices(
-      { NOTICES: queue as unknown as Queue<DeletionNotice> },
+      { NOTICES: queue as unknown as Queue<NoticeMessage> },
       shardOfId(SHARDS, notice.event_id)!,
       new Date(Date.now() + 31_000),
       apiConfig(env),
