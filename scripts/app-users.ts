@@ -8,7 +8,7 @@ import type { Erasure } from "../src/storage/erasure.ts";
 import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
 import { JOB_TARGET_OPTIONS, jobTargetOf, restartCommand, startJob, waitForJob } from "./lib/jobs.ts";
 
-const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--no-wait] [--remote | --port <port>]
+const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--no-wait] [--remote | --port <port> | --persist-to <dir>]
 
   erase <app_user_id>   erase every receipt of this app user created up to now in every
                         shard, with every stored copy of their data (Idempotency-Key answers
@@ -22,7 +22,8 @@ const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--no-wa
 
   --no-wait             print the job's ID and return; 'npm run jobs -- show <id>' follows it
   --remote              run in the deployed service instead of 'npm start'
-  --port <port>         the port of 'npm start' (default 8787)`;
+  --port <port>         the port of 'npm start' (default: the one it recorded, else 8787)
+  --persist-to <dir>    the local state of 'npm start -- --persist-to <dir>', whose port it recorded`;
 
 await runCommands(USAGE, { erase });
 
@@ -36,7 +37,7 @@ async function erase(argv: string[]): Promise<void> {
   if (positionals.length > 1) throw new UsageError(`Unexpected argument: ${positionals[1]}`);
   // Any app_user_id that add accepts, a leading "-" too: it can only have come after "--".
   const appUserId = usableId("app_user_id", positionals[0]!, { optionLike: true });
-  const target = jobTargetOf(values);
+  const target = await jobTargetOf(values);
 
   const job = startJob("erasure", { app_user_id: appUserId }, target);
   if (values["no-wait"]) {

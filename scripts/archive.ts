@@ -16,7 +16,7 @@ import { JOB_TARGET_OPTIONS, jobTargetOf, restartCommand, startJob, waitForJob }
 import { shardNameArgument, targetShards, type ConfigShard } from "./lib/shards.ts";
 import { PROJECT_ROOT, TARGET_OPTIONS, targetOf } from "./lib/wrangler.ts";
 
-const USAGE = `Usage: npm run archive -- run [--shard <name>] [--json] [--remote | --port <port>]
+const USAGE = `Usage: npm run archive -- run [--shard <name>] [--json] [--remote | --port <port> | --persist-to <dir>]
        npm run archive -- status [--json] [--remote | --persist-to <dir>]
 
   run       move every receipt older than ARCHIVE_AFTER_DAYS from its shard to the archive
@@ -29,16 +29,17 @@ const USAGE = `Usage: npm run archive -- run [--shard <name>] [--json] [--remote
             {"shard", "due", "archived", "objects", "bytes", "last_run"}
 
   --remote             the deployed service instead of 'npm start'
-  --port <port>        the port of 'npm start' (default 8787)
-  --persist-to <dir>   the local state of 'npm start -- --persist-to <dir>'`;
+  --port <port>        the port of 'npm start' (default: the one it recorded, else 8787)
+  --persist-to <dir>   the local state of 'npm start -- --persist-to <dir>' (for run: whose port
+                       it recorded)`;
 
 await runCommands(USAGE, { run, status });
 
 async function run(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { shard: { type: "string" }, json: { type: "boolean" }, ...JOB_TARGET_OPTIONS });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
-  const target = jobTargetOf(values);
   const shards = chosenShards(values.remote ?? false, values.shard);
+  const target = await jobTargetOf(values);
   const jobs = shards.map(({ name }) => ({ shard: name, job: startJob("archive", { shard: name }, target) }));
   const results = [];
   for (const { shard, job } of jobs) {

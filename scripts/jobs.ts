@@ -17,8 +17,8 @@ import {
   type JobSummary,
 } from "./lib/jobs.ts";
 
-const USAGE = `Usage: npm run jobs -- list [--json] [--remote | --port <port>]
-       npm run jobs -- show <id> [--json] [--remote | --port <port>]
+const USAGE = `Usage: npm run jobs -- list [--json] [--remote | --port <port> | --persist-to <dir>]
+       npm run jobs -- show <id> [--json] [--remote | --port <port> | --persist-to <dir>]
 
   list        every job (Workflow instance) of the service, newest first: ID, kind, state,
               steps done of steps, start, end, error; an erasure's parts (kind "erasure
@@ -27,27 +27,28 @@ const USAGE = `Usage: npm run jobs -- list [--json] [--remote | --port <port>]
   show <id>   one job, and for a failed one the command that runs it again (for a part:
               its erasure's)
 
-  --remote        the deployed service instead of 'npm start'
-  --port <port>   the port of 'npm start' (default 8787)`;
+  --remote             the deployed service instead of 'npm start'
+  --port <port>        the port of 'npm start' (default: the one it recorded, else 8787)
+  --persist-to <dir>   the local state of 'npm start -- --persist-to <dir>', whose port it recorded`;
 
 const HEADER = ["ID", "KIND", "STATE", "STEPS", "STARTED", "ENDED", "ERROR"] as const;
 
 await runCommands(USAGE, { list, show });
 
-function list(argv: string[]): void {
+async function list(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { json: { type: "boolean" }, ...JOB_TARGET_OPTIONS });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
-  const target = jobTargetOf(values);
+  const target = await jobTargetOf(values);
   const jobs = newestFirst(kinds().flatMap((kind) => listJobIds(kind, target).map((id) => summary(kind, describeJob(kind, id, target)))));
   console.log(values.json ? JSON.stringify(jobs) : table(HEADER, jobs.map(row)));
 }
 
-function show(argv: string[]): void {
+async function show(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { json: { type: "boolean" }, ...JOB_TARGET_OPTIONS });
   if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "No job ID given." : `Unexpected argument: ${positionals[1]}`);
   const id = positionals[0]!;
   if (!/^[A-Za-z0-9_-]{1,100}$/.test(id)) throw new UsageError(`Not a job ID: ${JSON.stringify(id)}`);
-  const target = jobTargetOf(values);
+  const target = await jobTargetOf(values);
   const found = findJob(id, target);
   if (!found) throw new Error(`No job ${id}.`);
   const { job } = found;

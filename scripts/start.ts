@@ -11,6 +11,7 @@ import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { devOutputFilter, migrationSummary } from "./lib/dev-output.ts";
 import { ensureDevVars } from "./lib/dev-vars.ts";
 import { localConfigPaths, readShards } from "./lib/shards.ts";
+import { recordStart, stateDirectory } from "./lib/start-record.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 
@@ -80,6 +81,8 @@ const dev = spawn(
   // Piped, not inherited, so that the lines repeated every minute can be left out.
   { cwd: PROJECT_ROOT, stdio: ["inherit", "pipe", "pipe"] },
 );
+// The commands that talk to npm start (app-users, jobs, archive run) look for its port here.
+const forgetStart = recordStart(stateDirectory(persistTo), Number(port));
 showLines(dev.stdout!, process.stdout);
 showLines(dev.stderr!, process.stderr);
 
@@ -104,6 +107,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 }
 dev.on("exit", (code) => {
   clearInterval(cronTicker);
+  forgetStart();
   process.exit(code ?? 0);
 });
 

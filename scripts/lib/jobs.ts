@@ -3,9 +3,12 @@
  * one, list them, locally against `npm start` (`--local --port`) or against the deployment.
  * Shared by `npm run app-users -- erase`, `npm run archive -- run` and `npm run jobs`.
  */
+import { once } from "node:events";
+import net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { erasureOfPart } from "../../src/shared/job-ids.ts";
 import { UsageError, positiveInteger } from "./cli.ts";
+import { recordFile, recordedPort, stateDirectory } from "./start-record.ts";
 import { wrangler } from "./wrangler.ts";
 
 /** The Workflows of wrangler.toml, by the kind `npm run jobs` shows. */
@@ -24,13 +27,44 @@ export const DEFAULT_PORT = 8787;
 export const JOB_TARGET_OPTIONS = {
   remote: { type: "boolean" },
   port: { type: "string" },
+  "persist-to": { type: "string" },
 } as const;
 
-/** The target that `--remote` or `--port <n>` names. */
-export function jobTargetOf(values: { remote?: boolean; port?: string }): JobTarget {
-  if (values.remote && values.port !== undefined) throw new UsageError("--remote and --port exclude each other.");
+/**
+ * The target that `--remote`, `--port <n>` or `--persist-to <dir>` names. Without `--port`, the
+ * port that `npm start` recorded in the local state it serves (scripts/lib/start-record.ts), else
+ * 8787. A local target must answer: a refused connection names the address tried and how to name
+ * another, before wrangler's bare "fetch failed".
+ */
+export async function jobTargetOf(values: { remote?: boolean; port?: string; "persist-to"?: string }): Promise<JobTarget> {
+  if (values.remote && (values.port !== undefined || values["persist-to"] !== undefined)) {
+    throw new UsageError(`--remote and ${values.port !== undefined ? "--port" : "--persist-to"} exclude each other.`);
+  }
   if (values.remote) return { remote: true };
-  return { remote: false, port: values.port === undefined ? DEFAULT_PORT : positiveInteger("--port", values.port) };
+  const stateDir = stateDirectory(values["persist-to"]);
+  const recorded = recordedPort(stateDir);
+  const port = values.port !== undefined ? positiveInteger("--port", values.port) : (recorded ?? DEFAULT_PORT);
+  if (!(await answers(port))) {
+    const why = values.port !== undefined ? "--port" : recorded !== undefined ? `recorded by npm start in ${recordFile(stateDir)}` : `the default: no running npm start recorded a port in ${recordFile(stateDir)}`;
+    throw new Error(
+      `Nothing answers at http://localhost:${port} (${why}): start the service with npm start, or name the port it serves on with --port <port>` +
+        ` (or its state with --persist-to <dir>; --remote for the deployment).`,
+    );
+  }
+  return { remote: false, port };
+}
+
+/** Whether something accepts a connection on `port` of localhost, where wrangler will ask. */
+async function answers(port: number): Promise<boolean> {
+  const socket = net.connect({ port, host: "localhost" });
+  try {
+    await once(socket, "connect");
+    return true;
+  } catch {
+    return false;
+  } finally {
+    socket.destroy();
+  }
 }
 
 /** A step of an instance as wrangler describes it. */

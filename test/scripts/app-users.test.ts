@@ -5,9 +5,10 @@
  * three shards are in test/api/workflows/erasure.test.ts.
  */
 import type { ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../harness/ports.ts";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { pseudonym } from "../../src/storage/erasure.ts";
@@ -167,8 +168,43 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
 
 });
 
+describe("docs/operations.md Jobs: the commands find npm start on the port it recorded in its state", () => {
+  it("npm start records its port in the state it serves", () => {
+    expect(JSON.parse(readFileSync(path.join(state, "npm-start.json"), "utf8"))).toEqual({ port, pid: expect.any(Number) });
+  });
+
+  it("erase without --port reaches npm start on its own port, through the state it serves", () => {
+    const result = runScript("app-users", ["erase", "--json", "found-by-its-record", "--persist-to", state]);
+    expect(result.status, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toMatchObject({ app_user_id: "found-by-its-record", receipts_erased: 0 });
+  });
+
+  it("a refused connection on --port names the address tried and how to name another: exit 1, nothing started", async () => {
+    const closed = await freePort();
+    for (const [name, args] of [["app-users", ["erase", "au-1"]], ["jobs", ["list"]], ["archive", ["run"]]] as const) {
+      const result = runScript(name, [...args, "--port", String(closed)]);
+      expect(result.status, `${name}: ${result.stderr}`).toBe(1);
+      expect(result.stdout).toBe("");
+      expect(result.stderr.trim().split("\n")).toEqual([
+        `Nothing answers at http://localhost:${closed} (--port): start the service with npm start, or name the port it serves on with --port <port> (or its state with --persist-to <dir>; --remote for the deployment).`,
+      ]);
+    }
+  });
+
+  it("a recorded port where nothing answers any more names the record", async () => {
+    const other = freshState();
+    const closed = await freePort();
+    // A live process (this one) with a port nothing serves: npm start ended without its exit handler.
+    writeFileSync(path.join(other, "npm-start.json"), JSON.stringify({ port: closed, pid: process.pid }));
+    const result = runScript("jobs", ["list", "--persist-to", other]);
+    expect(result.status, result.stderr).toBe(1);
+    expect(result.stderr).toContain(`Nothing answers at http://localhost:${closed} (recorded by npm start in ${path.relative(ROOT, path.join(other, "npm-start.json"))}):`);
+  });
+});
+
 describe("npm start stops everything it started: docs/api.md#local-use", () => {
-  it("SIGTERM to npm alone, after the erasures, ends wrangler dev and both workerd, freeing the port", async () => {
+  it("SIGTERM to npm alone, after the erasures, ends wrangler dev and both workerd, freeing the port, and forgets its port", async () => {
     await expectNpmStartStopsOn("SIGTERM", dev!, port);
+    expect(existsSync(path.join(state, "npm-start.json"))).toBe(false);
   });
 });
