@@ -9,13 +9,14 @@ import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import committed from "../../docs/openapi.json" with { type: "json" };
 import { freePort } from "../../harness/ports.ts";
+import { chromiumPath } from "../../scripts/lib/chromium.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { TEST_AUDIT_HASH_KEY, TEST_TOKEN_KEYS } from "../support/keys.ts";
 import { endGroup, startGroup, waitForWorker } from "../support/processes.ts";
 import { freshState } from "../support/run-script.ts";
 
-// Debian's chromium: Playwright's own browser download needs a host this project does not reach.
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+// Debian's chromium, which `npm test` installs first where it can (scripts/lib/chromium.ts).
+const CHROMIUM = chromiumPath();
 const SCREENSHOT = process.env.DOCS_SCREENSHOT ?? "/tmp/docs-page.png";
 
 let worker: ChildProcess | undefined;
@@ -24,7 +25,7 @@ let origin = "";
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`No Chromium at ${CHROMIUM}: install it with \`apt-get update && apt-get install -y chromium\` (.ci/run does), or set CHROMIUM_PATH.`);
+    throw new Error(`No Chromium at ${CHROMIUM}: \`npm test\` installs it (as root, with apt-get), or install Debian's chromium yourself, or set CHROMIUM_PATH.`);
   }
   const [port, inspectorPort] = [await freePort(), await freePort()];
   const { child, output } = startGroup("npx", [
