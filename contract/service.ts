@@ -33,7 +33,7 @@ export async function endGroup({ child }: Started): Promise<void> {
 }
 
 /** Waits until `ready()` holds, for at most `timeoutMs`; a group that exits first is a failure. */
-export async function waitUntil(started: Started, what: string, ready: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+export async function waitUntil(started: Started, what: string, ready: () => Promise<boolean>, timeoutMs = 300_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await ready())) {
     if (started.child.exitCode !== null) throw new Error(`${what} exited before it was ready:\n${started.output()}`);

@@ -152,6 +152,18 @@ export async function sendTraffic(
   await add("body-rule", addHeaders(), { ...body(), currency: "eur", line_items: [{ ...first!, quantity: 0 }, ...rest] });
   await add("unknown-field", addHeaders(), { ...body(), totl: 447 });
   await add("idempotency-conflict", addHeaders({ "Idempotency-Key": key }));
+  // DR Retail bodies under each profile's Content-Type, and their two refusals. The profile goes
+  // quoted, which the service takes as well: Prism's media-type parser (the content-type package)
+  // refuses the unquoted `profile=https://…` the contract gives, whose '/' and ':' RFC 9110 wants
+  // quoted, and answers 500 itself without forwarding.
+  const quoted = (mediaType: string) => mediaType.replace(/profile=([^;"]+)/, 'profile="$1"');
+  const alternatives = DOCUMENTED_OPERATIONS[PATHS.add]!.body!.alternatives ?? [];
+  for (const { mediaType, example } of alternatives) await add("success", addHeaders({ "Content-Type": quoted(mediaType) }), example);
+  await add("unknown-profile", addHeaders({ "Content-Type": quoted("application/json;profile=https://example.com/receipt") }));
+  const dr = alternatives.at(-1)!;
+  const wrongQuantity = structuredClone(dr.example) as { items: { quantity: { value: unknown } }[] };
+  wrongQuantity.items[0]!.quantity.value = "2";
+  await add("dr-body-rule", addHeaders({ "Content-Type": quoted(dr.mediaType) }), wrongQuantity);
 
   // delete
   const deleteHeaders = (change: Record<string, string> = {}) => ({
