@@ -51,13 +51,13 @@ async function login(request: Request, env: ApiEnv): Promise<Response> {
 }
 
 /**
- * JWT verify + 1 KV get + 1 D1 batch() that inserts the receipt and its created event + 1 queue
+ * JWT verify + 1 KV get + 1 limit count + 1 D1 batch() that inserts the receipt and its created event + 1 queue
  * send. The event is in the service's own outbox, so the notifier does for a floor event what it
  * does for a real one: an add's event is part of its unavoidable work.
  */
 async function add(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
-  const record = await readClient(request, env);
+  const record = await readLimitedClient(request, env, env.ADD_LIMIT_STANDARD);
   const shard = shardsOf(env)[0]!;
   const { db } = shard;
   const receiptId = idOnShard(uuidv7(), shard);
@@ -88,12 +88,12 @@ async function add(request: Request, env: ApiEnv): Promise<Response> {
 }
 
 /**
- * JWT verify + 1 KV get + 1 D1 read + 1 D1 batch() + 1 queue send. The batch records the notice
+ * JWT verify + 1 KV get + 1 limit count + 1 D1 read + 1 D1 batch() + 1 queue send. The batch records the notice
  * in the service's own outbox, so the notifier does for a floor notice what it does for a real one.
  */
 async function remove(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
-  await readClient(request, env);
+  await readLimitedClient(request, env, env.DELETE_LIMIT_STANDARD);
   const receiptId = header(request, "receipt_id");
   const shard = shardOfId(shardsOf(env), receiptId)!;
   const receipt = await shard.db.prepare("SELECT chain_id, client_id, app_user_id FROM receipts WHERE receipt_id = ?")
@@ -127,6 +127,14 @@ async function remove(request: Request, env: ApiEnv): Promise<Response> {
 
 async function readClient(request: Request, env: ApiEnv): Promise<ClientRecord> {
   return (await env.CLIENTS.get<ClientRecord>(clientKey(header(request, "client_id")), "json"))!;
+}
+
+// The client's count on the route's limit (docs/api.md#rate-limits) is part of what add and delete
+// must do since the limits came: one call to the standard tier's binding.
+async function readLimitedClient(request: Request, env: ApiEnv, limiter: RateLimit): Promise<ClientRecord> {
+  const record = await readClient(request, env);
+  await limiter.limit({ key: record.client_id });
+  return record;
 }
 
 async function verify(request: Request, env: ApiEnv): Promise<void> {

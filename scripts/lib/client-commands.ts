@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { base64url } from "jose";
 import { newClientRecord, revokingIssuedTokens } from "../../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../../src/shared/secrets.ts";
+import { RATE_TIERS, isRateTier, ratePolicy } from "../../src/shared/rate-limits.ts";
 import { APP_SCOPE, type ClientRecord } from "../../src/shared/types.ts";
 import type { ClientStore } from "./client-store.ts";
 import { UsageError, parse, table, usableId, type Commands } from "./cli.ts";
@@ -28,6 +29,9 @@ export const CLIENTS_USAGE = `Usage: npm run clients -- <command> [options]
   enable <client_id>   allow logins again; tokens issued before disable stay refused
   rotate <client_id> [--json]
                        a new secret; the old one and every token issued so far stop working
+  tier <client_id> <standard|large|xlarge>
+                       the client's limits on add, delete and the event feed: large
+                       allows 5 times standard's, xlarge 10 times (docs/api.md#rate-limits)
 
 Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory).`;
@@ -41,6 +45,7 @@ export function clientCommands(storeOf: StoreOf): Commands {
     disable: (args) => onOneClient(storeOf, "disable", args),
     enable: (args) => onOneClient(storeOf, "enable", args),
     rotate: (args) => onOneClient(storeOf, "rotate", args),
+    tier: (args) => setTier(storeOf, args),
   };
 }
 
@@ -114,8 +119,8 @@ async function list(storeOf: StoreOf, argv: string[]): Promise<void> {
   if (values.json) console.log(JSON.stringify(records));
   else if (records.length === 0) console.log("No clients.");
   else {
-    const rows = records.map((record) => [record.client_id, stateOf(record), record.chains.join(","), record.scopes.join(","), record.updated_at]);
-    console.log(table(["CLIENT_ID", "STATE", "CHAINS", "SCOPES", "UPDATED"], rows));
+    const rows = records.map((record) => [record.client_id, stateOf(record), record.chains.join(","), record.scopes.join(","), tierOf(record), record.updated_at]);
+    console.log(table(["CLIENT_ID", "STATE", "CHAINS", "SCOPES", "TIER", "UPDATED"], rows));
   }
 }
 
@@ -148,6 +153,26 @@ async function onOneClient(storeOf: StoreOf, command: "show" | "disable" | "enab
   }
 }
 
+// The record names a tier only above the standard one, so that a record without the field reads
+// the same as one set back to standard.
+async function setTier(storeOf: StoreOf, argv: string[]): Promise<void> {
+  const { values, positionals } = parse(argv, COMMON);
+  if (positionals.length !== 2) throw new UsageError("tier needs a client_id and a tier.");
+  const clientId = usableId("client_id", positionals[0]!);
+  const tier = positionals[1]!;
+  if (!isRateTier(tier)) throw new UsageError(`tier must be one of ${RATE_TIERS.join(", ")}, not ${JSON.stringify(tier)}.`);
+  const store = storeOf(targetOf(values));
+  const record = await store.read(clientId);
+  if (!record) throw new Error(`No client ${clientId}.`);
+  const { rate_tier: _previous, ...rest } = record;
+  await store.write({ ...rest, ...(tier !== "standard" && { rate_tier: tier }), updated_at: new Date().toISOString() });
+  const limits = (["add", "delete", "events"] as const).map((route) => {
+    const policy = ratePolicy(route, tier);
+    return `${route} ${policy.quota} per ${policy.windowSeconds} s`;
+  });
+  console.log(`Client ${clientId} is on tier ${tier}: ${limits.join(", ")}. Requests see it within about a minute (KV spread and isolate cache).`);
+}
+
 function printSecret(json: boolean | undefined, record: ClientRecord, secret: string, verb: string): void {
   if (json) {
     console.log(JSON.stringify({ client_id: record.client_id, client_secret: secret, chains: record.chains }));
@@ -172,7 +197,11 @@ function stateOf(record: Omit<ClientRecord, "secret_hash">): string {
 
 function describe(record: Omit<ClientRecord, "secret_hash">): string {
   const state = stateOf(record);
-  return `${record.client_id}\t${state}\tchains=${record.chains.join(",")}\tscopes=${record.scopes.join(",")}\tupdated=${record.updated_at}`;
+  return `${record.client_id}\t${state}\tchains=${record.chains.join(",")}\tscopes=${record.scopes.join(",")}\ttier=${tierOf(record)}\tupdated=${record.updated_at}`;
+}
+
+function tierOf(record: Pick<ClientRecord, "rate_tier">): string {
+  return record.rate_tier ?? "standard";
 }
 
 function noPositionals(positionals: string[]): void {

@@ -10,6 +10,7 @@ import { PATHS } from "../shared/paths.ts";
 import { apiConfig } from "../shared/config.ts";
 import { newIsolateState, type ApiBindings, type ApiContext, type IsolateState } from "./context.ts";
 import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type SupportPointer } from "./errors.ts";
+import { rateLimitFields } from "./rate-limit.ts";
 import { jsonResponse } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
@@ -31,7 +32,12 @@ export const OPERATIONS = {
  */
 export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBindings> {
   const app = new Hono<ApiBindings>();
-  app.use(requestLog, releaseUnreadBody, loadIsolate(isolate));
+  app.use(requestLog, releaseUnreadBody);
+  // Before the settings are read, so that a 500 from a broken setting carries the fields too.
+  for (const [path, route] of [[PATHS.add, "add"], [PATHS.delete, "delete"], [PATHS.events, "events"]] as const) {
+    app.use(path, rateLimitFields(route));
+  }
+  app.use(loadIsolate(isolate));
   for (const [path, handler] of Object.entries(OPERATIONS)) {
     app.post(path, handler);
     app.all(path, methodNotAllowed("POST"));

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { ApiConfig, ApiSettings, SettingsMemory } from "../shared/config.ts";
+import type { RatePolicy } from "../shared/rate-limits.ts";
 import type { ApiEnv } from "../shared/env.ts";
 import { newPlacementMemory, type PlacementMemory } from "../storage/placement.ts";
 import type { ClientCache } from "./auth/clients.ts";
@@ -36,6 +37,10 @@ export interface RequestVariables {
   clientId?: string;
   /** The shard a receipt was stored on or deleted from, for the request's data point. */
   shard?: string;
+  /** The caller's limit on a limited route, once its client is known (src/api/rate-limit.ts). */
+  ratePolicy?: RatePolicy;
+  /** Set when this request was over that limit. */
+  rateLimited?: boolean;
 }
 
 /** Hono's generic argument for the API Worker. */

@@ -4,6 +4,7 @@
  * (test/api/routes/openapi-examples.test.ts replays each example against the Worker).
  */
 import { DR_RETAIL_PROFILES } from "../shared/dr-retail-profiles.ts";
+import type { LimitedRoute, RatePolicy } from "../shared/rate-limits.ts";
 import { APP_SCOPE, POS_SCOPE } from "../shared/types.ts";
 import { ApiError, type ErrorStatus } from "./errors.ts";
 
@@ -29,6 +30,12 @@ const LOGIN_RETRY_AFTER_SECONDS = 60;
 
 /** How long a till waits while every shard is closed: an opened or added shard takes new receipts within 65 s. */
 const NO_OPEN_SHARD_RETRY_AFTER_SECONDS = 60;
+
+/**
+ * How long a till waits when its receipt's shard is overloaded: D1 sheds a queue of requests
+ * within seconds, and a new receipt without a key goes to another shard on its retry.
+ */
+const SHARD_OVERLOADED_RETRY_AFTER_SECONDS = 5;
 
 /** The refusals whose words never change. */
 export const REFUSALS = {
@@ -90,6 +97,12 @@ export const REFUSALS = {
     detail: "The service takes no new receipts now; send the same request again after Retry-After seconds.",
     headers: { "retry-after": String(NO_OPEN_SHARD_RETRY_AFTER_SECONDS) },
   },
+  shardOverloaded: {
+    status: 503,
+    detail:
+      "The receipt's database is overloaded and took no action; send the same request again after Retry-After seconds.",
+    headers: { "retry-after": String(SHARD_OVERLOADED_RETRY_AFTER_SECONDS) },
+  },
   feedAfter: {
     status: 406,
     detail:
@@ -97,6 +110,23 @@ export const REFUSALS = {
   },
   feedLimit: { status: 406, detail: "Query parameter limit must be a whole number from 1 to 100." },
 } as const satisfies Record<string, Refusal>;
+
+/**
+ * The client is over its limit on a route (429). The binding tells no time to its window's end,
+ * so Retry-After is the whole window: by then the count has restarted.
+ */
+export function rateLimited(policy: RatePolicy, route: LimitedRoute): Refusal {
+  return {
+    status: 429,
+    detail:
+      `Too many ${ROUTE_WORDS[route]} requests for header client_id: the limit is ${policy.quota} per ${policy.windowSeconds} s ` +
+      `(policy ${policy.name}); send the same request again after Retry-After seconds.`,
+    headers: { "retry-after": String(policy.windowSeconds) },
+  };
+}
+
+/** How a 429's message names each limited route. */
+const ROUTE_WORDS: Record<LimitedRoute, string> = { add: "add", delete: "delete", events: "event feed" };
 
 /** Every header of `names` is absent (400), all named in one message. */
 export function missingHeaders(names: readonly string[]): Refusal {

@@ -20,6 +20,11 @@ export interface ClientRecord {
    * on add and delete. Absent in records written before revocation existed, which revoke nothing.
    */
   tokens_valid_after?: string;
+  /**
+   * The client's limits on add, delete and the event feed (src/shared/rate-limits.ts), granted
+   * with `npm run clients -- tier`; absent is the standard tier.
+   */
+  rate_tier?: "large" | "xlarge";
 }
 
 /**

@@ -21,7 +21,7 @@ import {
 import { checkShardFill, type FillMemory } from "./shard-fill.ts";
 import { shardStates } from "./shard-states.ts";
 import { shardsOf, type Shard } from "./shards.ts";
-import { isLateEventCommit } from "./transient.ts";
+import { isLateEventCommit, onShard } from "./transient.ts";
 
 /** How long an isolate sends no new receipt to a shard whose call failed. */
 const FAILING_SHARD_PAUSE_MS = 30_000;
@@ -263,7 +263,7 @@ async function earlierAddElsewhere(
   now: number,
 ): Promise<AddOutcome | undefined> {
   for (const shard of shards) {
-    const earlier = await earlierAdd(shard.db, caller.client_id, caller.app_user_id, claim, new Date(now));
+    const earlier = await onShard(shard.name, () => earlierAdd(shard.db, caller.client_id, caller.app_user_id, claim, new Date(now)));
     if (earlier) return earlier;
   }
   return undefined;
@@ -279,7 +279,7 @@ async function addOnShard(
   memory: PlacementMemory,
 ): Promise<AddOutcome & { sizeAfter: number }> {
   try {
-    return await storeReceipt(shard.db, receipt, event, claim);
+    return await onShard(shard.name, () => storeReceipt(shard.db, receipt, event, claim));
   } catch (error) {
     memory.failingUntil.set(shard.name, Date.now() + FAILING_SHARD_PAUSE_MS);
     throw error;

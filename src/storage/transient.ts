@@ -43,3 +43,34 @@ function isTransientD1Error(error: unknown): boolean {
 export function isLateEventCommit(error: unknown): boolean {
   return String(error instanceof Error ? error.message : error).includes("event committed more than");
 }
+
+// Cloudflare's D1 documentation ("Error list") answers "D1 DB is overloaded. Requests queued for
+// too long." or "... Too many requests queued." to a call the database had no time for; SQLite's
+// SQLITE_BUSY is a write that found the database locked. Neither ran, and running it again at
+// once only lengthens the queue: the caller is told to come back instead.
+const OVERLOAD_MESSAGES = ["D1 DB is overloaded", "SQLITE_BUSY"];
+
+/** A shard refused a call as overloaded or busy: nothing of it ran, and the same call later may succeed. */
+export class ShardOverloadedError extends Error {
+  override name = "ShardOverloadedError";
+  /** The shard's name. */
+  readonly shard: string;
+
+  constructor(shard: string, error: unknown) {
+    super(`shard ${shard} is overloaded: ${error instanceof Error ? error.message : String(error)}`);
+    this.shard = shard;
+  }
+}
+
+/**
+ * Runs a call on shard `shard`; D1's overload or busy error becomes a {@link ShardOverloadedError},
+ * which the API answers with 503 and Retry-After, not 500 (docs/api.md#shards, "Faults").
+ */
+export async function onShard<T>(shard: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    const message = String(error instanceof Error ? error.message : error);
+    throw OVERLOAD_MESSAGES.some((text) => message.includes(text)) ? new ShardOverloadedError(shard, error) : error;
+  }
+}

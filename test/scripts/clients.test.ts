@@ -108,10 +108,10 @@ describe("docs/api.md#operators npm run clients", () => {
     expect(records.map((record) => record.client_id)).toContain(client.client_id);
     expect(listed.stdout).not.toContain("sha256:");
     const [header, ...lines] = (await clients("list")).stdout.trimEnd().split("\n");
-    expect(header).toMatch(/^CLIENT_ID +STATE +CHAINS +SCOPES +UPDATED$/);
+    expect(header).toMatch(/^CLIENT_ID +STATE +CHAINS +SCOPES +TIER +UPDATED$/);
     const line = lines.find((text) => text.startsWith(`${client.client_id} `))!;
     // Aligned: each cell starts where its column's header does.
-    expect(line.slice(header!.indexOf("STATE"))).toMatch(/^enabled +c1 +service\.pos +\d{4}-/);
+    expect(line.slice(header!.indexOf("STATE"))).toMatch(/^enabled +c1 +service\.pos +standard +\d{4}-/);
     expect(line.slice(header!.indexOf("CHAINS"))).toMatch(/^c1 /);
   });
 
@@ -140,12 +140,41 @@ describe("docs/api.md#operators npm run clients", () => {
     expect(Date.parse((await validAfter())!)).toBeGreaterThan(Date.parse(disabled));
   });
 
+  it("contract §15 tier grants a client a higher limit and takes it back: the record names it, standard leaves no field", async () => {
+    const client = await issued("--chain", "c1");
+    const granted = await clients("tier", client.client_id, "xlarge");
+    expect(granted.status).toBe(0);
+    expect(granted.stdout).toContain("tier xlarge: add 12000 per 10 s, delete 3000 per 10 s, events 1000 per 10 s");
+    expect(await kvRecord(client.client_id)).toMatchObject({ rate_tier: "xlarge" });
+    expect(await stored(client.client_id)).toMatchObject({ rate_tier: "xlarge" });
+    expect((await clients("tier", client.client_id, "standard")).status).toBe(0);
+    expect(await kvRecord(client.client_id)).not.toHaveProperty("rate_tier");
+  });
+
+  it("contract §15 a client on tier large gets the large policy on add, against the real Worker", async () => {
+    const client = await issued("--chain", "c1");
+    await clients("tier", client.client_id, "large");
+    const login = await mf.dispatchFetch("http://localhost/receipts/v2/login", {
+      method: "POST",
+      headers: { client_id: client.client_id, client_secret: client.client_secret, token_type: "Bearer", scope: "service.pos" },
+    });
+    const token = ((await login.json()) as { data: { access_token: string } }).data.access_token;
+    const add = await mf.dispatchFetch("http://localhost/receipts/v2/add", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, client_id: client.client_id, chain_id: "c1", app_user_id: "au-1", "Content-Type": "application/json" },
+      body: "{}",
+    });
+    await add.arrayBuffer();
+    expect(add.headers.get("ratelimit-policy")).toBe('"add.large";q=6000;w=10');
+  }, 60_000);
+
   it("acting on an unknown client fails with status 1 and writes nothing", async () => {
     for (const command of ["show", "disable", "enable", "rotate"]) {
       const result = await clients(command, "pos-nobody");
       expect(result.status).toBe(1);
       expect(result.stderr).toContain("No client pos-nobody");
     }
+    expect((await clients("tier", "pos-nobody", "large")).status).toBe(1);
     expect(await kvValue("pos-nobody")).toBeNull();
   });
 
@@ -161,6 +190,8 @@ describe("docs/api.md#operators npm run clients", () => {
       ["issue with a stray argument", ["issue", "--chain", "c1", "--client-id", "pos-bad-6", "extra"]],
       ["show without an id", ["show"]],
       ["disable with two ids", ["disable", "a", "b"]],
+      ["tier without a tier", ["tier", "pos-bad-7"]],
+      ["tier with an unknown tier", ["tier", "pos-bad-8", "huge"]],
       ["--remote with --persist-to", ["list", "--remote"]],
     ];
     it.each(cases)("%s", async (_label, args) => {

@@ -8,9 +8,9 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/api/app.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardOfId, type Shard } from "../../src/storage/shards.ts";
-import { BASE, newCaller, uniqueId, validReceiptBody, type Answer } from "../support/api.ts";
+import { BASE, consoleLines, expectErrorShape, newCaller, uniqueId, validReceiptBody, type Answer } from "../support/api.ts";
 import { deleteHeadersFor, outboxRows, receiptExists, seedReceipt } from "../support/notices.ts";
-import { SHARDS, idOn, receiptsOf } from "../support/shards.ts";
+import { SHARDS, failingWith, idOn, receiptsOf } from "../support/shards.ts";
 
 const TRANSIENT = "D1_ERROR: Network connection lost.";
 
@@ -83,20 +83,7 @@ function runLostOnce(db: D1Database): D1Database {
 
 /** A database every call of which fails, as a shard that is down. */
 function down(db: D1Database): D1Database {
-  const fail = () => Promise.reject(new Error("D1_ERROR: D1 DB is unavailable"));
-  return new Proxy(db, {
-    get(target, property) {
-      if (property === "batch" || property === "exec") return fail;
-      if (property === "prepare") {
-        return () => {
-          const statement = { bind: () => statement, run: fail, all: fail, first: fail, raw: fail };
-          return statement;
-        };
-      }
-      const value = Reflect.get(target, property, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  return failingWith(db, "D1_ERROR: D1 DB is unavailable");
 }
 
 describe("docs/api.md#shards transient D1 errors: retried, and the answer stays true", () => {
@@ -160,5 +147,65 @@ describe("docs/api.md#shards a failing shard affects only what it holds", () => 
     expect(refused.status).toBe(500);
     expect(refused.body.message).not.toMatch(/D1|DB_|unavailable/);
     expect(await receiptExists(onFailing.receipt_id)).toBe(true);
+  });
+});
+
+const OVERLOAD_ERRORS = [
+  "D1_ERROR: D1 DB is overloaded. Requests queued for too long.",
+  "D1_ERROR: D1 DB is overloaded. Too many requests queued.",
+  "D1_ERROR: SQLITE_BUSY: database is locked",
+];
+
+describe("contract §15 an overloaded shard answers 503 with Retry-After, never 500", () => {
+  it.each(OVERLOAD_ERRORS)("a keyed add whose shard answers %s: 503, an error line naming the shard, nothing stored; the retry stores once", async (message) => {
+    const caller = await newCaller();
+    const headers = { ...caller.headers, "Idempotency-Key": uniqueId("key") };
+    const body = JSON.stringify(validReceiptBody());
+    const busy = Object.fromEntries(SHARDS.map((shard) => [shard.binding, failingWith(shard.db, message)]));
+    let answer: Answer | undefined;
+    const lines = await consoleLines(async () => {
+      answer = await callWith(busy, PATHS.add, headers, body);
+    });
+    expectErrorShape(answer!, 503, "Service Unavailable");
+    expect(answer!.headers.get("retry-after")).toBe("5");
+    expect(answer!.body.message).not.toMatch(/D1|SQLITE|DB_/);
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    const alert = logged.find((line) => line.event === "shard-overloaded");
+    expect(alert).toMatchObject({ level: "error", route: "add" });
+    expect(SHARDS.map((shard) => shard.name)).toContain(alert!.shard);
+    expect(await receiptsOf(caller.client.clientId)).toBe(0);
+
+    const retry = await callWith({}, PATHS.add, headers, body);
+    expect(retry.status).toBe(200);
+    expect(await receiptsOf(caller.client.clientId)).toBe(1);
+  });
+
+  it("an add without a key while one shard is overloaded: 503 once, then the isolate's adds go to the other shards", async () => {
+    const [busyShard] = SHARDS;
+    const caller = await newCaller();
+    const busy = { [busyShard!.binding]: failingWith(busyShard!.db, OVERLOAD_ERRORS[0]!) };
+    const statuses: number[] = [];
+    for (let i = 0; i < 40 && !statuses.includes(503); i += 1) {
+      statuses.push((await callWith(busy, PATHS.add, caller.headers, JSON.stringify(validReceiptBody()))).status);
+    }
+    expect(statuses.filter((status) => status === 503)).toHaveLength(1);
+    expect(statuses.filter((status) => status !== 200 && status !== 503)).toEqual([]);
+    for (let i = 0; i < 10; i += 1) {
+      const answer = await callWith(busy, PATHS.add, caller.headers, JSON.stringify(validReceiptBody()));
+      expect(answer.status).toBe(200);
+      expect(shardOfId(SHARDS, answer.body.data.receipt_id)).not.toBe(busyShard);
+    }
+  });
+
+  it("a delete whose shard is overloaded: 503 with Retry-After, the receipt and its outbox untouched; the retry deletes it", async () => {
+    const caller = await newCaller();
+    const receipt = await seedReceipt(caller.client);
+    const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+    const answer = await callWith({ [shard.binding]: failingWith(shard.db, OVERLOAD_ERRORS[1]!) }, PATHS.delete, deleteHeadersFor(caller.token, receipt));
+    expectErrorShape(answer, 503, "Service Unavailable");
+    expect(answer.headers.get("retry-after")).toBe("5");
+    expect(await receiptExists(receipt.receipt_id)).toBe(true);
+    expect(await outboxRows(receipt.receipt_id)).toHaveLength(0);
+    expect((await callWith({}, PATHS.delete, deleteHeadersFor(caller.token, receipt))).status).toBe(200);
   });
 });

@@ -48,7 +48,8 @@ export function startApiWorker(state: string): Miniflare {
         CLIENT_CACHE_SECONDS: "0",
         SHARD_STATES_SECONDS: "0",
       },
-      ratelimits: { LOGIN_LIMITER: { namespace_id: "1001", simple: { limit: 5, period: 60 } } },
+      // Every limit of wrangler.toml: failed logins, and each route's per client and tier.
+      ratelimits: deployedOptions().ratelimits as Record<string, { namespace_id: string; simple: { limit: number; period: 10 | 60 } }>,
     }),
   );
 }
@@ -56,5 +57,10 @@ export function startApiWorker(state: string): Miniflare {
 /** The API Worker's [vars] of wrangler.toml, as wrangler hands them to Miniflare. */
 function deployedVars(): Record<string, string> {
   // Wrangler's options type loses its field types to an index signature; these are vars.
-  return unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml")).workerOptions.bindings as Record<string, string>;
+  return deployedOptions().bindings as Record<string, string>;
+}
+
+/** The API Worker's options from wrangler.toml, as wrangler hands them to Miniflare. */
+function deployedOptions() {
+  return unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml")).workerOptions;
 }

@@ -37,3 +37,24 @@ export async function receiptsOf(clientId: string): Promise<number> {
   const rows = await rowsOnEveryShard<{ n: number }>("SELECT COUNT(*) AS n FROM receipts WHERE client_id = ?", clientId);
   return rows.reduce((sum, { n }) => sum + n, 0);
 }
+
+/**
+ * A database every call of which fails with `message`: a shard that is down, or one that
+ * answers with D1's overload or SQLite's busy error.
+ */
+export function failingWith(db: D1Database, message: string): D1Database {
+  const fail = () => Promise.reject(new Error(message));
+  return new Proxy(db, {
+    get(target, property) {
+      if (property === "batch" || property === "exec") return fail;
+      if (property === "prepare") {
+        return () => {
+          const statement = { bind: () => statement, run: fail, all: fail, first: fail, raw: fail };
+          return statement;
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}

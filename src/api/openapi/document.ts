@@ -6,6 +6,7 @@
  */
 import * as z from "zod/mini";
 import { PATHS } from "../../shared/paths.ts";
+import { RATE_TIERS, ratePolicy, type LimitedRoute } from "../../shared/rate-limits.ts";
 import { appUserErasedEvent, authorizationHeader, errorResponse, receiptCreatedEvent, receiptDeletedEvent } from "../../shared/schemas.ts";
 import { ApiError, errorBody, internalErrorBody, type SupportPointer } from "../errors.ts";
 import { DOCUMENTED_OPERATIONS, DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED, type DocumentedOperation, type ErrorExample } from "./documented-operations.ts";
@@ -178,6 +179,11 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
     // Hono answers HEAD with a GET's handler, so a GET's Allow names both.
     ...errorResponses({ ...operation.errors, ...(operation.method === "get" ? commonErrors(path, "GET, HEAD", "GET") : commonErrors(path, "POST", "POST")) }),
   };
+  if (operation.rateLimit) {
+    for (const [status, response] of Object.entries(result.responses as Record<string, JsonObject>)) {
+      response.headers = { ...(response.headers as JsonObject | undefined), ...rateLimitHeaders(operation.rateLimit, Number(status)) };
+    }
+  }
   return result;
 }
 
@@ -254,21 +260,49 @@ const RESPONSE_HEADERS: Record<string, { name: string; description: string; type
   "retry-after": { name: "Retry-After", description: "Seconds to wait before sending the request again", type: "integer" },
 };
 
+// A header whose rows at one status differ in value (503's Retry-After: 60 while every shard is
+// closed, 5 for an overloaded one) lists the values instead of one example.
 function responseHeaders(examples: Record<string, ErrorExample>): JsonObject | undefined {
-  const headers: JsonObject = {};
+  const values = new Map<string, Set<string>>();
   for (const row of Object.values(examples)) {
     for (const [key, value] of Object.entries(("headers" in row && row.headers) || {})) {
-      const known = RESPONSE_HEADERS[key];
-      if (!known) throw new Error(`response header ${key} has no description in RESPONSE_HEADERS`);
-      headers[known.name] = {
-        description: known.description,
-        required: true,
-        schema: { type: known.type },
-        example: known.type === "integer" ? Number(value) : value,
-      };
+      if (!RESPONSE_HEADERS[key]) throw new Error(`response header ${key} has no description in RESPONSE_HEADERS`);
+      values.set(key, (values.get(key) ?? new Set()).add(value));
     }
   }
+  const headers: JsonObject = {};
+  for (const [key, seen] of values) {
+    const known = RESPONSE_HEADERS[key]!;
+    const typed = [...seen].map((value) => (known.type === "integer" ? Number(value) : value));
+    headers[known.name] =
+      typed.length === 1
+        ? { description: known.description, required: true, schema: { type: known.type }, example: typed[0]! }
+        : { description: known.description, required: true, schema: { type: known.type, enum: typed } };
+  }
   return Object.keys(headers).length > 0 ? headers : undefined;
+}
+
+/**
+ * The fields of draft-ietf-httpapi-ratelimit-headers that every answer of a limited operation
+ * carries, as a client of the standard tier gets them: `r` is 0 on the 429 alone (docs/api.md#rate-limits).
+ */
+function rateLimitHeaders(route: LimitedRoute, status: number): JsonObject {
+  const policy = ratePolicy(route, "standard");
+  return {
+    "RateLimit-Policy": {
+      description: `The client's limit on this operation: its tier's policy \`<operation>.<tier>\`, q requests per w seconds (${RATE_TIERS.join(", ")})`,
+      required: true,
+      schema: { type: "string" },
+      example: `"${policy.name}";q=${policy.quota};w=${policy.windowSeconds}`,
+    },
+    RateLimit: {
+      description:
+        "r=0 when this request was over the limit, else r=1 (not over it: the limiter does not tell how many are left); t is the window in seconds, the longest wait until the count restarts",
+      required: true,
+      schema: { type: "string" },
+      example: `"${policy.name}";r=${status === 429 ? 0 : 1};t=${policy.windowSeconds}`,
+    },
+  };
 }
 
 /** The events the notifier pushes to the app push service (docs/api.md#receipt-events). */

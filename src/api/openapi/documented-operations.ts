@@ -8,6 +8,7 @@ import type * as z from "zod/mini";
 import { DR_RETAIL_BODIES, DR_RETAIL_PARTS, type DrRetailInput } from "../../shared/dr-retail.ts";
 import { drRetailContentType } from "../../shared/dr-retail-profiles.ts";
 import { PATHS } from "../../shared/paths.ts";
+import { ratePolicy, type LimitedRoute } from "../../shared/rate-limits.ts";
 import {
   addHeaders,
   addResponse,
@@ -29,6 +30,7 @@ import {
   REFUSALS,
   bodyTooLarge,
   missingHeaders,
+  rateLimited,
   receiptFieldsDiffer,
   unusableHeaders,
   type Refusal,
@@ -62,6 +64,8 @@ export interface DocumentedOperation {
   success: { component: string; schema: z.ZodMiniType; description: string; example: unknown };
   /** Keyed by a name unique within the operation; 405 and 500 are added for every operation. */
   errors: Record<string, ErrorExample>;
+  /** The operation's limit per client, whose fields every answer carries (docs/api.md#rate-limits). */
+  rateLimit?: LimitedRoute;
 }
 
 /** A request body as the document describes it: its component's name, schema, words and example. */
@@ -71,6 +75,20 @@ export interface DocumentedBody {
   description: string;
   example: unknown;
 }
+
+/** The 429 of a limited operation, as a client of the standard tier gets it. */
+function rateLimitedError(route: LimitedRoute): ErrorExample {
+  return {
+    ...rateLimited(ratePolicy(route, "standard"), route),
+    summary: "The client sent more requests than its tier allows in the window: wait Retry-After seconds, then send the same request again (with the same Idempotency-Key)",
+  };
+}
+
+/** add and delete answer 503 when the receipt's shard is overloaded. */
+const SHARD_OVERLOADED: ErrorExample = {
+  ...REFUSALS.shardOverloaded,
+  summary: "The receipt's database (shard) is overloaded or busy and did nothing: send the same request again after Retry-After seconds",
+};
 
 const RECEIPT_ID = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
 
@@ -355,7 +373,10 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         ...REFUSALS.noOpenShard,
         summary: "Every shard is closed: no new receipt is taken until an operator opens or adds one; a keyed retry of an earlier add still gets its first answer",
       },
+      "rate-limited": rateLimitedError("add"),
+      "shard-overloaded": SHARD_OVERLOADED,
     },
+    rateLimit: "add",
   },
 
   [PATHS.delete]: {
@@ -390,7 +411,10 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         summary:
           "client_id, chain_id or app_user_id differs from the receipt's; the message names each, or client_id alone when it differs",
       },
+      "rate-limited": rateLimitedError("delete"),
+      "shard-overloaded": SHARD_OVERLOADED,
     },
+    rateLimit: "delete",
   },
   [PATHS.events]: {
     method: "get",
@@ -440,6 +464,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         summary: "after is not an event_id, names no stored event (never made, erased, purged) or one older than the window, or was sent twice",
       },
       limit: { ...REFUSALS.feedLimit, summary: "limit is not a whole number from 1 to 100, or was sent twice" },
+      "rate-limited": rateLimitedError("events"),
     },
+    rateLimit: "events",
   },
 };

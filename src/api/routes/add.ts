@@ -11,6 +11,8 @@ import type { ApiContext } from "../context.ts";
 import { enqueueNotice, newCreationNotice } from "../events.ts";
 import { readHeaders } from "../headers.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
+import { overloadRefused } from "../overload.ts";
+import { enforceRateLimit } from "../rate-limit.ts";
 import { jsonResponse } from "../responses.ts";
 import { userKeyOf } from "../user-key.ts";
 
@@ -22,6 +24,7 @@ export async function add(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, addHeaders);
   c.set("clientId", headers.client_id);
   const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
+  await enforceRateLimit(c, "add", client);
   if (!client.chains.includes(headers.chain_id)) {
     throw refuse(REFUSALS.chainNotAllowed, "chain not among the client's chains");
   }
@@ -35,7 +38,9 @@ export async function add(c: ApiContext): Promise<Response> {
     { chain_id: headers.chain_id, client_id: client.client_id, app_user_id: headers.app_user_id, body, ...(format && { format }), user_key },
     headers["Idempotency-Key"],
     newCreationNotice,
-  ).catch(noOpenShardRefused);
+  )
+    .catch(noOpenShardRefused)
+    .catch(overloadRefused("add"));
   if (stored.kind === "conflict") {
     throw refuse(REFUSALS.idempotencyConflict, "idempotency key reused for a different request");
   }

@@ -4,9 +4,12 @@ import { describeError, logLine } from "../../shared/log.ts";
 import { deleteArchivedReceipt, purgeArchivedLines, type ArchivedDeleteOutcome } from "../../storage/archive/deletion.ts";
 import { deleteOwnedReceipt, type ReceiptOwner } from "../../storage/receipts.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
+import { onShard } from "../../storage/transient.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
 import type { ApiError } from "../errors.ts";
+import { overloadRefused } from "../overload.ts";
+import { enforceRateLimit } from "../rate-limit.ts";
 import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
 import { REFUSALS, receiptFieldsDiffer, refuse } from "../refusals.ts";
@@ -22,14 +25,15 @@ const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies
 export async function deleteReceipt(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, deleteHeaders);
   c.set("clientId", headers.client_id);
-  await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
+  const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
+  await enforceRateLimit(c, "delete", client);
 
   // The receipt_id names its shard; an ID that names none is unknown, like any other.
   const shard = shardOfId(shardsOf(c.env), headers.receipt_id);
   if (!shard) throw refusal(headers, null);
   c.set("shard", shard.name);
   const notice = newDeletionNotice(headers, shard);
-  const live = await deleteOwnedReceipt(shard.db, notice, c.get("requestId"));
+  const live = await onShard(shard.name, () => deleteOwnedReceipt(shard.db, notice, c.get("requestId"))).catch(overloadRefused("delete"));
   // The archive is read only for an archived receipt whose owner matches the headers: a live
   // receipt's delete makes the calls it always made, and every refusal is answered from D1.
   const outcome: ArchivedDeleteOutcome =

@@ -7,6 +7,7 @@ import { shardsOf } from "../../storage/shards.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
 import { readHeaders } from "../headers.ts";
+import { enforceRateLimit } from "../rate-limit.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { jsonTextResponse } from "../responses.ts";
 
@@ -21,7 +22,8 @@ const DEFAULT_LIMIT = 100;
 export async function feed(c: ApiContext): Promise<Response> {
   const headers = readHeaders(c.req.raw, feedHeaders);
   c.set("clientId", headers.client_id);
-  await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, APP_SCOPE);
+  const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, APP_SCOPE);
+  await enforceRateLimit(c, "events", client);
 
   const { after, limit } = readQuery(c);
   const { eventFeedMs, feedSettleMs } = c.get("config");

@@ -1,0 +1,29 @@
+/**
+ * The limits per client exist twice: as Rate Limiting bindings in wrangler.toml, which count, and
+ * in src/shared/rate-limits.ts, which the answers' RateLimit-Policy and 429 message name. They
+ * must say the same (docs/api.md#rate-limits).
+ */
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { RATE_TIERS, ratePolicy, type LimitedRoute } from "../../src/shared/rate-limits.ts";
+
+const root = path.join(import.meta.dirname, "../..");
+const ROUTES: LimitedRoute[] = ["add", "delete", "events"];
+
+describe("contract §15 the limits the answers name are the bindings' own", () => {
+  const ratelimits = unstable_getMiniflareWorkerOptions(path.join(root, "wrangler.toml")).workerOptions.ratelimits as Record<
+    string,
+    { simple: { limit: number; period: number } }
+  >;
+
+  it.each(ROUTES.flatMap((route) => RATE_TIERS.map((tier) => [route, tier] as const)))("%s in tier %s", (route, tier) => {
+    const policy = ratePolicy(route, tier);
+    expect(ratelimits[policy.binding]?.simple).toEqual({ limit: policy.quota, period: policy.windowSeconds });
+  });
+
+  it("wrangler.toml has no limit binding the table does not name, besides the failed-login limit", () => {
+    const named = ROUTES.flatMap((route) => RATE_TIERS.map((tier) => ratePolicy(route, tier).binding));
+    expect(Object.keys(ratelimits).sort()).toEqual([...named, "LOGIN_LIMITER"].sort());
+  });
+});
