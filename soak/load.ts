@@ -128,12 +128,28 @@ export async function runLoad(options: {
   until: number;
   shardTags: readonly number[];
   erasure?: AppUserErasure;
+  /** A client in a loop beside the tills: it sends adds over `connections` at once, as fast as it can. */
+  flood?: { client: HarnessClient; connections: number };
 }): Promise<LoadRecord> {
   const load: LoadRecord = { requests: [], bodies: new Map(), drReceipts: new Map(), erasures: [] };
   const tills = options.clients.map((client, i) => new Till(client, options.prng.fork(`till ${i}`), options, load));
-  await Promise.all([...tills.map((till) => till.run()), erasures(options, load)]);
+  const flood = options.flood && new Till(options.flood.client, options.prng.fork("flood"), options, load);
+  await Promise.all([
+    ...tills.map((till) => till.run()),
+    ...(flood ? [flood.flood(options.flood!.connections)] : []),
+    erasures(options, load),
+  ]);
   return load;
 }
+
+/** The action of every add the flooding client sends. */
+export const FLOOD_ACTION = "flood";
+/** The flood's one app user, whom no erasure picks. */
+const FLOOD_APP_USER = "soak-flood-user";
+/** A flood's add is stored, or refused over its client's limit (docs/api.md#rate-limits). */
+const FLOOD_EXPECTED = [200, 429] as const;
+/** How long a flooding loop stops after a request got no answer (the runtime restarting). */
+const FLOOD_NO_ANSWER_PAUSE_MS = 50;
 
 // The operator: apart from the tills, so that no till waits for an erasure and the adds for the
 // user being erased go on while it runs.
@@ -178,13 +194,30 @@ class Till {
     }
   }
 
+  /**
+   * Sends adds without a key over `connections` loops until the load ends, each as soon as the
+   * one before was answered, 429 or not: a till's retry bug, or a leaked credential.
+   */
+  async flood(connections: number): Promise<void> {
+    await Promise.all(
+      Array.from({ length: connections }, async () => {
+        while (Date.now() < this.#options.until) {
+          if (!this.#token) await this.#login();
+          else if (!(await this.#add(FLOOD_ACTION, FLOOD_APP_USER, this.#newMarker(), undefined, undefined, FLOOD_EXPECTED)).answered) {
+            await sleep(FLOOD_NO_ANSWER_PAUSE_MS);
+          }
+        }
+      }),
+    );
+  }
+
   async #act(action: Action): Promise<void> {
     const appUserId = this.#prng.pick(APP_USERS);
     switch (action) {
       case "login":
         return this.#login();
       case "add":
-        return this.#hold(await this.#add(action, appUserId, this.#newMarker()), appUserId);
+        return this.#hold((await this.#add(action, appUserId, this.#newMarker())).receiptId, appUserId);
       case "add with key":
         return this.#addWithKey(appUserId);
       case "add replay": {
@@ -197,14 +230,14 @@ class Till {
         const marker = this.#newMarker();
         const race = ++races;
         const answers = await Promise.all(Array.from({ length: RACERS }, () => this.#add(action, appUserId, marker, key, race)));
-        this.#hold(answers.find(Boolean), appUserId);
+        this.#hold(answers.find((answer) => answer.receiptId)?.receiptId, appUserId);
         this.#keyed.push({ key, marker, appUserId });
         return;
       }
       case "delete":
         return this.#deleteHeld(action);
       case "delete right after add": {
-        const receiptId = await this.#add("add then delete", appUserId, this.#newMarker());
+        const { receiptId } = await this.#add("add then delete", appUserId, this.#newMarker());
         if (receiptId) await this.#delete(action, receiptId, appUserId);
         return;
       }
@@ -256,8 +289,8 @@ class Till {
   async #addWithKey(appUserId: string): Promise<void> {
     const key = this.#newKey();
     const marker = this.#newMarker();
-    const first = await this.#add("add with key", appUserId, marker, key);
-    this.#hold(first ?? (await this.#add("add with key, again after a failure", appUserId, marker, key)), appUserId);
+    const first = (await this.#add("add with key", appUserId, marker, key)).receiptId;
+    this.#hold(first ?? (await this.#add("add with key, again after a failure", appUserId, marker, key)).receiptId, appUserId);
     this.#keyed.push({ key, marker, appUserId });
   }
 
@@ -266,18 +299,28 @@ class Till {
     if (receiptId) this.#held.set(receiptId, appUserId);
   }
 
-  /** Sends an add; returns the receipt it stored or replayed, undefined when the answer was not 200. */
-  async #add(action: string, appUserId: string, marker: string, key?: string, race?: number): Promise<string | undefined> {
+  /**
+   * Sends an add; returns the receipt it stored or replayed (none when the answer was not 200),
+   * and whether any answer came.
+   */
+  async #add(
+    action: string,
+    appUserId: string,
+    marker: string,
+    key?: string,
+    race?: number,
+    expected: readonly number[] = [200],
+  ): Promise<{ receiptId?: string; answered: boolean }> {
     const { body, contentType } = this.#receipt(marker);
     const init = this.#addInit(appUserId, body, contentType);
     if (key) init.headers["idempotency-key"] = key;
-    const record: Omit<RequestRecord, "start" | "end" | "status" | "clientId"> = { route: "add", action, expected: [200], marker, appUserId, ...(key && { key }), ...(race && { race }) };
+    const record: Omit<RequestRecord, "start" | "end" | "status" | "clientId"> = { route: "add", action, expected, marker, appUserId, ...(key && { key }), ...(race && { race }) };
     const { status, json, request } = await this.#send(record, init);
     const data = (json as { data?: { receipt_id?: string; created_at?: string } } | undefined)?.data;
-    if (status !== 200 || !data?.receipt_id) return undefined;
+    if (status !== 200 || !data?.receipt_id) return { answered: status !== null };
     request.receiptId = data.receipt_id;
     if (data.created_at) request.createdAt = data.created_at;
-    return data.receipt_id;
+    return { receiptId: data.receipt_id, answered: true };
   }
 
   async #deleteHeld(action: string): Promise<void> {

@@ -21,7 +21,8 @@ import { RebuildingAppSide } from "./rebuild.ts";
 import { startPushReceiver } from "./receiver.ts";
 import { PROBLEMS, reconcile } from "./reconcile.ts";
 import { countFaults, printReport } from "./report.ts";
-import { SOAK_VARS, buildSoakBundles, startSoakRuntime } from "./runtime.ts";
+import { floodFailures, floodSummary, floodTable } from "./flood.ts";
+import { SOAK_VARS, buildSoakBundles, soakAddLimit, startSoakRuntime } from "./runtime.ts";
 import { drain, snapshotStore } from "./store.ts";
 import { shardOfId } from "../src/shared/shard-ids.ts";
 
@@ -40,6 +41,8 @@ const CRON_PERIOD_MS = 2000;
  * pushes they must cut off mid-batch.
  */
 const ERASURE_PAUSE_MS = [5000, 12000] as const;
+/** The flooding client's requests at once, each sent as soon as the one before was answered. */
+const FLOOD_CONNECTIONS = 4;
 /** The drain gives up after this long; the events still undelivered then count as lost. */
 const DRAIN_LIMIT_MS = 180_000;
 
@@ -76,6 +79,7 @@ await runCli(USAGE, async (argv) => {
     const clients = await Promise.all(
       Array.from({ length: concurrency }, (_, i) => runtime.issueClient(`soak-till-${i}`, `soak-chain-${i}`)),
     );
+    const floodClient = await runtime.issueClient("soak-flood", "soak-chain-flood");
     const appClient = await runtime.issueAppClient("soak-app");
     const appSide = new RebuildingAppSide({ baseUrl: runtime.apiUrl, clientId: appClient.clientId, clientSecret: appClient.secret });
     const driver = new FaultDriver(runtime, receiver, prng.fork("driver"));
@@ -101,6 +105,7 @@ await runCli(USAGE, async (argv) => {
         until,
         shardTags: shards.map((shard) => shard.tag),
         erasure: soakErasure(runtime, ERASURE_PAUSE_MS, (work) => driver.outsideRestarts(work)),
+        flood: { client: floodClient, connections: FLOOD_CONNECTIONS },
       }),
       driver.play(plan, loadStarted),
     ]);
@@ -126,7 +131,9 @@ await runCli(USAGE, async (argv) => {
       now: Date.now(),
     });
     const faults = countFaults(receiver.deliveries, await runtime.injected(), driver.windows, driver.restartsMidBatch);
+    const flood = floodSummary(load, soakAddLimit());
     const failures = [
+      ...floodFailures(flood),
       ...PROBLEMS.filter((problem) => result.problems[problem].length > 0).map((problem) => `${result.problems[problem].length} × ${problem}`),
       ...Object.entries(faults).filter(([, count]) => count === 0).map(([kind]) => `never injected: ${kind}`),
       ...(drained.complete ? [] : [`the drain did not finish within ${DRAIN_LIMIT_MS / 1000} s`]),
@@ -147,6 +154,7 @@ await runCli(USAGE, async (argv) => {
       erasures: load.erasures,
       failures,
     });
+    console.log(`\n${floodTable(flood)}`);
     const moves = archived.reduce((sum, { attempts }) => sum + attempts, 0);
     const failedMoves = archived.reduce((sum, { failed }) => sum + failed, 0);
     console.log(

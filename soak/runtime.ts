@@ -18,6 +18,7 @@ import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
+import { ratePolicy } from "../src/shared/rate-limits.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
 import { DEPLOYED_MODULE, FAULTS_PATH, INJECTED_MARK, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls } from "./protocol.ts";
 
@@ -60,6 +61,32 @@ export const SOAK_VARS = {
  * plan's D1 faults of the notifier, so only the refusals for good become dead letters.
  */
 export const SOAK_MAX_RETRIES = 10;
+
+/**
+ * The share of each limit per client (wrangler.toml's [[ratelimits]]) the soak runs with: a third,
+ * so that the flooding client meets its limit on a laptop (add: 400 per 10 s, not 1,200) while a
+ * well-behaved till, at most about 30 adds a second, stays far below it. The failed-login limit
+ * stays as deployed.
+ */
+export const SOAK_LIMIT_SHARE = 1 / 3;
+
+/** The soak's limit on add for a client of the standard tier: requests per window, and the window. */
+export function soakAddLimit(): { quota: number; windowSeconds: number } {
+  const policy = ratePolicy("add", "standard");
+  return { quota: Math.round(policy.quota * SOAK_LIMIT_SHARE), windowSeconds: policy.windowSeconds };
+}
+
+type RateLimits = Record<string, { namespace_id: string; simple: { limit: number; period: 10 | 60 } }>;
+
+// wrangler.toml's limits, each route's scaled by SOAK_LIMIT_SHARE.
+function soakLimits(configured: unknown): RateLimits {
+  return Object.fromEntries(
+    Object.entries(configured as RateLimits).map(([name, limit]) => [
+      name,
+      name === "LOGIN_LIMITER" ? limit : { ...limit, simple: { ...limit.simple, limit: Math.round(limit.simple.limit * SOAK_LIMIT_SHARE) } },
+    ]),
+  );
+}
 
 
 /** A shard as the soak addresses it. */
@@ -129,6 +156,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     workers: [
       {
         ...wrapped(api, "api", bundles.api),
+        ratelimits: soakLimits(api.ratelimits),
         bindings: {
           ...(api.bindings as Record<string, string>),
           ...SOAK_VARS.api,

@@ -39,9 +39,12 @@ export interface ReceiptsClientOptions {
   fetch?: FetchLike;
   /**
    * How login and add retry network failures and 5xx answers: `attempts` in all (default 4),
-   * waiting about `delayMs` (default 200), then twice that, and so on.
+   * waiting about `delayMs` (default 200), then twice that, and so on. An answer that says how
+   * long to wait (`Retry-After` on a 429 over the client's limit, or on a 503) is waited out
+   * instead, on add and delete alike, when it is at most `maxWaitSeconds` (default 30);
+   * a longer one reaches the caller as a {@link ReceiptsError} with `retryAfterSeconds`.
    */
-  retry?: { attempts?: number; delayMs?: number };
+  retry?: { attempts?: number; delayMs?: number; maxWaitSeconds?: number };
 }
 
 /** A refusal or failure the service answered, with its error body (docs/api.md#errors). */
@@ -51,7 +54,7 @@ export class ReceiptsError extends Error {
   readonly status: number;
   /** The body's status word; login's 403 says `Not Acceptable` (docs/api.md#login-errors). */
   readonly statusWord: string;
-  /** Seconds to wait before trying again, when the service said so (a login answered 429). */
+  /** Seconds to wait before trying again, when the service said so (a 429, or a 503). */
   readonly retryAfterSeconds: number | undefined;
 
   constructor(status: number, statusWord: string, message: string, retryAfterSeconds?: number) {
@@ -77,6 +80,7 @@ export class ReceiptsClient {
   readonly #fetch: FetchLike;
   readonly #attempts: number;
   readonly #delayMs: number;
+  readonly #maxWaitMs: number;
   #token: { value: string; renewAt: number } | undefined;
   #pendingLogin: Promise<string> | undefined;
 
@@ -89,13 +93,16 @@ export class ReceiptsClient {
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
     this.#attempts = checkedCount("retry.attempts", options.retry?.attempts ?? 4, 1);
     this.#delayMs = checkedCount("retry.delayMs", options.retry?.delayMs ?? 200, 0);
+    this.#maxWaitMs = checkedCount("retry.maxWaitSeconds", options.retry?.maxWaitSeconds ?? 30, 0) * 1000;
   }
 
   /** Logs in now, keeping the token for later calls, and returns it (docs/api.md#login). */
   async login(): Promise<LoginResponse["data"]> {
     const answer = await this.#send<LoginResponse>(PATHS.login, {
       headers: { client_id: this.#clientId, client_secret: this.#clientSecret, token_type: "Bearer", scope: "service.pos" },
+      // Login's 429 follows failed logins: the same secret would only fail again.
       retry: true,
+      waitWhenTold: false,
     });
     const lifetime = Math.max(0, answer.data.expires_in - RENEW_BEFORE_EXPIRY_SECONDS);
     this.#token = { value: answer.data.access_token, renewAt: Date.now() + lifetime * 1000 };
@@ -105,8 +112,9 @@ export class ReceiptsClient {
   /**
    * Adds a receipt for an app user (docs/api.md#add) and returns what the service stored. Network
    * failures and 5xx answers are retried under one Idempotency-Key, so a retry never stores a
-   * second receipt. Pass your own key (such as the till's receipt number) to retry safely even
-   * after the process itself failed; otherwise a random one is made for this call.
+   * second receipt; a 429 over the client's limit is waited out as its Retry-After says and sent
+   * again under that key. Pass your own key (such as the till's receipt number) to retry safely
+   * even after the process itself failed; otherwise a random one is made for this call.
    */
   async add(
     receipt: Receipt,
@@ -145,18 +153,22 @@ export class ReceiptsClient {
       // Serialised once: the service compares a retry's body byte for byte with the first.
       body,
       retry: true,
+      waitWhenTold: true,
     });
     return answer.data;
   }
 
   /**
-   * Removes a receipt; the service notifies its app user (docs/api.md#delete). Not retried: a retry after
-   * a lost answer would meet the receipt gone (406), so a network failure is left to the caller.
+   * Removes a receipt; the service notifies its app user (docs/api.md#delete). A network failure or
+   * 500 is not retried: a retry after a lost answer would meet the receipt gone (406), so that is
+   * left to the caller. An answer that says the service did nothing and when to come back (a 429
+   * over the client's limit, a 503 of an overloaded shard) is waited out and sent again.
    */
   async delete(ids: { receiptId: string; chainId: string; appUserId: string }): Promise<DeleteResponse> {
     return this.#authorized<DeleteResponse>(PATHS.delete, {
       headers: { receipt_id: ids.receiptId, client_id: this.#clientId, chain_id: ids.chainId, app_user_id: ids.appUserId },
       retry: false,
+      waitWhenTold: true,
     });
   }
 
@@ -186,16 +198,24 @@ export class ReceiptsClient {
   async #send<T>(path: string, request: Call): Promise<T> {
     const url = this.#baseUrl + path;
     for (let attempt = 1; ; attempt += 1) {
-      const last = !request.retry || attempt >= this.#attempts;
+      const last = attempt >= this.#attempts;
       let response: Response;
       try {
         response = await this.#fetch(url, { method: "POST", headers: request.headers, body: request.body });
       } catch (error) {
-        if (last) throw error;
+        if (last || !request.retry) throw error;
         await this.#pause(attempt);
         continue;
       }
-      if (response.status >= 500 && !last) {
+      const waitMs = request.waitWhenTold ? toldToWaitMs(response) : undefined;
+      if (waitMs !== undefined && waitMs <= this.#maxWaitMs && !last) {
+        await response.body?.cancel();
+        // At least as long as told, and a little more at random, so that tills told together do
+        // not come back together.
+        await sleep(Math.max(waitMs * (1 + Math.random() / 10), this.#backoffMs(attempt)));
+        continue;
+      }
+      if (response.status >= 500 && waitMs === undefined && request.retry && !last) {
         await response.body?.cancel();
         await this.#pause(attempt);
         continue;
@@ -206,9 +226,27 @@ export class ReceiptsClient {
 
   // Exponential, with jitter, so that tills that failed together do not retry together.
   #pause(attempt: number): Promise<void> {
-    const delay = this.#delayMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
-    return new Promise((resolve) => setTimeout(resolve, delay));
+    return sleep(this.#backoffMs(attempt));
   }
+
+  #backoffMs(attempt: number): number {
+    return this.#delayMs * 2 ** (attempt - 1) * (0.5 + Math.random() / 2);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * How long an answer tells the client to wait before the same request, in ms: a 429 or a 503
+ * with `Retry-After` in seconds (docs/api.md#rate-limits, #shards). Both mean the service did
+ * nothing, so the request may go again whatever it is.
+ */
+function toldToWaitMs(response: Response): number | undefined {
+  if (response.status !== 429 && response.status !== 503) return undefined;
+  const seconds = Number(response.headers.get("retry-after") ?? Number.NaN);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
 }
 
 /** One call as the client sends it, before the token is added. */
@@ -217,6 +255,8 @@ interface Call {
   body?: string;
   /** Whether a network failure or 5xx may be sent again. */
   retry: boolean;
+  /** Whether a 429 or 503 with Retry-After is waited out and sent again. */
+  waitWhenTold: boolean;
 }
 
 function withToken(request: Call, token: string): Call {

@@ -11,6 +11,8 @@ import { PATHS } from "../../src/shared/paths.ts";
 import { BASE, issueClient, signTestToken, uniqueId, type TestClient } from "../support/api.ts";
 import { outboxRows, receiptExists } from "../support/notices.ts";
 import { receiptsOf, storedReceipt } from "../support/shards.ts";
+import { spend, withinOneWindow } from "../support/rate-limits.ts";
+import { ratePolicy } from "../../src/shared/rate-limits.ts";
 
 /** Decides one call instead of the Worker, or passes it on with `forward`. */
 type Step = (request: Request, forward: () => Promise<Response>) => Promise<Response>;
@@ -260,6 +262,58 @@ describe("client: add retries safely under one Idempotency-Key", () => {
       pos.delete({ receiptId: crypto.randomUUID(), chainId: client.chains[0]!, appUserId: uniqueId("au") }),
     ).rejects.toThrow("connection reset");
     expect(recorder.count(PATHS.delete)).toBe(1);
+  });
+});
+
+describe("contract §15 client: a 429 or 503 that says when is waited out, and sent again under the same key", { timeout: 150_000 }, () => {
+  it("an add over the client's limit waits Retry-After against the real Worker and stores the receipt once", async () => {
+    const client = await issueClient();
+    const policy = ratePolicy("add", "standard");
+    const recorder = workerFetch();
+    const pos = clientFor(client, recorder.fetch);
+    const options = { chainId: client.chains[0]!, appUserId: uniqueId("au"), idempotencyKey: uniqueId("till") };
+    const started = await withinOneWindow(policy, async () => {
+      await spend(policy, client.clientId, policy.quota);
+      return Date.now();
+    });
+    const added = await pos.add(receipt(), options);
+    const adds = recorder.calls.filter((call) => call.path === PATHS.add);
+    expect(adds.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(adds.map((call) => call.headers.get("idempotency-key")))).toEqual(new Set([options.idempotencyKey]));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(policy.windowSeconds * 1000 - 1000);
+    expect(await receiptsOf(client.clientId)).toBe(1);
+    expect(await receiptExists(added.receipt_id)).toBe(true);
+  });
+
+  it("a delete told to wait (429, or 503 of an overloaded shard) is sent again; a longer wait than maxWaitSeconds reaches the caller", async () => {
+    const client = await issueClient();
+    const told = (status: number, seconds: string): Step => async () => Response.json({ message: "wait", status: "x", status_code: status }, { status, headers: { "retry-after": seconds } });
+    const recorder = workerFetch({ [PATHS.delete]: [told(429, "1"), told(503, "0")] });
+    const pos = clientFor(client, recorder.fetch);
+    const started = Date.now();
+    const refusal = await pos.delete({ receiptId: crypto.randomUUID(), chainId: client.chains[0]!, appUserId: uniqueId("au") }).catch((error) => error);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    // The third call reached the Worker: no receipt under that ID.
+    expect(refusal).toMatchObject({ status: 406 });
+    expect(recorder.count(PATHS.delete)).toBe(3);
+
+    const patient = workerFetch({ [PATHS.add]: [told(429, "120")] });
+    const tooLong = await clientFor(client, patient.fetch)
+      .add(receipt(), { chainId: client.chains[0]!, appUserId: uniqueId("au") })
+      .catch((error) => error);
+    expect(tooLong).toMatchObject({ status: 429, retryAfterSeconds: 120 });
+    expect(patient.count(PATHS.add)).toBe(1);
+  });
+
+  it("waits at most attempts − 1 times, then the 429 reaches the caller", async () => {
+    const client = await issueClient();
+    const limited: Step = async () => Response.json({ message: "over", status: "Too Many Requests", status_code: 429 }, { status: 429, headers: { "retry-after": "0" } });
+    const recorder = workerFetch({ [PATHS.add]: Array.from({ length: 5 }, () => limited) });
+    const pos = clientFor(client, recorder.fetch, { retry: { attempts: 3, delayMs: 0 } });
+    const refusal = await pos.add(receipt(), { chainId: client.chains[0]!, appUserId: uniqueId("au") }).catch((error) => error);
+    expect(refusal).toMatchObject({ status: 429, retryAfterSeconds: 0 });
+    expect(recorder.count(PATHS.add)).toBe(3);
+    expect(await receiptsOf(client.clientId)).toBe(0);
   });
 });
 

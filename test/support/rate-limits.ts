@@ -20,7 +20,7 @@ export async function freshWindow(policy: RatePolicy): Promise<number> {
 
 /**
  * Runs `attempt`, which spends a fresh client's limit and sends its requests, from the start of
- * a window, and again (at most three times in all) while an attempt outlasted its window: on a
+ * a window, and again (at most five times in all) while an attempt outlasted its window: on a
  * busy machine, spending 1,200 can take most of the 10 s.
  */
 export async function withinOneWindow<T>(policy: RatePolicy, attempt: (windowEnd: number) => Promise<T>): Promise<T> {
@@ -31,7 +31,7 @@ export async function withinOneWindow<T>(policy: RatePolicy, attempt: (windowEnd
   }
 }
 
-const ATTEMPTS = 3;
+const ATTEMPTS = 5;
 
 // How far into a window a test may still start.
 const WINDOW_START_MS = 500;

@@ -199,7 +199,7 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
 
 // A 429's scenario may wait out most of the limiter's 10 s window before it spends the limit,
 // and try again in the next.
-describe("every error example of the OpenAPI document is the Worker's real answer", { timeout: 60_000 }, () => {
+describe("every error example of the OpenAPI document is the Worker's real answer", { timeout: 150_000 }, () => {
   for (const [path, item] of Object.entries(document.paths)) {
     for (const [method, operation] of Object.entries(item)) {
       const examples = errorExamples(operation.responses);
