@@ -1,9 +1,9 @@
 /**
  * Where a new receipt goes (docs/api.md#shards), and storing it there: the one operation add
  * calls. A new receipt goes to an open shard, the same one for every retry of one
- * Idempotency-Key (rendezvous hashing), with a look at the shards whose state changed within the
- * idempotency window, where a first call may have gone instead; a shard whose call failed is
- * passed over for a while.
+ * Idempotency-Key (rendezvous hashing), with the key claimed first on the shards whose state
+ * changed within the idempotency window, where a call of it in another isolate may go instead
+ * (docs/storage.md "One key, one receipt"); a shard whose call failed is passed over for a while.
  */
 import { base64url } from "jose";
 import { v7 as uuidv7 } from "uuid";
@@ -12,15 +12,19 @@ import { fnv1a, idOnShard, isShardOpen, type ShardState } from "../shared/shard-
 import type { CreationNotice } from "../shared/types.ts";
 import {
   IDEMPOTENCY_WINDOW_MS,
-  storeReceipt,
+  claimKeyAhead,
+  completeClaimedAdd,
   earlierAdd,
+  replayOfRecord,
+  storeReceipt,
   type AddOutcome,
   type FencedReceipt,
   type IdempotencyClaim,
+  type KeyRecord,
 } from "./receipts.ts";
 import { checkShardFill, type FillMemory } from "./shard-fill.ts";
 import { shardStates } from "./shard-states.ts";
-import { shardsOf, type Shard } from "./shards.ts";
+import { shardOfId, shardsOf, type Shard } from "./shards.ts";
 import { isLateEventCommit, onShard } from "./transient.ts";
 
 /** How long an isolate sends no new receipt to a shard whose call failed. */
@@ -83,10 +87,9 @@ export type Stored =
  * whichever shard holds it, also when every shard has closed since. Throws
  * {@link NoOpenShardError} when every shard is closed and the add is not such a retry.
  *
- * Calls of one client and key run one after another in an isolate. Two that overlapped could
- * read the shard states on either side of a change and pick different shards; the later one's
- * look at the earlier one's shard would then come before the earlier one's write, and both
- * would store (docs/api.md#idempotency).
+ * Calls of one key store one receipt in any isolates at any time (docs/storage.md "One key, one
+ * receipt"). Calls of one client and key still run one after another in an isolate, which only
+ * spares the second the work of meeting the first's record.
  *
  * @param newEvent makes the receipt's created event, whose event_id names the shard.
  * @example const stored = await placeAndStore(context, { chain_id, client_id, app_user_id, body }, key, newCreationNotice);
@@ -152,8 +155,8 @@ async function placeAndStoreNow(
     const earlier =
       key !== undefined &&
       fingerprint !== undefined &&
-      (await earlierAddElsewhere(mayHoldLiveKeys(shards, states, now), receipt, { key, fingerprint }, now));
-    if (earlier) return earlier.kind === "replayed" ? { kind: "replayed", response: earlier.response } : { kind: "conflict" };
+      (await earlierAddElsewhere(mayHoldLiveKeys(shards, states, now), { shards, receipt, key, fingerprint, newEvent }, now));
+    if (earlier) return earlier;
     throw new NoOpenShardError();
   }
   const { target } = placement;
@@ -168,9 +171,12 @@ async function placeAndStoreNow(
   const response: AddResponse = { data, status: "OK", status_code: 200 };
   const claim = key === undefined || fingerprint === undefined ? undefined : { key, fingerprint, response };
   const event = newEvent(data, target);
-  const outcome: AddOutcome & { sizeAfter?: number } =
-    (claim && (await earlierAddElsewhere(placement.lookups, receipt, claim, now))) ??
-    (await addOnShard(target, { ...data, body: receipt.body, ...(receipt.format && { format: receipt.format }), user_key: receipt.user_key }, event, claim, memory));
+  const fencedReceipt = { ...data, body: receipt.body, ...(receipt.format && { format: receipt.format }), user_key: receipt.user_key };
+  const keyed = claim && { shards, receipt, key: claim.key, fingerprint: claim.fingerprint, newEvent };
+  const outcome: Stored & { sizeAfter?: number } =
+    keyed && placement.lookups.length > 0
+      ? await claimAheadAndStore(placement, fencedReceipt, keyed)
+      : await storedOn(target, await addOnShard(target, fencedReceipt, event, claim, memory), { response, event, keyed });
   if (outcome.sizeAfter !== undefined) {
     context.waitUntil(
       checkShardFill(
@@ -181,15 +187,125 @@ async function placeAndStoreNow(
       ),
     );
   }
-  if (outcome.kind === "added") return { kind: "added", response, shard: target, event };
-  if (outcome.kind === "erased") return { kind: "erased", response };
-  return outcome.kind === "replayed" ? { kind: "replayed", response: outcome.response } : { kind: "conflict" };
+  const { sizeAfter: _size, ...stored } = outcome;
+  return stored;
+}
+
+/** Makes a receipt's created event, whose event_id names the shard. */
+type NewEvent = (data: AddResponse["data"], shard: Shard) => CreationNotice;
+
+/** An add under an Idempotency-Key, as the steps of its rare case need it. */
+interface KeyedAdd {
+  shards: readonly Shard[];
+  receipt: NewReceipt;
+  key: string;
+  fingerprint: string;
+  newEvent: NewEvent;
+}
+
+// What an add's one batch on its shard came to, as add answers it.
+async function storedOn(
+  shard: Shard,
+  outcome: AddOutcome & { sizeAfter: number },
+  made: { response: AddResponse; event: CreationNotice; keyed: KeyedAdd | undefined },
+): Promise<Stored & { sizeAfter: number }> {
+  const { sizeAfter } = outcome;
+  switch (outcome.kind) {
+    case "added":
+      return { kind: "added", response: made.response, shard, event: made.event, sizeAfter };
+    case "erased":
+      return { kind: "erased", response: made.response, sizeAfter };
+    case "conflict":
+      return { kind: "conflict", sizeAfter };
+    case "replayed":
+      return { ...(made.keyed ? await madeGood(shard, outcome.response, made.keyed) : outcome), sizeAfter };
+  }
+}
+
+/**
+ * The rare case: a shard other than the target opened or closed within the idempotency window,
+ * so a call of this key in an isolate that read the states on the other side of that change may
+ * go to one of those shards instead (docs/storage.md "One key, one receipt"). The key is claimed
+ * on each of them first, in the key's order: each claim is a write, which D1 runs one at a time
+ * with the other call's on that shard, so the first to claim wins there and the other finds its
+ * record and gives its answer. Then the receipt goes to the target, only where no call has
+ * recorded the key yet. One round trip per shard claimed, plus the target's.
+ */
+async function claimAheadAndStore(placement: Placement, receipt: FencedReceipt, keyed: KeyedAdd): Promise<Stored & { sizeAfter?: number }> {
+  const response: AddResponse = { data: receiptData(receipt), status: "OK", status_code: 200 };
+  const claim = { key: keyed.key, fingerprint: keyed.fingerprint, response };
+  for (const shard of placement.lookups) {
+    const record = await onShard(shard.name, () => claimKeyAhead(shard.db, receipt, claim));
+    if (record.receipt_id !== receipt.receipt_id) return earlierAnswer(shard, record, keyed);
+  }
+  const { target } = placement;
+  const event = keyed.newEvent(response.data, target);
+  const { sizeAfter, ...record } = await onShard(target.name, () => completeClaimedAdd(target.db, receipt, event, claim));
+  if (record.receipt_id !== receipt.receipt_id) return { ...(await earlierAnswer(target, record, keyed)), sizeAfter };
+  // Stored now, or by a call that made this one's claim good first: the answer is the same.
+  if (record.erased_at !== null) return { kind: "erased", response, sizeAfter };
+  return { kind: "added", response, shard: target, event, sizeAfter };
+}
+
+function receiptData({ receipt_id, chain_id, client_id, app_user_id, created_at }: FencedReceipt): AddResponse["data"] {
+  return { receipt_id, chain_id, client_id, app_user_id, created_at };
+}
+
+// The answer of the call that recorded the key first: a conflict for another request, else its
+// answer, made good where it was claimed ahead.
+async function earlierAnswer(shard: Shard, record: KeyRecord, keyed: KeyedAdd, hops = 0): Promise<Stored> {
+  if (record.fingerprint !== keyed.fingerprint) return { kind: "conflict" };
+  const replay = replayOfRecord(record, keyed.receipt.app_user_id);
+  return record.erased_at === null ? madeGood(shard, replay.response, keyed, hops) : replay;
+}
+
+/**
+ * How many shards a replay follows claims made ahead across. Two calls that saw one shard's
+ * state on either side of a change can each claim the key ahead on the other's target before
+ * either stores: each claim then names the other shard, and neither receipt can be stored
+ * without one of them given up. Rather than go round, the call fails (500) and stores nothing;
+ * docs/storage.md "One key, one receipt" says when this can happen.
+ */
+const MAX_CLAIM_HOPS = 2;
+
+/**
+ * A first answer found on `shard` whose receipt another shard holds, or should: its call claimed
+ * the key ahead here and may have stopped before it stored the receipt. Stores it there as that
+ * call would have (only where that shard holds no live record of the key, so never twice and
+ * never again after a delete), then answers as that shard's record says.
+ */
+async function madeGood(shard: Shard, response: AddResponse, keyed: KeyedAdd, hops = 0): Promise<Stored> {
+  const holder = shardOfId(keyed.shards, response.data.receipt_id);
+  if (!holder || holder === shard) return { kind: "replayed", response };
+  if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead name each other's shards; nothing stored");
+  const data = { ...response.data, app_user_id: keyed.receipt.app_user_id };
+  let record: KeyRecord;
+  try {
+    record = await completeOn(holder, data, keyed);
+  } catch (error) {
+    // Its event would commit too late for the feed (migration 0018): the claim is older than
+    // that, and no call can store its receipt any more, so none was ever answered with it. This
+    // call stores a receipt of its own there instead, under the same rule: whichever call's
+    // record that shard holds first is the key's answer for every call after.
+    if (!isLateEventCommit(error)) throw error;
+    const now = Date.now();
+    record = await completeOn(holder, { ...data, receipt_id: newReceiptId(now, holder), created_at: new Date(now).toISOString() }, keyed);
+  }
+  return earlierAnswer(holder, record, keyed, hops + 1);
+}
+
+// Stores the receipt `data` names on `holder` with its key record, only where `holder` holds no
+// live record of the key; returns the record it holds.
+async function completeOn(holder: Shard, data: AddResponse["data"], keyed: KeyedAdd): Promise<KeyRecord> {
+  const receipt = { ...data, body: keyed.receipt.body, ...(keyed.receipt.format && { format: keyed.receipt.format }), user_key: keyed.receipt.user_key };
+  const claim = { key: keyed.key, fingerprint: keyed.fingerprint, response: { data, status: "OK" as const, status_code: 200 as const } };
+  return onShard(holder.name, () => completeClaimedAdd(holder.db, receipt, keyed.newEvent(data, holder), claim));
 }
 
 /** Where a new receipt goes, and where an earlier call with its key may have gone instead. */
 export interface Placement {
   target: Shard;
-  /** Shards to ask for the key first; empty in the steady state (no change within 24 hours). */
+  /** Shards to claim the key on first, in the key's order; empty in the steady state (no change within 24 hours). */
   lookups: Shard[];
 }
 
@@ -197,8 +313,9 @@ export interface Placement {
  * Places a new receipt. Without a key: a random open shard that is not failing. With a key: the
  * first open shard in the key's rendezvous order, so every retry lands there; and, since a
  * shard that opened or closed within the idempotency window may have taken or lost the key's
- * first call, every such shard ranked before the first one that stayed open all along is
- * looked up first. Returns undefined when no shard is open.
+ * first call, or take a racing one in an isolate that saw the other side of the change, every
+ * other shard of that order up to the first one that stayed open all along is claimed first.
+ * Returns undefined when no shard is open.
  */
 export function placeReceipt(
   shards: readonly Shard[],
@@ -256,15 +373,12 @@ function failingShards(memory: PlacementMemory, now: number): Set<string> {
 
 // A shard that opened or closed within the idempotency window may hold this key's first call
 // (placeReceipt); in the steady state there is none to ask.
-async function earlierAddElsewhere(
-  shards: readonly Shard[],
-  caller: { client_id: string; app_user_id: string },
-  claim: Pick<IdempotencyClaim, "key" | "fingerprint">,
-  now: number,
-): Promise<AddOutcome | undefined> {
+async function earlierAddElsewhere(shards: readonly Shard[], keyed: KeyedAdd, now: number): Promise<Stored | undefined> {
+  const { client_id, app_user_id } = keyed.receipt;
   for (const shard of shards) {
-    const earlier = await onShard(shard.name, () => earlierAdd(shard.db, caller.client_id, caller.app_user_id, claim, new Date(now)));
-    if (earlier) return earlier;
+    const earlier = await onShard(shard.name, () => earlierAdd(shard.db, client_id, app_user_id, keyed, new Date(now)));
+    if (earlier?.kind === "conflict") return earlier;
+    if (earlier?.kind === "replayed") return madeGood(shard, earlier.response, keyed);
   }
   return undefined;
 }

@@ -106,6 +106,59 @@ export async function earlierAdd(
   return replayOf(row, appUserId);
 }
 
+/**
+ * Claims the key on a shard that may hold or take this key's first call but will not store this
+ * receipt (docs/storage.md "One key, one receipt"): records the key with this request's answer,
+ * whose receipt_id names the shard that will store the receipt, or finds the record an earlier
+ * call left. One D1 round trip. A record written here keeps no app_user_id (the shard holds no
+ * receipt an erasure would find it by): a replay gives the caller's own back.
+ */
+export async function claimKeyAhead(db: D1Database, receipt: FencedReceipt, claim: IdempotencyClaim): Promise<KeyRecord> {
+  const [claimed] = await retryTransient(() => runBatch(db, [claimKey(receipt, claim, { keepUser: false })]));
+  const row = (claimed as D1Result<KeyRow>).results[0];
+  if (!row) throw new Error("idempotency key row missing after its claim");
+  return row;
+}
+
+/**
+ * Stores a receipt whose key was claimed on another shard first ({@link claimKeyAhead}), by this
+ * call or by an earlier one whose answer a replay is giving: inserts the receipt with its key
+ * record only while this shard holds no live record of the key, in one batch (one round trip).
+ * So the receipt is stored at most once, however many calls complete it, and never again after
+ * a delete or an erasure removed it: its key record stays for the window. Returns the key's
+ * record on this shard, which names the receipt this shard holds for the key.
+ */
+export async function completeClaimedAdd(
+  db: D1Database,
+  receipt: FencedReceipt,
+  event: CreationNotice,
+  claim: IdempotencyClaim,
+): Promise<KeyRecord & { sizeAfter: number }> {
+  return retryTransient(async () => {
+    const [inserted, claimed] = await runBatch(db, [
+      insertReceipt(receipt, event, { unclaimedKey: claim.key, liveFrom: idempotencyCutoff(new Date(receipt.created_at)) }),
+      claimKey(receipt, claim),
+    ]);
+    const row = (claimed as D1Result<KeyRow>).results[0];
+    if (!row) throw new Error("idempotency key row missing after its claim");
+    return { ...row, sizeAfter: inserted!.meta.size_after };
+  });
+}
+
+/** An Idempotency-Key's record as a shard holds it. */
+export interface KeyRecord {
+  receipt_id: string;
+  fingerprint: string;
+  /** The first call's answer; without app_user_id when the record was erased or claimed ahead. */
+  response: string;
+  erased_at: string | null;
+}
+
+/** The answer a key's record gives a retry whose fingerprint it matched (see {@link replayOf}). */
+export function replayOfRecord(row: KeyRecord, appUserId: string): { kind: "replayed"; response: AddResponse } {
+  return replayOf(row, appUserId);
+}
+
 async function storeReceiptOnce(
   db: D1Database,
   receipt: FencedReceipt,
@@ -119,7 +172,7 @@ async function storeReceiptOnce(
     const kind = held!.results.length > 0 ? "added" : "erased";
     return { kind, sizeAfter: held!.meta.size_after };
   }
-  const [claimed, inserted] = await runBatch(db, [claimKey(receipt, claim), insertReceipt(receipt, event, claim.key)]);
+  const [claimed, inserted] = await runBatch(db, [claimKey(receipt, claim), insertReceipt(receipt, event, { ownKey: claim.key })]);
   const row = (claimed as D1Result<KeyRow>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
   const sizeAfter = inserted!.meta.size_after;
@@ -129,12 +182,13 @@ async function storeReceiptOnce(
 }
 
 /**
- * The first answer again. A record an erasure kept holds no app_user_id: the retry's own, which
- * the fingerprint matched, takes its place, where the first answer had it.
+ * The first answer again. A record an erasure kept, or one claimed ahead on another shard than
+ * the receipt's, holds no app_user_id: the retry's own, which the fingerprint matched, takes its
+ * place, where the first answer had it.
  */
 function replayOf(row: KeyRow, appUserId: string): { kind: "replayed"; response: AddResponse } {
   const stored = JSON.parse(row.response) as AddResponse;
-  if (row.erased_at === null) return { kind: "replayed", response: stored };
+  if (stored.data.app_user_id !== undefined) return { kind: "replayed", response: stored };
   const { receipt_id, chain_id, client_id, created_at } = stored.data;
   const data = { receipt_id, chain_id, client_id, app_user_id: appUserId, created_at };
   return { kind: "replayed", response: { ...stored, data } };
@@ -211,13 +265,7 @@ export async function deleteExpiredIdempotencyKeys(db: D1Database, now: Date): P
   );
 }
 
-interface KeyRow {
-  receipt_id: string;
-  fingerprint: string;
-  response: string;
-  /** Set once an erasure removed the receipt: `response` then holds no app_user_id. */
-  erased_at: string | null;
-}
+type KeyRow = KeyRecord;
 
 // Records created before this instant are expired. ISO strings of one format sort as time does.
 function idempotencyCutoff(now: Date): string {
@@ -228,16 +276,26 @@ function idempotencyCutoff(now: Date): string {
  * The one receipt insert, with its created event: into the view `receipt_format_adds` (migrations 0014, 0015),
  * whose trigger writes the receipt and records the event only where this insert stored the
  * receipt, so both cost one statement. Never where an erasure's fence of the app user stands at
- * or after its created_at. With `ifKey`, only while that Idempotency-Key's record (claimed just
- * before in the same batch) names this receipt.
+ * or after its created_at. With `ownKey`, only while that Idempotency-Key's record (claimed just
+ * before in the same batch) names this receipt; with `unclaimedKey`, only while the shard holds no
+ * live record of that key (the receipt of a claim made ahead, docs/storage.md "One key, one receipt").
  */
-function insertReceipt(receipt: FencedReceipt, event: CreationNotice, ifKey?: string): Statement {
+function insertReceipt(
+  receipt: FencedReceipt,
+  event: CreationNotice,
+  key?: { ownKey: string } | { unclaimedKey: string; liveFrom: string },
+): Statement {
   const { event_id, event_payload, event_at } = eventColumns(event);
   const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, receipt.body, receipt.created_at, receipt.user_key];
+  // With the key claimed just before in the same batch: only while its record names this receipt.
+  // Before the key's claim on the receipt's shard: only while the shard holds no live record of it.
   const keyCondition =
-    ifKey === undefined
+    key === undefined
       ? ""
-      : " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?13 AND receipt_id = ?1)";
+      : "ownKey" in key
+        ? " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?13 AND receipt_id = ?1)"
+        : " AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?13 AND created_at >= ?14)";
+  const keyValues = key === undefined ? [] : "ownKey" in key ? [key.ownKey] : [key.unclaimedKey, key.liveFrom];
   return statement(
     `INSERT INTO receipt_format_adds (receipt_id, chain_id, client_id, app_user_id, body, format, mapped, created_at, event_id, event_payload, event_at)
     SELECT ?1, ?2, ?3, ?4, ?5, ?11, ?12, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
@@ -247,7 +305,7 @@ function insertReceipt(receipt: FencedReceipt, event: CreationNotice, ifKey?: st
     event_at,
     receipt.format?.name ?? null,
     receipt.format?.mapped ?? null,
-    ...(ifKey === undefined ? [] : [ifKey]),
+    ...keyValues,
   );
 }
 
@@ -261,11 +319,12 @@ function readStored(receiptId: string): Statement {
 // needs no statement of its own to read it (a replay pays one row written for that). Under an
 // erasure's fence the record is made in the erased form an erasure leaves (the receipt is never
 // stored).
-function claimKey(receipt: FencedReceipt, claim: IdempotencyClaim): Statement {
+function claimKey(receipt: FencedReceipt, claim: IdempotencyClaim, { keepUser = true } = {}): Statement {
   const expired = "idempotency_keys.created_at < ?7";
+  const response = keepUser ? "CASE WHEN fence.instant IS NULL THEN ?5 ELSE json_remove(?5, '$.data.app_user_id') END" : "json_remove(?5, '$.data.app_user_id')";
   return statement(
     `INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at, erased_at)
-    SELECT ?1, ?2, ?3, ?4, CASE WHEN fence.instant IS NULL THEN ?5 ELSE json_remove(?5, '$.data.app_user_id') END, ?6, fence.instant
+    SELECT ?1, ?2, ?3, ?4, ${response}, ?6, fence.instant
     FROM (SELECT MIN(instant) AS instant FROM erasure_fences WHERE user_key = ?8 AND instant >= ?6) AS fence
     WHERE 1
     ON CONFLICT (client_id, idempotency_key) DO UPDATE SET

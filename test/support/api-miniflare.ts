@@ -4,6 +4,7 @@
  * on Node (an operator script, the app side's example) and talks to the real Worker.
  */
 import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
@@ -12,16 +13,28 @@ import { TEST_AUDIT_HASH_KEY } from "./keys.ts";
 import { migrateLocalShards } from "./local-d1.ts";
 import { ROOT } from "./run-script.ts";
 
+/** What a test may choose of the Worker it starts beyond the defaults. */
+export interface ApiWorkerOptions {
+  /** Its shards, binding → database_id; one shard (DB_S1) unless given. */
+  shards?: Record<string, string>;
+  /** Vars over wrangler.toml's, such as SHARD_STATES_SECONDS. */
+  settings?: Record<string, string>;
+}
+
 /**
  * Builds the API Worker, migrates the shards of `state` and starts the Worker on it, with a fresh
- * key set and no client cache, so the next request sees what a script just wrote.
+ * key set and no client cache, so the next request sees what a script just wrote. A second
+ * Worker on the same state is a second isolate sharing its storage: the build and the
+ * migration are made once.
  */
-export function startApiWorker(state: string): Miniflare {
+export function startApiWorker(state: string, options: ApiWorkerOptions = {}): Miniflare {
   const outdir = path.join(state, "build");
-  const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
-  if (build.status !== 0) throw new Error(`build failed: ${build.stderr}`);
-  // Made before the Worker starts, so that nothing else holds the files.
-  migrateLocalShards(state);
+  if (!existsSync(path.join(outdir, "index.js"))) {
+    const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
+    if (build.status !== 0) throw new Error(`build failed: ${build.stderr}`);
+    // Made before the Worker starts, so that nothing else holds the files.
+    migrateLocalShards(state);
+  }
   // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
   return new Miniflare(
     convertV4MiniflareOptions({
@@ -35,7 +48,7 @@ export function startApiWorker(state: string): Miniflare {
       resourcePersistencePath: path.join(state, "v3"),
       // Likewise D1 by its database_id, so that `wrangler d1 migrations apply --local` reaches it.
       // One shard is enough for what these tests do.
-      d1Databases: { DB_S1: "00000000-0000-4000-8000-000000000001" },
+      d1Databases: options.shards ?? { DB_S1: "00000000-0000-4000-8000-000000000001" },
       queueProducers: { NOTICES: "receipts-v2-notices" },
       // A delete of a receipt D1 does not hold looks in the archive.
       r2Buckets: { ARCHIVE: "receipts-v2-archive" },
@@ -47,6 +60,7 @@ export function startApiWorker(state: string): Miniflare {
         AUDIT_HASH_KEY: TEST_AUDIT_HASH_KEY,
         CLIENT_CACHE_SECONDS: "0",
         SHARD_STATES_SECONDS: "0",
+        ...options.settings,
       },
       // Every limit of wrangler.toml: failed logins, and each route's per client and tier.
       ratelimits: deployedOptions().ratelimits as Record<string, { namespace_id: string; simple: { limit: number; period: 10 | 60 } }>,

@@ -1,0 +1,163 @@
+/**
+ * contract §15 and §8, docs/storage.md "One key, one receipt": the same client repeating an
+ * Idempotency-Key never stores a second receipt, in any isolate, also right after a shard
+ * closed, opened or was added. Two API Workers, each its own Miniflare (its own workerd, so no
+ * memory in common), share one local state: its D1 shards and KV, as two isolates of one
+ * deployment share Cloudflare's. One reads the shard states once and keeps them (an isolate
+ * within its minute, or one of the deploy before a shard was added), the other reads them on
+ * every request; each key's add goes to both at once.
+ */
+import type { Miniflare } from "miniflare";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { applyMigrations, issueClient, type HarnessClient } from "../../harness/miniflare.ts";
+import { PATHS } from "../../src/shared/paths.ts";
+import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
+import { POS_SCOPE } from "../../src/shared/types.ts";
+import { startApiWorker } from "../support/api-miniflare.ts";
+import { freshState } from "../support/run-script.ts";
+
+const TWO_SHARDS = { DB_S1: "00000000-0000-4000-8000-000000000001", DB_S2: "00000000-0000-4000-8000-000000000002" };
+const THREE_SHARDS = { ...TWO_SHARDS, DB_S3: "00000000-0000-4000-8000-000000000033" };
+/** Keys raced per case: about half of them have the changed shard first in their order. */
+const KEYS = 24;
+/** A till sends a keyed add again after a 5xx or no answer (two workerd processes on one SQLite file meet its lock). */
+const ATTEMPTS = 6;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+const running: Miniflare[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((mf) => mf.dispose()));
+});
+
+/** An isolate of the API Worker on `state`: `stale` reads the shard states once and keeps them. */
+function isolate(state: string, shards: Record<string, string>, stale: boolean): Miniflare {
+  const mf = startApiWorker(state, { shards, settings: { SHARD_STATES_SECONDS: stale ? "3600" : "0" } });
+  running.push(mf);
+  return mf;
+}
+
+async function setState(mf: Miniflare, shard: string, state: ShardState["state"], changedAt: number): Promise<void> {
+  const record: ShardState = { state, changed_at: new Date(changedAt).toISOString(), by: "operator" };
+  await (await mf.getKVNamespace("SHARD_STATES")).put(shardStateKey(shard), JSON.stringify(record));
+}
+
+async function token(mf: Miniflare, client: HarnessClient): Promise<string> {
+  const response = await mf.dispatchFetch(`http://localhost${PATHS.login}`, {
+    method: "POST",
+    headers: { client_id: client.clientId, client_secret: client.secret, token_type: "Bearer", scope: POS_SCOPE },
+  });
+  return ((await response.json()) as { data: { access_token: string } }).data.access_token;
+}
+
+/** Sends one keyed add as a till does: again under the same key after a 5xx, until an answer below 500. */
+async function add(mf: Miniflare, client: HarnessClient, bearer: string, key: string): Promise<{ status: number; receiptId?: string }> {
+  for (let attempt = 1; ; attempt += 1) {
+    const response = await mf.dispatchFetch(`http://localhost${PATHS.add}`, {
+      method: "POST",
+      headers: {
+        Authorization: `Bearer ${bearer}`,
+        client_id: client.clientId,
+        chain_id: client.chainId,
+        app_user_id: "au-across",
+        "Content-Type": "application/json",
+        "Idempotency-Key": key,
+      },
+      body: JSON.stringify({ purchased_at: "2026-11-22T14:03:00+01:00", currency: "EUR", total: 100, line_items: [{ description: key, quantity: 1, unit_price: 100, total: 100 }] }),
+    });
+    const body = (await response.json()) as { data?: { receipt_id: string } };
+    if (response.status < 500 || attempt === ATTEMPTS) return { status: response.status, receiptId: body.data?.receipt_id };
+  }
+}
+
+/** The receipts stored for `key`'s line item, on every shard, and the receipt.created events of each. */
+async function storedFor(databases: D1[], clientId: string, key: string): Promise<{ receipts: string[]; created: number }> {
+  const receipts: string[] = [];
+  let created = 0;
+  for (const db of databases) {
+    const rows = await db
+      .prepare("SELECT receipt_id FROM receipts WHERE client_id = ?1 AND json_extract(body, '$.line_items[0].description') = ?2")
+      .bind(clientId, key)
+      .all<{ receipt_id: string }>();
+    receipts.push(...rows.results.map((row) => row.receipt_id));
+  }
+  for (const db of databases) {
+    for (const receiptId of receipts) {
+      const events = await db
+        .prepare("SELECT count(*) AS n FROM notice_outbox WHERE receipt_id = ?1 AND json_extract(payload, '$.type') = 'receipt.created'")
+        .bind(receiptId)
+        .first<{ n: number }>();
+      created += events!.n;
+    }
+  }
+  return { receipts, created };
+}
+
+type D1 = Awaited<ReturnType<Miniflare["getD1Database"]>>;
+
+/**
+ * Races each key's add in both isolates once `change` is made (after the stale one read the
+ * states), then holds every key to one receipt, one receipt.created and one answer.
+ */
+async function raceAcross(options: {
+  staleShards: Record<string, string>;
+  freshShards: Record<string, string>;
+  before?: (mf: Miniflare) => Promise<void>;
+  change: (mf: Miniflare) => Promise<void>;
+}): Promise<void> {
+  const state = freshState();
+  const stale = isolate(state, options.staleShards, true);
+  const fresh = isolate(state, options.freshShards, false);
+  for (const binding of Object.keys(options.freshShards).filter((name) => !(name in TWO_SHARDS))) {
+    await applyMigrations(await fresh.getD1Database(binding));
+  }
+  const client = await issueClient(await stale.getKVNamespace("CLIENTS"), `pos-across-${Date.now()}`, "chain-across");
+  await options.before?.(stale);
+  const [staleToken, freshToken] = [await token(stale, client), await token(fresh, client)];
+  // The stale isolate reads the states now, and keeps them through the change.
+  expect((await add(stale, client, staleToken, "warm-up")).status).toBe(200);
+  await options.change(fresh);
+
+  const keys = Array.from({ length: KEYS }, (_, i) => `key-${i}-${crypto.randomUUID()}`);
+  const answers = await Promise.all(keys.map((key) => Promise.all([add(stale, client, staleToken, key), add(fresh, client, freshToken, key)])));
+  const databases = await Promise.all(Object.keys(options.freshShards).map((binding) => fresh.getD1Database(binding)));
+  for (const [i, key] of keys.entries()) {
+    const [a, b] = answers[i]!;
+    expect([a.status, b.status], key).toEqual([200, 200]);
+    expect(a.receiptId, key).toBe(b.receiptId);
+    const stored = await storedFor(databases, client.clientId, key);
+    expect(stored, key).toEqual({ receipts: [a.receiptId], created: 1 });
+  }
+}
+
+describe("contract §15 one Idempotency-Key, one receipt, across isolates", { timeout: 240_000 }, () => {
+  afterAll(async () => {
+    await Promise.all(running.splice(0).map((mf) => mf.dispose()));
+  });
+
+  it("across a shard close: one isolate still sees it open, the other closed", async () => {
+    await raceAcross({
+      staleShards: TWO_SHARDS,
+      freshShards: TWO_SHARDS,
+      change: (mf) => setState(mf, "s1", "closed", Date.now()),
+    });
+  });
+
+  it("across a shard open: one isolate still sees it closed for days, the other open", async () => {
+    await raceAcross({
+      staleShards: TWO_SHARDS,
+      freshShards: TWO_SHARDS,
+      before: (mf) => setState(mf, "s1", "closed", Date.now() - 2 * DAY_MS),
+      change: (mf) => setState(mf, "s1", "open", Date.now()),
+    });
+  });
+
+  it("across a shard add: one isolate of the deploy before it, the other with the new shard just opened", async () => {
+    await raceAcross({
+      staleShards: TWO_SHARDS,
+      freshShards: THREE_SHARDS,
+      // `npm run shards -- add` records the new shard closed before any isolate has its binding.
+      before: (mf) => setState(mf, "s3", "closed", Date.now()),
+      change: (mf) => setState(mf, "s3", "open", Date.now()),
+    });
+  });
+});
