@@ -491,6 +491,12 @@ describe("docs/api.md#event-feed cost: one D1 statement per shard, whatever the 
     expect(paged.ledger.names().filter((name) => name.startsWith("d1."))).toEqual(SHARDS.map(() => "d1.all"));
   });
 
+  it("contract §15 as many shards as one request may read: the page is served", async () => {
+    const upTo = Object.fromEntries(Array.from({ length: FEED_SHARD_BUDGET - SHARDS.length }, (_, i) => [`DB_F${i}`, SHARDS[0]!.db]));
+    const { answer } = await countedCall(`${PATHS.events}?limit=1`, { method: "GET", headers: app.headers }, upTo);
+    expect(answer.status).toBe(200);
+  }, 120_000);
+
   it("more shards than one request may read (D1's 1,000 queries per invocation): 500 before any D1 query", async () => {
     const many = Object.fromEntries(Array.from({ length: FEED_SHARD_BUDGET + 1 }, (_, i) => [`DB_F${i}`, SHARDS[0]!.db]));
     const { answer, ledger } = await countedCall(`${PATHS.events}?limit=1`, { method: "GET", headers: app.headers }, many);
