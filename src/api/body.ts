@@ -5,6 +5,7 @@
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
+import { plainMessage } from "../shared/issue-wording.ts";
 import { findIJsonFault, type IJsonFault } from "./i-json.ts";
 import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
 
@@ -313,23 +314,6 @@ function collectFieldNames(schema: z.core.$ZodType, names: Set<string>): void {
 }
 
 const PLAIN_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-const NOUNS: Record<string, string> = {
-  string: "a string",
-  number: "a number",
-  array: "an array",
-  object: "a JSON object",
-  record: "a JSON object",
-};
-
-// Words the type errors, which schemas leave to the reader of the issues.
-function plainMessage(issue: z.core.$ZodRawIssue): string | undefined {
-  if (issue.code !== "invalid_type") return undefined;
-  const noun = NOUNS[issue.expected] ?? issue.expected;
-  if (issue.input === undefined) return "is missing";
-  if (issue.input === null) return `must be ${noun}, not null; leave out an optional field instead`;
-  return `must be ${noun}`;
-}
 
 function shorten(text: string, maxLength = 40): string {
   return text.length > maxLength ? `${text.slice(0, maxLength)}…` : text;

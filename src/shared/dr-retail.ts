@@ -13,6 +13,7 @@
 import * as z from "zod/mini";
 import { isRfc3339DateTime } from "./date-time.ts";
 import type { DrRetailVersion } from "./dr-retail-profiles.ts";
+import { plainMessage } from "./issue-wording.ts";
 
 const BARCODE_TYPES = ["Interleaved2Of5", "EAN13", "EAN8", "Codabar", "Code39", "Code93", "Code128", "AztecCode", "Datamatrix", "PDF417", "QRCode"] as const;
 const CONTEXTS = ["store", "chain", "global"] as const;
@@ -152,7 +153,8 @@ const PRICES = ["actual_sales_unit_price", "extended_amount", "extended_gross_am
 
 const pricedOrPoints = z.superRefine((item: Record<string, unknown>, context) => {
   const hasPoints = typeof item["points"] === "number";
-  const prices = priced.safeParse(item);
+  // A parse of its own, which the body's error map does not reach: it gets the same wording.
+  const prices = priced.safeParse(item, { error: plainMessage });
   if (prices.success && hasPoints) {
     context.issues.push({ code: "custom", message: "must not be given beside prices: a line is priced or paid in points", path: ["points"], input: item["points"] });
   } else if (!prices.success && !hasPoints) {
@@ -308,7 +310,7 @@ const customerId = z.looseObject({ loyalty: z.optional(loyaltyMembership) }).che
       context.issues.push({ code: "custom", message: `must hold exactly one of: ${[...Object.keys(CUSTOMER_IDS), "loyalty"].join(", ")}`, path: [], input: id });
       return;
     }
-    const result = CUSTOMER_IDS[name].safeParse(id[name]);
+    const result = CUSTOMER_IDS[name].safeParse(id[name], { error: plainMessage });
     if (!result.success) context.issues.push({ code: "custom", message: result.error.issues[0]!.message, path: [name], input: undefined });
   }),
 );

@@ -152,6 +152,7 @@ const BROKEN: readonly (readonly [string, "1.0" | "1.1", (body: Record<string, a
   ["one of two fields required", "1.1", (b) => (b.sales_recording_system = { serial_number: "EA38329" }), "/sales_recording_system/id", "is missing"],
   ["a date-time without offset", "1.0", (b) => (b.time_of_purchase = "2026-11-22T14:03:00"), "/time_of_purchase", "must be an RFC 3339 date-time"],
   ["two customer identifiers at once", "1.1", (b) => (b.customer = { id: { email: "a@example.com", phone: "+46701234567" } }), "/customer/id", "must hold exactly one of"],
+  ["a priced line without its amount", "1.1", (b) => delete b.items[1].extended_amount, "/items/1/extended_amount", "is missing"],
   ["prices and points on one line", "1.0", (b) => (b.items[0].points = 10), "/items/0/points", "must not be given beside prices"],
   ["a v1.1 card pattern", "1.1", (b) => (card(b).card_acceptor_terminal_id = "1384871"), "/payments/0/tender/card_acceptor_terminal_id", "must be 8 letters, digits or hyphens"],
   ["more decimals than the currency has", "1.1", (b) => (b.items[0].extended_amount = 109.805), "/items/0/extended_amount", "has more than 2 decimals"],
