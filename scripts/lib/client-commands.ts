@@ -8,7 +8,7 @@ import { base64url } from "jose";
 import { newClientRecord, revokingIssuedTokens } from "../../src/shared/client-records.ts";
 import { hashClientSecret, makeClientSecret } from "../../src/shared/secrets.ts";
 import { RATE_TIERS, isRateTier, ratePolicy } from "../../src/shared/rate-limits.ts";
-import { APP_SCOPE, type ClientRecord } from "../../src/shared/types.ts";
+import { APP_SCOPE, OPS_SCOPE, type ClientRecord } from "../../src/shared/types.ts";
 import type { ClientStore } from "./client-store.ts";
 import { UsageError, parse, table, usableId, type Commands } from "./cli.ts";
 import { TARGET_OPTIONS, targetOf, type Target } from "./wrangler.ts";
@@ -23,6 +23,9 @@ export const CLIENTS_USAGE = `Usage: npm run clients -- <command> [options]
   issue --app [--client-id <id>] [--json]
                        issue the app push service's client (scope service.app, no
                        chains: it reads the event feed); prints its secret once
+  issue --ops [--client-id <id>] [--json]
+                       issue an operator's monitor (scope service.ops, no chains: it
+                       reads GET /receipts/v2/status); prints its secret once
   list [--json]        every client with its chains and state
   show <client_id> [--json]
   disable <client_id>  refuse its logins and every token issued so far
@@ -63,20 +66,23 @@ async function issue(storeOf: StoreOf, argv: string[]): Promise<void> {
     chain: { type: "string", multiple: true },
     "client-id": { type: "string" },
     app: { type: "boolean" },
+    ops: { type: "boolean" },
   });
   noPositionals(positionals);
   const chains = values.chain ?? [];
-  if (values.app && chains.length > 0) throw new UsageError("issue --app takes no --chain: the app's client acts for no chain.");
-  if (!values.app && chains.length === 0) throw new UsageError("issue needs at least one --chain <chain_id>, or --app.");
+  if (values.app && values.ops) throw new UsageError("issue takes --app or --ops, not both: a client has one service scope.");
+  const service = values.app ? "app" : values.ops ? "ops" : undefined;
+  if (service && chains.length > 0) throw new UsageError(`issue --${service} takes no --chain: the ${service === "app" ? "app's client" : "monitor"} acts for no chain.`);
+  if (!service && chains.length === 0) throw new UsageError("issue needs at least one --chain <chain_id>, or --app, or --ops.");
   chains.forEach((chain) => usableId("--chain", chain));
-  const prefix = values.app ? "app" : "pos";
+  const prefix = service ?? "pos";
   const clientId = values["client-id"] ?? `${prefix}_${base64url.encode(crypto.getRandomValues(new Uint8Array(9)))}`;
   usableId("--client-id", clientId);
   const target = targetOf(values);
   const store = storeOf(target);
   if (await store.read(clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
 
-  const { record, secret } = await newClientRecord({ client_id: clientId, chains, ...(values.app && { scopes: [APP_SCOPE] }) });
+  const { record, secret } = await newClientRecord({ client_id: clientId, chains, ...(service && { scopes: [service === "app" ? APP_SCOPE : OPS_SCOPE] }) });
   const writeStarted = Date.now();
   // Not made again if the local state is locked: a late write could land after a rival's check.
   try {
@@ -179,11 +185,12 @@ function printSecret(json: boolean | undefined, record: ClientRecord, secret: st
     return;
   }
   const app = record.scopes.includes(APP_SCOPE);
-  const whose = app ? `the app push service (scope ${APP_SCOPE})` : `chains ${record.chains.join(", ")}`;
+  const ops = record.scopes.includes(OPS_SCOPE);
+  const whose = app ? `the app push service (scope ${APP_SCOPE})` : ops ? `an operator's monitor (scope ${OPS_SCOPE})` : `chains ${record.chains.join(", ")}`;
   console.log(`${verb} client ${record.client_id} for ${whose}.
   client_id:     ${record.client_id}
   client_secret: ${secret}
-The secret is shown only this once: put it into the ${app ? "app push service's" : "POS"} configuration now.`);
+The secret is shown only this once: put it into the ${app ? "app push service's" : ops ? "monitor's" : "POS"} configuration now.`);
 }
 
 /** A record without its hash: nothing an operator's terminal needs to show. */

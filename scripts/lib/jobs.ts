@@ -134,8 +134,15 @@ export async function waitForJob(kind: JobKind, id: string, target: JobTarget, p
  * without a status, an ID it was only asked to describe and never ran: no job, left out.
  */
 export function listJobIds(kind: JobKind, target: JobTarget): string[] {
+  return listJobs(kind, target).map((instance) => instance.id);
+}
+
+/** Every instance of `kind` wrangler lists, newest first, with its status (as {@link listJobIds} filters them). */
+export function listJobs(kind: JobKind, target: JobTarget): { id: string; status: string }[] {
   const output = wrangler(["workflows", "instances", "list", JOB_WORKFLOWS[kind], "--json", ...flags(target)]);
-  return (JSON.parse(jsonPart(output)) as { id: string; status?: string }[]).filter((instance) => instance.status !== undefined).map((instance) => instance.id);
+  return (JSON.parse(jsonPart(output)) as { id: string; status?: string }[]).flatMap((instance) =>
+    instance.status === undefined ? [] : [{ id: instance.id, status: instance.status }],
+  );
 }
 
 /** An instance in the terms `npm run jobs` prints. Steps done: the steps that succeeded. */

@@ -16,10 +16,11 @@ import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
 import { feed } from "./routes/feed.ts";
 import { login } from "./routes/login.ts";
+import { status } from "./routes/status.ts";
 import { apiReference } from "./routes/docs.ts";
 import { openApiDocument } from "./routes/openapi.ts";
 
-/** The POST operations of receipts.v2 (docs/api.md#operations); the event feed is a GET. */
+/** The POST operations of receipts.v2 (docs/api.md#operations); the event feed and the status are GETs. */
 export const OPERATIONS = {
   [PATHS.login]: login,
   [PATHS.add]: add,
@@ -43,7 +44,7 @@ export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBi
     app.all(path, methodNotAllowed("POST"));
   }
   // Hono answers HEAD with the GET handler, so Allow names both (docs/api.md "OpenAPI document").
-  for (const [path, handler] of [[PATHS.openapi, openApiDocument], [PATHS.docs, apiReference], [PATHS.events, feed]] as const) {
+  for (const [path, handler] of [[PATHS.openapi, openApiDocument], [PATHS.docs, apiReference], [PATHS.events, feed], [PATHS.status, status]] as const) {
     app.get(path, handler);
     app.all(path, methodNotAllowed("GET", "GET, HEAD"));
   }

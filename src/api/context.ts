@@ -4,6 +4,7 @@ import type { RatePolicy } from "../shared/rate-limits.ts";
 import type { ApiEnv } from "../shared/env.ts";
 import { newPlacementMemory, type PlacementMemory } from "../storage/placement.ts";
 import type { ClientCache } from "./auth/clients.ts";
+import { newHealthMemory, type HealthMemory } from "./status/health.ts";
 
 /**
  * Everything the API Worker keeps in memory between requests of one isolate, in one place:
@@ -17,13 +18,15 @@ export interface IsolateState {
   clients: ClientCache;
   /** The shard states, their fill and the failing shards, for placing new receipts. */
   placement: PlacementMemory;
+  /** The status last computed, and each shard's last read for it. */
+  health: HealthMemory;
   /** AUDIT_HASH_KEY imported once (the bytes it was imported from tell a changed setting). */
   auditHashKey?: { bytes: Uint8Array; key: Promise<CryptoKey> };
 }
 
 /** A fresh isolate's state: nothing read, nothing remembered. */
 export function newIsolateState(): IsolateState {
-  return { settings: {}, clients: new Map(), placement: newPlacementMemory() };
+  return { settings: {}, clients: new Map(), placement: newPlacementMemory(), health: newHealthMemory() };
 }
 
 /** What the request-log middleware and the routes share about one request. */

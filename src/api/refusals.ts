@@ -5,7 +5,7 @@
  */
 import { DR_RETAIL_PROFILES } from "../shared/dr-retail-profiles.ts";
 import type { LimitedRoute, RatePolicy } from "../shared/rate-limits.ts";
-import { APP_SCOPE, POS_SCOPE } from "../shared/types.ts";
+import { APP_SCOPE, OPS_SCOPE, POS_SCOPE } from "../shared/types.ts";
 import { ApiError, type ErrorStatus } from "./errors.ts";
 
 /** A refusal as the client sees it; the common remark is added when it is rendered. */
@@ -40,7 +40,7 @@ const SHARD_OVERLOADED_RETRY_AFTER_SECONDS = 5;
 /** The refusals whose words never change. */
 export const REFUSALS = {
   loginTokenType: { ...LOGIN_403, detail: "Header token_type must be Bearer." },
-  loginScope: { ...LOGIN_403, detail: `Header scope must be ${POS_SCOPE} or ${APP_SCOPE}.` },
+  loginScope: { ...LOGIN_403, detail: `Header scope must be ${POS_SCOPE}, ${APP_SCOPE} or ${OPS_SCOPE}.` },
   loginCredentials: {
     ...LOGIN_403,
     detail: "Headers client_id and client_secret do not match a client issued by the operator.",
@@ -61,6 +61,7 @@ export const REFUSALS = {
   tokenInvalid: { status: 403, detail: "Header Authorization does not hold a valid access token." },
   posScope: { status: 403, detail: `Header Authorization holds a token without the ${POS_SCOPE} scope.` },
   appScope: { status: 403, detail: `Header Authorization holds a token without the ${APP_SCOPE} scope.` },
+  opsScope: { status: 403, detail: `Header Authorization holds a token without the ${OPS_SCOPE} scope.` },
   unknownClient: { status: 403, detail: "Header client_id is unknown." },
   disabledClient: { status: 403, detail: DISABLED_CLIENT },
   otherClient: { status: 403, detail: "Header client_id is not the client the access token was issued to." },

@@ -56,6 +56,18 @@ export interface ApiSettings {
    * each further page, within the steps one instance may run.
    */
   ERASURE_PART_SHARDS?: string;
+  /** How long one isolate reuses the status it computed, in seconds (docs/operations.md "Status"). */
+  STATUS_CACHE_SECONDS: string;
+  /** Unhealthy when the oldest undelivered event is older than this, in seconds. */
+  STATUS_DELIVERY_LATE_SECONDS: string;
+  /** Unhealthy when at least this many failed notices wait for a replay. */
+  STATUS_FAILED_NOTICES: string;
+  /** Unhealthy when the push service has been marked down for this long, in seconds. */
+  STATUS_ENDPOINT_DOWN_SECONDS: string;
+  /** Unhealthy when an open shard passes this share of SHARD_FILL_BYTES (0.8: 80 %). */
+  STATUS_FILL_SHARE: string;
+  /** Unhealthy when a shard's oldest receipt is this many hours past ARCHIVE_AFTER_DAYS. */
+  STATUS_ARCHIVE_BEHIND_HOURS: string;
 }
 
 /** The notifier Worker's wrangler vars and secrets, as the runtime hands them over. */
@@ -161,6 +173,32 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     feedSettleMs: feedSettleSeconds(settings) * 1000,
     erasurePartShards: erasurePartShards(settings),
   }));
+}
+
+/** When the status turns unhealthy, and how long it is reused (docs/operations.md "Status"). */
+export interface StatusThresholds {
+  cacheMs: number;
+  deliveryLateMs: number;
+  failedNotices: number;
+  endpointDownMs: number;
+  fillShare: number;
+  archiveBehindMs: number;
+}
+
+/** The status settings, checked; a bad one throws `ConfigError` naming it. */
+export function statusThresholds(
+  env: Pick<ApiSettings, "STATUS_CACHE_SECONDS" | "STATUS_DELIVERY_LATE_SECONDS" | "STATUS_FAILED_NOTICES" | "STATUS_ENDPOINT_DOWN_SECONDS" | "STATUS_FILL_SHARE" | "STATUS_ARCHIVE_BEHIND_HOURS">,
+): StatusThresholds {
+  const fillShare = positiveNumber(env, "STATUS_FILL_SHARE");
+  if (fillShare > 1) throw new ConfigError("STATUS_FILL_SHARE must be a share from 0 to 1");
+  return {
+    cacheMs: seconds(env, "STATUS_CACHE_SECONDS") * 1000,
+    deliveryLateMs: positiveNumber(env, "STATUS_DELIVERY_LATE_SECONDS") * 1000,
+    failedNotices: positiveNumber(env, "STATUS_FAILED_NOTICES"),
+    endpointDownMs: positiveNumber(env, "STATUS_ENDPOINT_DOWN_SECONDS") * 1000,
+    fillShare,
+    archiveBehindMs: positiveNumber(env, "STATUS_ARCHIVE_BEHIND_HOURS") * HOUR_MS,
+  };
 }
 
 /**

@@ -359,6 +359,35 @@ export const feedHeaders = z.object({
 });
 export type FeedHeaders = z.infer<typeof feedHeaders>;
 
+/** Success body of the status (docs/api.md#status): the report in `data`; a 503 carries it too, beside its message. */
+export const statusResponse = z.object({
+  data: z.looseObject({
+    healthy: z.boolean().check(z.meta({ description: "false when any threshold is passed; then the answer is 503" })),
+    reasons: z.array(
+      z.object({
+        code: z.string().check(z.meta({ description: "no_open_shard, shard_filling, shard_unreadable, migrations_lagging, delivery_late, failed_notices, endpoint_down, archive_behind" })),
+        message: z.string(),
+        shard: z.optional(z.string()),
+      }),
+    ),
+    checked_at: z.string().check(z.meta({ description: "When the status was computed (UTC); reused for STATUS_CACHE_SECONDS", format: "date-time" })),
+    shards: z.array(z.looseObject({ name: z.string(), state: z.enum(["open", "closed"]) })).check(
+      z.meta({ description: "Per shard: state, bytes and fill against SHARD_FILL_BYTES, migrations, undelivered events, failed notices, the archive's lag, when it was read" }),
+    ),
+    delivery: z.looseObject({ undelivered: z.number(), failed_notices: z.number() }),
+    clients: z.object({ active: z.number(), disabled: z.number() }),
+    thresholds: z.looseObject({}),
+  }),
+  status: z.literal("OK"),
+  status_code: z.literal(200),
+});
+
+/** Headers of `GET /receipts/v2/status` (docs/api.md#status): an operator's monitor. */
+export const statusHeaders = z.object({
+  Authorization: authorizationHeader,
+  client_id: identifyingHeader("Client ID of an operator's monitor, issued with --ops", "ops-monitor-01"),
+});
+
 /** Query parameters of the event feed (docs/api.md#event-feed); each is read once. */
 export const feedQuery = z.object({
   after: z.optional(

@@ -87,8 +87,11 @@ export const POS_SCOPE = "service.pos";
 /** The scope of the app push service's own client: the event feed (docs/api.md#event-feed). */
 export const APP_SCOPE = "service.app";
 
+/** The scope of an operator's monitor: the status (docs/api.md#status). */
+export const OPS_SCOPE = "service.ops";
+
 /** Every scope login grants a token for. */
-export const SERVICE_SCOPES: readonly string[] = [POS_SCOPE, APP_SCOPE];
+export const SERVICE_SCOPES: readonly string[] = [POS_SCOPE, APP_SCOPE, OPS_SCOPE];
 
 /** KV key of a client record. */
 export function clientKey(clientId: string): string {

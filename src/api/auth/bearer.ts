@@ -3,7 +3,7 @@
  * then the client it claims to act for, then that the two belong together and that the client
  * has not revoked the token since (docs/api.md#revocation).
  */
-import { APP_SCOPE, POS_SCOPE, type ClientRecord } from "../../shared/types.ts";
+import { APP_SCOPE, OPS_SCOPE, POS_SCOPE, type ClientRecord } from "../../shared/types.ts";
 import type { ApiContext } from "../context.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { cachedClientRecord, tokensValidAfter } from "./clients.ts";
@@ -13,12 +13,12 @@ import { verifyAccessToken } from "./tokens.ts";
 const BEARER = /^Bearer +([^\s]+)$/i;
 
 // A token of the other scope is refused naming Authorization, like any token not good here.
-const WRONG_SCOPE = { [POS_SCOPE]: REFUSALS.posScope, [APP_SCOPE]: REFUSALS.appScope } as const;
+const WRONG_SCOPE = { [POS_SCOPE]: REFUSALS.posScope, [APP_SCOPE]: REFUSALS.appScope, [OPS_SCOPE]: REFUSALS.opsScope } as const;
 
 /**
  * Returns the record of the client that `client_id` names, once the Bearer token in
  * `authorization` is valid, unexpired, of `scope` (the POS scope for add and delete, the app
- * scope for the event feed) and issued to that very client.
+ * scope for the event feed, the ops scope for the status) and issued to that very client.
  * Every refusal is a 403 (docs/api.md#delete-errors).
  */
 export async function authenticateClient(

@@ -68,3 +68,26 @@ export function tokensValidAfter(record: ClientRecord): number {
 
 // Bounds the memory an attacker can make an isolate spend on unknown client_ids.
 const MAX_CACHED_CLIENTS = 10_000;
+
+/** Client records at once in one KV bulk read, at most. */
+const BULK_READ_KEYS = 100;
+
+/**
+ * How many client records are enabled and how many disabled (the status): a listing of the keys,
+ * 1,000 a call, and their records in bulk reads of 100, each key a KV read.
+ */
+export async function countClients(kv: KVNamespace): Promise<{ active: number; disabled: number }> {
+  const keys: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await kv.list({ prefix: clientKey(""), cursor });
+    keys.push(...page.keys.map((key) => key.name));
+    cursor = page.list_complete ? undefined : page.cursor;
+  } while (cursor !== undefined);
+  let disabled = 0;
+  for (let start = 0; start < keys.length; start += BULK_READ_KEYS) {
+    const records = await kv.get<ClientRecord>(keys.slice(start, start + BULK_READ_KEYS), { type: "json" });
+    for (const record of records.values()) if (record?.disabled) disabled += 1;
+  }
+  return { active: keys.length - disabled, disabled };
+}

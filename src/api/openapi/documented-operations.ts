@@ -19,6 +19,8 @@ import {
   feedResponse,
   loginHeaders,
   loginResponse,
+  statusHeaders,
+  statusResponse,
   receiptBody,
   type AddResponse,
   type DeleteResponse,
@@ -216,7 +218,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
     summary: "Trade client credentials for an access token",
     description:
       "Generates a Bearer access token valid for 3600 seconds, of the scope asked for: service.pos for a " +
-      "point-of-sale client (add, delete), service.app for the app push service's client (the event feed). " +
+      "point-of-sale client (add, delete), service.app for the app push service's client (the event feed), " +
+      "service.ops for an operator's monitor (the status). " +
       "Send no body. Every 403 of login " +
       "carries the status word `Not Acceptable`, as deployed clients expect. After 5 failed logins " +
       "of one client_id within 60 seconds the next failure answers 429.",
@@ -467,5 +470,73 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "rate-limited": rateLimitedError("events"),
     },
     rateLimit: "events",
+  },
+  [PATHS.status]: {
+    method: "get",
+    operationId: "status",
+    summary: "The service's health, for an operator's monitor",
+    description:
+      "For an operator's monitor (a client issued with `npm run clients -- issue --ops`, scope service.ops). " +
+      "Answers what `npm run status --json` prints: per shard its state, fill against SHARD_FILL_BYTES and " +
+      "migrations, the events not yet delivered and the oldest one's age, failed notices, whether the push " +
+      "service is marked down, how far each shard's archive is behind, active and disabled clients, and in " +
+      "`reasons` every threshold passed. 200 while healthy; **503 when a threshold is passed**, with the same " +
+      "`data` beside `message` (`Unhealthy: <codes>`), `status` Service Unavailable and `status_code` 503, so a " +
+      "monitor that reads only the status code alerts. Computed at most once per STATUS_CACHE_SECONDS (20) per " +
+      "location. Checks run in this order: headers (400, 406), token and client (403). HEAD answers as GET does.",
+    headers: statusHeaders,
+    success: {
+      component: "Status",
+      schema: statusResponse,
+      description: "OK: healthy",
+      example: {
+        data: {
+          healthy: true,
+          reasons: [],
+          checked_at: "2026-11-25T12:00:00.000Z",
+          shards: [
+            {
+              name: "s1",
+              state: "open",
+              full_at: null,
+              bytes: 4_512_000_000,
+              fill: 0.501,
+              latest_migration: "0014_receipt_adds.sql",
+              migrations_lagging: false,
+              undelivered: 3,
+              oldest_undelivered_at: "2026-11-25T11:59:58.120Z",
+              failed_notices: 0,
+              oldest_receipt_at: "2026-10-11T02:14:09.000Z",
+              archive_behind_hours: 0,
+              last_archive_started_at: "2026-11-25T03:00:01.000Z",
+              last_archive_finished_at: "2026-11-25T03:02:40.000Z",
+              read_at: "2026-11-25T12:00:00.000Z",
+            },
+          ],
+          delivery: {
+            undelivered: 3,
+            oldest_undelivered_at: "2026-11-25T11:59:58.120Z",
+            oldest_undelivered_age_seconds: 2,
+            failed_notices: 0,
+            endpoint: { down: false, down_since: null, up_since: "2026-11-24T08:12:00.000Z" },
+          },
+          clients: { active: 412, disabled: 3 },
+          thresholds: {
+            delivery_late_seconds: 900,
+            failed_notices: 1,
+            endpoint_down_seconds: 3600,
+            fill_share: 0.8,
+            archive_behind_hours: 36,
+            expected_migration: "0014_receipt_adds.sql",
+          },
+        },
+        status: "OK",
+        status_code: 200,
+      } satisfies z.infer<typeof statusResponse>,
+    },
+    errors: {
+      ...headerErrors(["Authorization", "client_id"], "Header client_id holds control or non-ASCII characters"),
+      ...bearerErrors({ ...REFUSALS.opsScope, summary: "The token is of scope service.pos or service.app, not service.ops" }),
+    },
   },
 };

@@ -14,7 +14,7 @@ import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../../src/api/openapi/doc
 import { PATHS } from "../../../src/shared/paths.ts";
 import { ratePolicy, type LimitedRoute } from "../../../src/shared/rate-limits.ts";
 import { shardStateKey, type ShardState } from "../../../src/shared/shard-ids.ts";
-import { APP_SCOPE, POS_SCOPE } from "../../../src/shared/types.ts";
+import { APP_SCOPE, OPS_SCOPE, POS_SCOPE } from "../../../src/shared/types.ts";
 import {
   BASE,
   call,
@@ -164,34 +164,15 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
   },
 
   [PATHS.events]: {
-    "missing-header": async () => readFeed({}),
-    "unusable-header": async () => readFeed({ ...(await appHeaders()), client_id: "caf\u00e9" }),
-    "not-bearer": async () => readFeed({ ...(await appHeaders()), Authorization: "Basic cG9zOnNlY3JldA==" }),
-    "invalid-token": async () => readFeed({ ...(await appHeaders()), Authorization: "Bearer not.a.token" }),
-    "expired-token": async () => {
-      const headers = await appHeaders();
-      return readFeed({ ...headers, Authorization: `Bearer ${await expiredToken(headers.client_id!, APP_SCOPE)}` });
-    },
-    "wrong-scope": async () => {
-      const client = await issueClient();
-      return readFeed({ Authorization: `Bearer ${await loginToken(client)}`, client_id: client.clientId });
-    },
-    "unknown-client": async () => readFeed({ ...(await appHeaders()), client_id: uniqueId("nobody") }),
-    "disabled-client": async () => {
-      const headers = await appHeaders();
-      await updateClient(headers.client_id!, { disabled: true });
-      return readFeed(headers);
-    },
-    "other-client": async () => readFeed({ ...(await appHeaders()), client_id: (await appHeaders()).client_id! }),
-    "revoked-token": async () => {
-      const headers = await appHeaders();
-      await updateClient(headers.client_id!, { tokens_valid_after: new Date().toISOString() });
-      return readFeed(headers);
-    },
+    ...bearerScenarios(readFeed, appHeaders, APP_SCOPE),
     after: async () => readFeed(await appHeaders(), "?after=not-an-event"),
     limit: async () => readFeed(await appHeaders(), "?limit=500"),
     "rate-limited": async () => overLimit("events", appHeaders, (headers) => readFeed(headers)),
     ...commonScenarios(PATHS.events, "GET"),
+  },
+  [PATHS.status]: {
+    ...bearerScenarios((headers) => call(PATHS.status, { method: "GET", headers }), opsHeaders, OPS_SCOPE),
+    ...commonScenarios(PATHS.status, "GET"),
   },
   [PATHS.openapi]: commonScenarios(PATHS.openapi, "GET"),
   [PATHS.docs]: commonScenarios(PATHS.docs, "GET"),
@@ -325,6 +306,47 @@ async function appHeaders(): Promise<Record<string, string>> {
   const client = await issueClient({ chains: [], scopes: [APP_SCOPE] });
   const answer = await call(PATHS.login, { headers: { ...loginHeadersFor(client), scope: APP_SCOPE } });
   return { Authorization: `Bearer ${answer.body.data.access_token}`, client_id: client.clientId };
+}
+
+/** The status's headers for a fresh operator's monitor, logged in with scope service.ops. */
+async function opsHeaders(): Promise<Record<string, string>> {
+  const client = await issueClient({ chains: [], scopes: [OPS_SCOPE] });
+  const answer = await call(PATHS.login, { headers: { ...loginHeadersFor(client), scope: OPS_SCOPE } });
+  return { Authorization: `Bearer ${answer.body.data.access_token}`, client_id: client.clientId };
+}
+
+/** The header and token refusals of a GET that takes a token of `scope` (the feed, the status). */
+function bearerScenarios(
+  read: (headers: Record<string, string>) => Promise<Answer>,
+  fresh: () => Promise<Record<string, string>>,
+  scope: string,
+): Record<string, Scenario> {
+  return {
+    "missing-header": async () => read({}),
+    "unusable-header": async () => read({ ...(await fresh()), client_id: "caf\u00e9" }),
+    "not-bearer": async () => read({ ...(await fresh()), Authorization: "Basic cG9zOnNlY3JldA==" }),
+    "invalid-token": async () => read({ ...(await fresh()), Authorization: "Bearer not.a.token" }),
+    "expired-token": async () => {
+      const headers = await fresh();
+      return read({ ...headers, Authorization: `Bearer ${await expiredToken(headers.client_id!, scope)}` });
+    },
+    "wrong-scope": async () => {
+      const client = await issueClient();
+      return read({ Authorization: `Bearer ${await loginToken(client)}`, client_id: client.clientId });
+    },
+    "unknown-client": async () => read({ ...(await fresh()), client_id: uniqueId("nobody") }),
+    "disabled-client": async () => {
+      const headers = await fresh();
+      await updateClient(headers.client_id!, { disabled: true });
+      return read(headers);
+    },
+    "other-client": async () => read({ ...(await fresh()), client_id: (await fresh()).client_id! }),
+    "revoked-token": async () => {
+      const headers = await fresh();
+      await updateClient(headers.client_id!, { tokens_valid_after: new Date().toISOString() });
+      return read(headers);
+    },
+  };
 }
 
 function readFeed(headers: Record<string, string>, query = ""): Promise<Answer> {

@@ -65,11 +65,12 @@ describe("GET /receipts/v2/docs: the API reference page", () => {
 });
 
 describe("the OpenAPI document lists exactly the routes the Worker answers", () => {
-  it("every POST operation as POST; the event feed, the document and its reference as GET; and nothing else", () => {
+  it("every POST operation as POST; the event feed, the status, the document and its reference as GET; and nothing else", () => {
     const listed = Object.entries(documentPaths).map(([path, item]) => `${Object.keys(item).join(",")} ${path}`);
     const answered = [
       ...Object.keys(OPERATIONS).map((path) => `post ${path}`),
       `get ${PATHS.events}`,
+      `get ${PATHS.status}`,
       `get ${PATHS.openapi}`,
       `get ${PATHS.docs}`,
     ];
