@@ -5,16 +5,13 @@
  */
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { newDeletionNotice } from "../../src/api/events.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import type { DeletionNotice } from "../../src/shared/types.ts";
 import { createNotifier } from "../../src/notifier/index.ts";
-import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
-import { uniqueId } from "../support/api.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { CountingDataset, fieldsOf } from "../support/metrics.ts";
-import { DEPLOYED_PUSH_SETTINGS, forgetPushEndpoint, seedReceipt } from "../support/notices.ts";
+import { DEPLOYED_PUSH_SETTINGS, deletedNotice, forgetPushEndpoint } from "../support/notices.ts";
 import { SHARDS } from "../support/shards.ts";
 
 let answers: number[];
@@ -32,14 +29,6 @@ afterEach(async () => {
   vi.unstubAllGlobals();
   await forgetPushEndpoint();
 });
-
-async function deletedNotice(): Promise<DeletionNotice> {
-  const receipt = await seedReceipt({ clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] });
-  const shard = shardOfId(SHARDS, receipt.receipt_id)!;
-  const notice = newDeletionNotice(receipt, shard);
-  expect(await deleteOwnedReceipt(shard.db, notice, "test-request")).toEqual({ deleted: true });
-  return notice;
-}
 
 describe("contract §16 a data point per push attempt", () => {
   it("a delivered push, one refused, one to be retried: a point each, without the app user", async () => {

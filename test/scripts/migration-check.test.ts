@@ -8,8 +8,10 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { readdirSync } from "node:fs";
 import { removedNames } from "../../scripts/lib/migration-check.ts";
-import { runScript } from "../support/run-script.ts";
+import { EXPECTED_MIGRATION } from "../../src/storage/health.ts";
+import { ROOT, runScript } from "../support/run-script.ts";
 
 function git(cwd: string, ...args: string[]): void {
   const result = spawnSync("git", args, { cwd, encoding: "utf8" });
@@ -88,5 +90,12 @@ describe("contract §16 what a migration takes away", () => {
       { kind: "column", name: "app_user", table: "audit_log", how: "DROP" },
       { kind: "view", name: "receipt_adds", how: "DROP" },
     ]);
+  });
+});
+
+describe("contract §16 the status knows the newest migration", () => {
+  it("EXPECTED_MIGRATION names the newest file of migrations/: a new migration bumps it, so the status shows shards without it as lagging", () => {
+    const newest = readdirSync(path.join(ROOT, "migrations")).filter((file) => file.endsWith(".sql")).sort().at(-1);
+    expect(EXPECTED_MIGRATION).toBe(newest);
   });
 });

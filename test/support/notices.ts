@@ -5,8 +5,10 @@
  */
 import { env } from "cloudflare:workers";
 import { vi } from "vitest";
-import type { CreationNotice } from "../../src/shared/types.ts";
-import { storeReceipt } from "../../src/storage/receipts.ts";
+import { newDeletionNotice } from "../../src/api/events.ts";
+import type { CreationNotice, DeletionNotice } from "../../src/shared/types.ts";
+import { deleteOwnedReceipt, storeReceipt } from "../../src/storage/receipts.ts";
+import { shardOfId } from "../../src/storage/shards.ts";
 import { TEST_PUSH_SECRET } from "./keys.ts";
 import { type TestClient, uniqueId } from "./api.ts";
 import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "./shards.ts";
@@ -191,3 +193,13 @@ export const DEPLOYED_PUSH_SETTINGS = {
   NOTICE_RETRY_HOURS: "72",
   PUSH_PROBE_SECONDS: "20",
 } as const;
+
+/** A fresh receipt of a fresh client, deleted as delete does it: its notice is in the outbox, not delivered. */
+export async function deletedNotice(): Promise<DeletionNotice> {
+  const receipt = await seedReceipt({ clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] });
+  const shard = shardOfId(SHARDS, receipt.receipt_id)!;
+  const notice = newDeletionNotice(receipt, shard);
+  const result = await deleteOwnedReceipt(shard.db, notice, "test-request");
+  if (!result.deleted) throw new Error("the seeded receipt was not deleted");
+  return notice;
+}

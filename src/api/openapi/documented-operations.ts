@@ -205,6 +205,14 @@ function bearerErrors(wrongScope: ErrorExample): Record<string, ErrorExample> {
   };
 }
 
+/** The refusals of a GET of a service's own client (the feed, the status): its two headers, then its token. */
+function serviceGetErrors(wrongScope: ErrorExample): Record<string, ErrorExample> {
+  return {
+    ...headerErrors(["Authorization", "client_id"], "Header client_id holds control or non-ASCII characters"),
+    ...bearerErrors(wrongScope),
+  };
+}
+
 /** add and delete take POS tokens only. */
 const POS_BEARER_ERRORS = bearerErrors({
   ...REFUSALS.posScope,
@@ -460,8 +468,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       } satisfies z.infer<typeof feedResponse>,
     },
     errors: {
-      ...headerErrors(["Authorization", "client_id"], "Header client_id holds control or non-ASCII characters"),
-      ...bearerErrors({ ...REFUSALS.appScope, summary: "The token is of scope service.pos (a POS client's), not service.app" }),
+      ...serviceGetErrors({ ...REFUSALS.appScope, summary: "The token is of scope service.pos (a POS client's), not service.app" }),
       after: {
         ...REFUSALS.feedAfter,
         summary: "after is not an event_id, names no stored event (never made, erased, purged) or one older than the window, or was sent twice",
@@ -501,7 +508,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
               full_at: null,
               bytes: 4_512_000_000,
               fill: 0.501,
-              latest_migration: "0014_receipt_adds.sql",
+              latest_migration: "0019_archived_bodies.sql",
               migrations_lagging: false,
               undelivered: 3,
               oldest_undelivered_at: "2026-11-25T11:59:58.120Z",
@@ -527,16 +534,13 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
             endpoint_down_seconds: 3600,
             fill_share: 0.8,
             archive_behind_hours: 36,
-            expected_migration: "0014_receipt_adds.sql",
+            expected_migration: "0019_archived_bodies.sql",
           },
         },
         status: "OK",
         status_code: 200,
       } satisfies z.infer<typeof statusResponse>,
     },
-    errors: {
-      ...headerErrors(["Authorization", "client_id"], "Header client_id holds control or non-ASCII characters"),
-      ...bearerErrors({ ...REFUSALS.opsScope, summary: "The token is of scope service.pos or service.app, not service.ops" }),
-    },
+    errors: serviceGetErrors({ ...REFUSALS.opsScope, summary: "The token is of scope service.pos or service.app, not service.ops" }),
   },
 };

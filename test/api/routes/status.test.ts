@@ -10,7 +10,6 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createApp } from "../../../src/api/app.ts";
 import { newIsolateState, type IsolateState } from "../../../src/api/context.ts";
-import { newDeletionNotice } from "../../../src/api/events.ts";
 import type { HealthReport } from "../../../src/api/status/health.ts";
 import type { NotifierEnv } from "../../../src/shared/env.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
@@ -18,11 +17,9 @@ import { shardStateKey } from "../../../src/shared/shard-ids.ts";
 import { APP_SCOPE, OPS_SCOPE, type DeletionNotice } from "../../../src/shared/types.ts";
 import { createNotifier } from "../../../src/notifier/index.ts";
 import { EXPECTED_MIGRATION } from "../../../src/storage/health.ts";
-import { deleteOwnedReceipt } from "../../../src/storage/receipts.ts";
-import { shardOfId } from "../../../src/storage/shards.ts";
 import { BASE, call, expectErrorShape, issueClient, loginHeadersFor, loginToken, uniqueId } from "../../support/api.ts";
 import { TEST_PUSH_SECRET } from "../../support/keys.ts";
-import { DEPLOYED_PUSH_SETTINGS, forgetPushEndpoint, seedReceipt } from "../../support/notices.ts";
+import { DEPLOYED_PUSH_SETTINGS, deletedNotice, forgetPushEndpoint } from "../../support/notices.ts";
 import { SHARDS } from "../../support/shards.ts";
 
 /** Thresholds a test can pass in a second, and no reuse of a computed status. */
@@ -84,14 +81,6 @@ async function deliver(notifier: ReturnType<typeof createNotifier>, notices: rea
   const ctx = createExecutionContext();
   await notifier.queue(batch, notifierEnv());
   await getQueueResult(batch, ctx);
-}
-
-async function deletedNotice(): Promise<DeletionNotice> {
-  const receipt = await seedReceipt({ clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] });
-  const shard = shardOfId(SHARDS, receipt.receipt_id)!;
-  const notice = newDeletionNotice(receipt, shard);
-  expect(await deleteOwnedReceipt(shard.db, notice, "test-request")).toEqual({ deleted: true });
-  return notice;
 }
 
 describe("contract §16 GET /receipts/v2/status", () => {
