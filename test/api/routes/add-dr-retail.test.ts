@@ -201,6 +201,17 @@ describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the fir
     expect(message).toContain("https://se.receipts.kivra.com/schemas/json/retail/v1.1");
   });
 
+  it("a DR body over 64 KiB: 413 as for our shape; at 64 KiB it is stored as sent", async () => {
+    const text = JSON.stringify(byName("yen").body);
+    const padded = (size: number) => text + " ".repeat(size - new TextEncoder().encode(text).byteLength);
+    const { headers } = await newCaller();
+    const dr = { ...headers, "Content-Type": drRetailContentType("1.0") };
+    await expectRefused(() => postAdd(dr, padded(64 * 1024 + 1)), 413, "Payload Too Large");
+    const answer = await postAdd(dr, padded(64 * 1024));
+    expect(answer.status).toBe(200);
+    expect((await storedReceipt(answer.body.data.receipt_id))!.body).toBe(padded(64 * 1024));
+  });
+
   it("a body that is not I-JSON gets the same 406 as in our shape", async () => {
     const text = JSON.stringify(byName("yen").body).replace('"currency":"JPY"', '"currency":"JPY","currency":"SEK"');
     const { headers } = await newCaller();
