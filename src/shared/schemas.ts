@@ -71,7 +71,7 @@ export const loginHeaders = z.object({
   client_secret: documentedHeader("Client secret issued by the operator"),
   token_type: documentedHeader("Must be Bearer", "Bearer"),
   scope: documentedHeader(
-    "service.pos for a point-of-sale client (add, delete), service.app for the app push service's client (the event feed); must be among the client's scopes",
+    "service.pos for a point-of-sale client (add, delete), service.app for the app push service's client (the event feed), service.ops for an operator's monitor (the status); must be among the client's scopes",
     "service.pos",
   ),
 });
