@@ -11,7 +11,7 @@ import { DIST, buildDeployed, bundleHarnessWorker, type DeployedBundles } from "
 export interface Bundles extends DeployedBundles {
   floor: string;
   counted: string;
-  /** The notifier's floor: a consumer that only pushes and acks. */
+  /** The notifier's floor: a consumer that claims, signs each push, and records. */
   floorConsumer: string;
 }
 

@@ -1,8 +1,9 @@
 /**
  * The notifier's target of `npm run bench`: receipt.created events delivered per
  * second end to end — the notices queue, the notifier (claims, the receipt's body, a signed push,
- * records) and a local receiver that answers 204 — against a floor consumer that only pushes and
- * acks. Both run in a Miniflare of their own, with the notifier's own wrangler config, so its
+ * records) and a local receiver that answers 204 — against a floor consumer that does only what
+ * any exactly-once consumer must: one D1 round trip a batch to claim its events, a Standard
+ * Webhooks signature on each push, one round trip to record the outcomes. Both run in a Miniflare of their own, with the notifier's own wrangler config, so its
  * batch settings are the deployed ones. Each run names how long the receiver waits before it
  * answers: at once, the push costs next to nothing and the ratio is the bookkeeping's cost alone;
  * after a few milliseconds, it is what a push service on the network makes of it.
@@ -38,6 +39,8 @@ const TURNS = 5;
 /** Events through each side first, untimed, so neither pays its isolate's cold start in the timing. */
 const WARM_UP = 400;
 const DELIVERY_TIMEOUT_MS = 120_000;
+/** Where the floor consumer claims each event and records its outcome (bench/workers/floor-consumer.ts). */
+const FLOOR_CLAIMS_TABLE = "CREATE TABLE IF NOT EXISTS floor_claims (event_id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID";
 
 /** Delivers each run's created events through the notifier and as many through the floor, in turns. */
 export async function benchNotifier(bundles: Bundles, runs: readonly NotifierRun[], body: string): Promise<NotifierResult[]> {
@@ -67,7 +70,9 @@ export async function benchNotifier(bundles: Bundles, runs: readonly NotifierRun
           modules: true,
           scriptPath: bundles.floorConsumer,
           compatibilityDate: notifier.compatibilityDate as string,
-          bindings: { PUSH_URL: receiver.url },
+          // The notifier's secret: the floor signs each push as it does.
+          bindings: { PUSH_URL: receiver.url, PUSH_SECRET: secret },
+          d1Databases: { FLOOR_DB: "bench-floor-claims" },
           queueConsumers: { [FLOOR_QUEUE]: consumerSettings },
           queueProducers: { NOTICES: NOTICES_QUEUE, FLOOR: FLOOR_QUEUE },
         } satisfies V4WorkerOptions),
@@ -83,6 +88,7 @@ export async function benchNotifier(bundles: Bundles, runs: readonly NotifierRun
       await applyMigrations(db);
       notices.push(...(await seedCreated(db, tag, Math.ceil((events + WARM_UP) / shards.length), body)));
     }
+    await (await mf.getD1Database("FLOOR_DB", "floor-consumer")).exec(FLOOR_CLAIMS_TABLE);
     const warm = notices.slice(events, events + WARM_UP);
     await timeDeliveries(receiver, warm, await mf.getQueueProducer("NOTICES", "floor-consumer"));
     await timeDeliveries(receiver, warm, await mf.getQueueProducer("FLOOR", "floor-consumer"));
