@@ -16,6 +16,10 @@ const COMMANDS: [script: string, args: string[]][] = [
   ["archive", ["run"]],
   ["audit", []],
   ["audit", ["chain", "c1"]],
+  ["shards", ["migrate"]],
+  ["status", []],
+  ["stats", []],
+  ["check-migrations", []],
 ];
 
 describe("docs/api.md#operators --help and -h on every operator command", () => {
