@@ -3,7 +3,8 @@
  * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them through
  * `wrangler d1 execute` on Node, so this file stays free of Workers types.
  */
-import { archivedOwned, type ArchivedOwner } from "./archive/owners.ts";
+import { archivedOwned, type FencedOwner } from "./archive/owners.ts";
+import { liveOwned } from "./ownership.ts";
 import { tombstoned } from "./archive/tombstones.ts";
 import { enclose, statement, type SqlValue, type Statement } from "./statement.ts";
 
@@ -46,19 +47,21 @@ function recordAudit(rows: Statement): Statement {
  */
 export function auditDeletionIfOwned(
   owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string },
+  userKey: string,
   at: string,
   requestId: string,
 ): Statement {
+  const condition = liveOwned({ receiptId: "?1", clientId: "?2", chainId: "?3", appUserId: "?4", userKey: "?7" });
   return recordAudit(
     statement(
-      `SELECT ?5, 'receipt.deleted', receipt_id, chain_id, client_id, app_user_id, ?6 FROM receipts
-      WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4`,
+      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE ${condition}`,
       owner.receipt_id,
       owner.client_id,
       owner.chain_id,
       owner.app_user_id,
       at,
       requestId,
+      userKey,
     ),
   );
 }
@@ -68,19 +71,22 @@ export function auditDeletionIfOwned(
  * fields: in the archived delete's batch before that row's removal, under the same condition.
  */
 export function auditArchivedDeletionIfOwned(
-  owner: ArchivedOwner,
+  owner: FencedOwner,
   at: string,
   requestId: string,
 ): Statement {
+  const condition = archivedOwned({ receiptId: "?1", clientId: "?2", chainId: "?3", appUserId: "?4", userKey: "?7", createdAt: "?8" });
   return recordAudit(
     statement(
-      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE ${archivedOwned("?1", "?2", "?3", "?4")}`,
+      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE ${condition}`,
       owner.receipt_id,
       owner.client_id,
       owner.chain_id,
       owner.app_user_id,
       at,
       requestId,
+      owner.user_key,
+      owner.created_at,
     ),
   );
 }

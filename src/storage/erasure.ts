@@ -18,22 +18,12 @@ import { v7 as uuidv7 } from "uuid";
 import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
-import {
-  auditErasedReceipts,
-  auditErasure,
-  countErasedBy,
-  earlierErasuresOf,
-  erasureEventId,
-  erasureRecorded,
-  pseudonymiseAudit,
-  receiptsAuditedFor,
-} from "./audit.ts";
+import { auditErasure, countErasedBy, erasureEventId, erasureRecorded } from "./audit.ts";
 import { eraseArchivedReceipts, type ErasureBucket } from "./archive/erasure.ts";
-import { archiveUserPrefix } from "./archive/layout.ts";
-import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { writeFence } from "./fences.ts";
-import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts, recordErasedEvent } from "./outbox/statements.ts";
-import { enclose, statement, type Statement } from "./statement.ts";
+import { recordErasedEvent } from "./outbox/statements.ts";
+import { erasureStatements, type ErasedUser } from "./personal-data.ts";
+import { statement, type Statement } from "./statement.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "./steps.ts";
 
 /** What the `begin` step fixes for the whole erasure, kept for a resume. */
@@ -194,12 +184,6 @@ export async function pseudonym(appUserId: string, hashKey: Uint8Array): Promise
   return pseudonymWith(await importAuditHashKey(hashKey), appUserId);
 }
 
-/** The values of one erasure: the app_user_id, its pseudonym, the event_id and the instant. */
-interface ErasedUser extends ErasureStart {
-  id: string;
-  pseudonym: string;
-}
-
 async function erasedUser(appUserId: string, start: ErasureStart, hashKey: Uint8Array): Promise<ErasedUser> {
   return { id: appUserId, pseudonym: await pseudonym(appUserId, hashKey), event_id: start.event_id, occurred_at: start.occurred_at };
 }
@@ -231,14 +215,15 @@ const CHAINS = `chains(chain_id) AS (
       SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
 
 /**
- * One page of the app user's receipts created at or before the instant: audit records, then
- * their copies, then the receipts, so that even statement by statement a stop leaves every
- * receipt it has not reached with its copies, for the next run. The page is the same set in
- * every statement (receipts change only in the last), and the last returns the receipts it
+ * One page of the app user's receipts created at or before the instant, erased in every table
+ * of the map of personal data that holds a copy of them (src/storage/personal-data.ts): audit
+ * records, then their copies, then the receipts, so that even statement by statement a stop
+ * leaves every receipt it has not reached with its copies, for the next run. The page is the same
+ * set in every statement (receipts change only in the last), and the last returns the receipts it
  * erased. Idempotency-Key records stay, in erased form, so that a till's retry replays.
  */
 function receiptPage(user: ErasedUser): Statement[] {
-  const page = statement(
+  const receipts = statement(
     `WITH RECURSIVE ${CHAINS}
     SELECT receipt_id FROM receipts
       WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2
@@ -247,55 +232,17 @@ function receiptPage(user: ErasedUser): Statement[] {
     user.occurred_at,
     ERASURE_PAGE,
   );
-  return [
-    auditErasedReceipts(page, user.occurred_at, user.pseudonym, user.event_id),
-    enclose(
-      page,
-      (ids, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
-      WHERE ${keyRecordsOf(ids, `SELECT client_id FROM receipts WHERE receipt_id IN (${ids})`)}`,
-      user.occurred_at,
-    ),
-    ...eraseEventsOfReceipts(page),
-    enclose(page, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
-  ];
-}
-
-// The Idempotency-Key records of the receipts `ids` selects, whose clients `clients` selects:
-// the table has no index by receipt (migration 0012), so they are found under their client,
-// the first column of its primary key, among that client's last day of keys.
-function keyRecordsOf(ids: string, clients: string): string {
-  return `client_id IN (${clients}) AND receipt_id IN (${ids})`;
-}
-
-// An Idempotency-Key record in erased form (migration 0006): no app_user_id in its answer;
-// `at` is the placeholder of the erasure's instant.
-function erasedKeyRecord(at: string): string {
-  return `response = json_remove(response, '$.data.app_user_id'), erased_at = ${at}`;
+  return erasureStatements("receiptPage", { user, receipts });
 }
 
 /**
  * One page of what the app user's receipts created at or before the instant and deleted earlier
  * left behind (found through their audit records, under either name; a receipt created after the
- * instant is the app user's anew, and so are its events and key record), of the events of their earlier erasures (which name them),
- * of their audit records, which get the pseudonym, and of the purged tombstones that name them.
- * Each statement returns what it changed.
+ * instant is the app user's anew, and so are its events and key record), of the events of their
+ * earlier erasures (which name them), of their audit records, which get the pseudonym, and of the
+ * purged tombstones that name them: every table of the map that holds such leftovers. Each
+ * statement returns what it changed.
  */
 function leftoverPage(user: ErasedUser): Statement[] {
-  const theirReceipts = receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at);
-  return [
-    ...eraseLeftoverEventsOfReceipts(theirReceipts, ERASURE_PAGE),
-    ...eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), ERASURE_PAGE),
-    enclose(
-      theirReceipts,
-      // A deleted receipt's audit record names the client that added it: only its owner may delete it.
-      (audited, rows, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
-      WHERE (client_id, idempotency_key) IN (SELECT client_id, idempotency_key FROM idempotency_keys
-        WHERE ${keyRecordsOf(`SELECT receipt_id FROM (${audited})`, `SELECT client_id FROM (${audited})`)} AND erased_at IS NULL
-        LIMIT ${rows}) RETURNING 1`,
-      ERASURE_PAGE,
-      user.occurred_at,
-    ),
-    pseudonymiseAudit(user.id, user.pseudonym, ERASURE_PAGE),
-    eraseTombstonesUnder(archiveUserPrefix(user.id), ERASURE_PAGE, { purgedOnly: true }),
-  ];
+  return erasureStatements("leftoverPage", { user, limit: ERASURE_PAGE });
 }

@@ -203,15 +203,17 @@ export interface ReceiptOwner {
 
 /**
  * What the delete operation's batch did: deleted, or why not (the receipt's owner as it was, or
- * none; `archived` when the owner is the archived receipt's, src/storage/archive/owners.ts, so that
- * delete goes on to the archive only when it matches the headers).
+ * none, also for a receipt an erasure is on its way to; `archived` when the owner is the archived
+ * receipt's, src/storage/archive/owners.ts, so that delete goes on to the archive only when it
+ * matches the headers).
  */
 export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: ReceiptOwner | null; archived?: boolean };
 
 /**
  * Deletes the receipt of a deleted event, records the event in the outbox and the deletion in the audit
  * trail, in one D1 batch (one round trip, one transaction), only if the receipt exists with the
- * notice's client_id, chain_id and app_user_id. Every write carries that condition, so of two
+ * notice's client_id, chain_id and app_user_id and no erasure's fence of `userKey` (the app
+ * user's pseudonym) covers it (src/storage/ownership.ts). Every write carries that condition, so of two
  * racing deletes exactly one removes the receipt and records a notice and an audit record; the
  * other sees no receipt. A transient D1 error is retried with the same notice: a second run after
  * a first that committed finds the notice's own outbox row, and answers "deleted" as the first
@@ -220,20 +222,24 @@ export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: Recei
 export async function deleteOwnedReceipt(
   db: D1Database,
   notice: DeletionNotice,
+  userKey: string,
   requestId: string,
 ): Promise<DeleteOutcome> {
-  return retryTransient(() => deleteOnce(db, notice, requestId));
+  return retryTransient(() => deleteOnce(db, notice, userKey, requestId));
 }
 
-async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: string): Promise<DeleteOutcome> {
+async function deleteOnce(db: D1Database, notice: DeletionNotice, userKey: string, requestId: string): Promise<DeleteOutcome> {
   const [before, , , removal] = await runBatch(db, [
-    readOwner(notice),
-    recordDeletedIfOwned(notice),
-    auditDeletionIfOwned(notice, notice.occurred_at, requestId),
-    deleteIfOwned(notice),
+    readOwner(notice, userKey),
+    recordDeletedIfOwned(notice, userKey),
+    auditDeletionIfOwned(notice, userKey, notice.occurred_at, requestId),
+    deleteIfOwned(notice, userKey),
   ]);
   const read = before!.results[0] as OwnerRow;
   if (removal!.meta.changes === 1 || read.recorded === 1) return { deleted: true };
+  // The request's app user is being erased, and the erasure's fence covers this receipt: it is
+  // as good as erased, whoever asks.
+  if (read.fenced === 1) return { deleted: false, receipt: null };
   const { client_id, chain_id, app_user_id } = read;
   if (client_id !== null) return { deleted: false, receipt: { client_id, chain_id: chain_id!, app_user_id: app_user_id! } };
   if (read.archived_client_id === null) return { deleted: false, receipt: null };
@@ -244,6 +250,8 @@ async function deleteOnce(db: D1Database, notice: DeletionNotice, requestId: str
 interface OwnerRow {
   /** 1 when this deletion's event is in the outbox already: a retry's proof that its first run committed. */
   recorded: number;
+  /** 1 when an erasure's fence of the request's app user covers the live receipt. */
+  fenced: number;
   client_id: string | null;
   chain_id: string | null;
   app_user_id: string | null;
@@ -360,25 +368,29 @@ function readKey(clientId: string, key: string, liveFrom: string): Statement {
 // "fields differ", and whether this deletion's event is recorded already: one statement, one row,
 // always. An archived receipt deleted or erased has no owner row left, so it is "no receipt"
 // without a look at R2.
-function readOwner(notice: DeletionNotice): Statement {
+function readOwner(notice: DeletionNotice, userKey: string): Statement {
   return statement(
-    `SELECT ${eventRecorded("?2")} AS recorded, owner.client_id, owner.chain_id, owner.app_user_id,
+    `SELECT ${eventRecorded("?2")} AS recorded, coalesce(${fenced("?3", "owner.created_at")}, 0) AS fenced,
+      owner.client_id, owner.chain_id, owner.app_user_id,
       archived.client_id AS archived_client_id, archived.chain_id AS archived_chain_id,
       archived.app_user_id AS archived_app_user_id
     FROM (SELECT 1) LEFT JOIN receipts AS owner ON owner.receipt_id = ?1 ${archivedOwnerJoin("archived", "?1")}`,
     notice.receipt_id,
     notice.event_id,
+    userKey,
   );
 }
 
 // The same condition as the event's and the audit record's, so the receipt goes exactly when
 // both were recorded.
-function deleteIfOwned(owner: ReceiptOwner & { receipt_id: string }): Statement {
+function deleteIfOwned(owner: ReceiptOwner & { receipt_id: string }, userKey: string): Statement {
   return statement(
-    "DELETE FROM receipts WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4",
+    `DELETE FROM receipts WHERE receipt_id = ?1 AND client_id = ?2 AND chain_id = ?3 AND app_user_id = ?4
+      AND NOT ${fenced("?5", "receipts.created_at")}`,
     owner.receipt_id,
     owner.client_id,
     owner.chain_id,
     owner.app_user_id,
+    userKey,
   );
 }

@@ -25,6 +25,7 @@ import { SHARDS, dbOf, idOn } from "../support/shards.ts";
 import { shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { StorageLedger } from "../support/storage-ledger.ts";
 import { routeStorageCalls } from "../support/binding-proxy.ts";
+import { testUserKey } from "../support/user-keys.ts";
 
 const NOTICES_QUEUE = "receipts-v2-notices";
 const PUSH_URL = "https://push.example.test/receipts";
@@ -103,7 +104,7 @@ async function recordedNotice(receiptId?: string): Promise<DeletionNotice> {
   const receipt = await seedReceipt(owner, receiptId === undefined ? {} : { receipt_id: receiptId });
   const shard = shardOfId(SHARDS, receipt.receipt_id)!;
   const notice = newDeletionNotice(receipt, shard);
-  expect(await deleteOwnedReceipt(shard.db, notice, "test-request")).toEqual({ deleted: true });
+  expect(await deleteOwnedReceipt(shard.db, notice, await testUserKey(notice.app_user_id), "test-request")).toEqual({ deleted: true });
   return notice;
 }
 
@@ -453,7 +454,7 @@ describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a
     expect(pushes).toHaveLength(3);
     // Deleted while the push service is down: its event waits too.
     const deleted = newDeletionNotice(receipt, shard);
-    expect(await deleteOwnedReceipt(shard.db, deleted, "test-request")).toEqual({ deleted: true });
+    expect(await deleteOwnedReceipt(shard.db, deleted, await testUserKey(deleted.app_user_id), "test-request")).toEqual({ deleted: true });
     expect((await deliver(NOTICES_QUEUE, copies([deleted]), probeEnv())).acked).toBe(1);
     expect(pushes).toHaveLength(3);
 

@@ -15,6 +15,7 @@ import { deleteExpiredIdempotencyKeys, deleteOwnedReceipt, storeReceipt, type Fe
 import { deleteInRounds } from "../../src/storage/rounds.ts";
 import { uniqueId } from "../support/api.ts";
 import { SHARDS, idOn } from "../support/shards.ts";
+import { testUserKey } from "../support/user-keys.ts";
 
 const shard = SHARDS[0]!;
 const YEAR_MS = 400 * 24 * 60 * 60 * 1000;
@@ -110,7 +111,7 @@ describe("docs/scale.md: statements and rows written per receipt on its shard", 
       chain_id: receipt.chain_id,
       client_id: clientId,
     };
-    const remove = await measure(async (db) => expect(await deleteOwnedReceipt(db, deleted, "ray-cost")).toEqual({ deleted: true }));
+    const remove = await measure(async (db) => expect(await deleteOwnedReceipt(db, deleted, await testUserKey(deleted.app_user_id), "ray-cost")).toEqual({ deleted: true }));
     const deletedLife = await measure((db) => eventLife(db, deleted.event_id, now));
 
     // The cron jobs' purges, each a page of many rows in one statement: only their rows count.

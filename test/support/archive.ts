@@ -9,6 +9,7 @@ import { recordOwners } from "../../src/storage/archive/owners.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
 import { runBatch, statement } from "../../src/storage/statement.ts";
 import { SHARDS, dbOf } from "./shards.ts";
+import { testUserKey } from "./user-keys.ts";
 
 /** Moves a stored receipt to the archive; returns its object's key. */
 export async function archiveReceipt(receiptId: string): Promise<string> {
@@ -18,7 +19,7 @@ export async function archiveReceipt(receiptId: string): Promise<string> {
     .bind(receiptId)
     .first<ArchivedReceipt>();
   if (!row) throw new Error(`no receipt ${receiptId} to archive`);
-  const key = archiveObjectKey(row.app_user_id, row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
+  const key = archiveObjectKey(await testUserKey(row.app_user_id), row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
   await env.ARCHIVE.put(key, archiveText([...(await archivedLines(key)), row]));
   await runBatch(db, [recordOwners(statement("SELECT ?1", receiptId)), statement("DELETE FROM receipts WHERE receipt_id = ?1", receiptId)]);
   return key;

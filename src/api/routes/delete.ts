@@ -1,8 +1,9 @@
 /** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
 import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
 import { describeError, logLine } from "../../shared/log.ts";
-import { deleteArchivedReceipt, purgeArchivedLines, type ArchivedDeleteOutcome } from "../../storage/archive/deletion.ts";
-import { deleteOwnedReceipt, type ReceiptOwner } from "../../storage/receipts.ts";
+import { purgeArchivedLines } from "../../storage/archive/deletion.ts";
+import type { ReceiptOwner } from "../../storage/receipts.ts";
+import { removeReceipt } from "../../storage/removal.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
 import { onShard } from "../../storage/transient.ts";
 import { authenticateClient } from "../auth/bearer.ts";
@@ -14,6 +15,7 @@ import { jsonResponse } from "../responses.ts";
 import { readHeaders } from "../headers.ts";
 import { REFUSALS, receiptFieldsDiffer, refuse } from "../refusals.ts";
 import { enqueueNotice, newDeletionNotice } from "../events.ts";
+import { userKeyOf } from "../user-key.ts";
 
 /** The fields a receipt must share with the request, in the order messages name them. */
 const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies readonly (keyof ReceiptOwner)[];
@@ -33,17 +35,15 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   if (!shard) throw refusal(headers, null);
   c.set("shard", shard.name);
   const notice = newDeletionNotice(headers, shard);
-  const live = await onShard(shard.name, () => deleteOwnedReceipt(shard.db, notice, c.get("requestId"))).catch(overloadRefused("delete"));
-  // The archive is read only for an archived receipt whose owner matches the headers: a live
-  // receipt's delete makes the calls it always made, and every refusal is answered from D1.
-  const outcome: ArchivedDeleteOutcome =
-    !live.deleted && live.archived && ownedBy(live.receipt, headers)
-      ? await deleteArchivedReceipt(shard.db, c.env.ARCHIVE, shard.name, notice, c.get("requestId"))
-      : live;
-  if (!outcome.deleted) throw refusal(headers, outcome.receipt);
+  const userKey = await userKeyOf(c.get("isolate"), c.get("config"), headers.app_user_id);
+  const removal = await onShard(shard.name, () => removeReceipt(shard, c.env.ARCHIVE, notice, userKey, c.get("requestId"))).catch(
+    overloadRefused("delete"),
+  );
+  if (removal.outcome === "no receipt") throw refusal(headers, null);
+  if (removal.outcome === "fields differ") throw refusal(headers, removal.receipt);
 
   c.executionCtx.waitUntil(enqueueNotice(c.env, notice));
-  if (outcome.objectKey) c.executionCtx.waitUntil(purgeAfterAnswer(c, shard.db, outcome.objectKey, notice.receipt_id));
+  if (removal.archivedObject) c.executionCtx.waitUntil(purgeAfterAnswer(c, shard.db, removal.archivedObject, notice.receipt_id));
   const body: DeleteResponse = {
     message: `Receipt ${headers.receipt_id} was deleted and the app user notified.`,
     status: "OK",
@@ -70,10 +70,6 @@ function refusal(headers: ReceiptOwner & { receipt_id: string }, receipt: Receip
   if (differing.length === 0) throw new Error("receipt matched every field yet was not deleted");
   // The receipt's own values are not shown: they belong to another client, chain or app user.
   return refuse(receiptFieldsDiffer(differing), `receipt fields differ: ${differing.join(", ")}`);
-}
-
-function ownedBy(receipt: ReceiptOwner | null, headers: ReceiptOwner): boolean {
-  return receipt !== null && differingFields(receipt, headers).length === 0;
 }
 
 // Naming which of chain_id and app_user_id differ on another client's receipt would let its holder

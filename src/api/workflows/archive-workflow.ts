@@ -10,6 +10,8 @@ import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloud
 import { apiConfig } from "../../shared/config.ts";
 import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
+import { importAuditHashKey, pseudonymWith } from "../../shared/audit-hash-key.ts";
+import { renameLegacyObjects } from "../../storage/archive/legacy.ts";
 import { archiveShard, type ArchiveRun } from "../../storage/archive/move.ts";
 import { durableSteps, jobShardsOf, startOnce } from "./durable.ts";
 
@@ -48,12 +50,17 @@ export function nextPartId(instanceId: string, part: number): string {
  */
 export class ArchiveWorkflow extends WorkflowEntrypoint<ApiEnv, ArchiveParams> {
   override async run(event: Readonly<WorkflowEvent<ArchiveParams>>, step: WorkflowStep): Promise<ArchiveRun> {
-    const shard = jobShardsOf(this.env).find(({ name }) => name === event.payload?.shard);
+    const shards = jobShardsOf(this.env);
+    const shard = shards.find(({ name }) => name === event.payload?.shard);
     if (!shard) throw new NonRetryableError("shard is not one of this Worker's shards");
     const steps = durableSteps(step);
     const config = apiConfig(this.env);
     const part = event.payload.part ?? 0;
     try {
+      if (part === 0) {
+        const hashKey = await importAuditHashKey(config.auditHashKey);
+        await renameLegacyObjects(this.env.ARCHIVE, shards, (id) => pseudonymWith(hashKey, id), steps);
+      }
       const moved = await archiveShard(
         shard,
         this.env.ARCHIVE,

@@ -13,7 +13,7 @@ import { eventRecorded, recordDeletedIfArchivedOwned } from "../outbox/statement
 import type { DeleteOutcome } from "../receipts.ts";
 import { bound, runBatch, statement } from "../statement.ts";
 import { retryTransient } from "../transient.ts";
-import { archiveObjectKey, archiveText, archivedReceipts } from "./layout.ts";
+import { archiveObjectKey, archiveText, archivedReceipts, legacyObjectKey, type ArchivedReceipt } from "./layout.ts";
 import { forgetOwners } from "./owners.ts";
 import { insertTombstone, markPurged, objectsToPurge, deleteOldTombstones, runInFlight, unpurgedOfObject } from "./tombstones.ts";
 
@@ -25,29 +25,34 @@ export type ArchivedDeleteOutcome = DeleteOutcome & { objectKey?: string };
  * and an owner row, src/storage/archive/owners.ts, with the notice's client_id, chain_id and
  * app_user_id), as {@link deleteOwnedReceipt} deletes a live one: records the event, the audit
  * record and the tombstone and drops the owner row in one batch, the first three under the
- * condition that the owner row is still there, so that of two racing deletes exactly one writes
- * them, and a delete that an erasure overtook writes nothing. The owner row matching, the
- * object the headers name holds the line: one R2 read, whose fields the event and record carry.
+ * condition that the owner row is still there and no erasure's fence of `userKey` (the app user's
+ * pseudonym) covers the receipt, so that of two racing deletes exactly one writes them, and a
+ * delete that an erasure overtook, or is on its way to, writes nothing. The owner row matching,
+ * the object the headers name holds the line: one R2 read (two while the first layout's object
+ * is not renamed yet, src/storage/archive/legacy.ts), whose fields the event and record carry.
  */
 export async function deleteArchivedReceipt(
   db: D1Database,
   archive: R2Bucket,
   shardName: string,
   notice: DeletionNotice,
+  userKey: string,
   requestId: string,
 ): Promise<ArchivedDeleteOutcome> {
-  const key = archiveObjectKey(notice.app_user_id, notice.chain_id, notice.receipt_id, shardName);
-  const object = await archive.get(key);
-  const line = object && archivedReceipts(await object.text()).find(({ receipt_id }) => receipt_id === notice.receipt_id);
+  const found =
+    (await archivedLine(archive, archiveObjectKey(userKey, notice.chain_id, notice.receipt_id, shardName), notice.receipt_id)) ??
+    (await archivedLine(archive, legacyObjectKey(notice.app_user_id, notice.chain_id, notice.receipt_id, shardName), notice.receipt_id));
   // The owner row matched, yet the line is gone: a racing delete purged it, or an erasure deleted
   // its object, since; the receipt is gone, as a live one would be.
-  if (!line) return { deleted: false, receipt: null };
+  if (!found) return { deleted: false, receipt: null };
+  const { key, line } = found;
+  const owner = { ...notice, user_key: userKey, created_at: line.created_at };
   return retryTransient(async () => {
     const [before, , , tombstone] = await runBatch(db, [
       statement(`SELECT ${eventRecorded("?1")} AS recorded`, notice.event_id),
-      recordDeletedIfArchivedOwned(notice),
-      auditArchivedDeletionIfOwned(notice, notice.occurred_at, requestId),
-      insertTombstone(notice, key, notice.occurred_at),
+      recordDeletedIfArchivedOwned(notice, userKey, line.created_at),
+      auditArchivedDeletionIfOwned(owner, notice.occurred_at, requestId),
+      insertTombstone(owner, key, notice.occurred_at),
       // The tombstone answers for the receipt from now on: its owner is no longer kept.
       forgetOwners([notice.receipt_id]),
     ]);
@@ -56,6 +61,12 @@ export async function deleteArchivedReceipt(
     if (tombstone!.meta.changes !== 1 && !recorded) return { deleted: false, receipt: null };
     return { deleted: true, objectKey: key };
   });
+}
+
+async function archivedLine(archive: R2Bucket, key: string, receiptId: string): Promise<{ key: string; line: ArchivedReceipt } | undefined> {
+  const object = await archive.get(key);
+  const line = object ? archivedReceipts(await object.text()).find(({ receipt_id }) => receipt_id === receiptId) : undefined;
+  return line && { key, line };
 }
 
 /**

@@ -1,24 +1,24 @@
 /**
  * An erasure's pass over the archive (docs/api.md#erasure, docs/storage.md#archive): every object
  * under the app user's prefix is read, its receipts counted and audited as erased on their shard,
- * then deleted, so that when the erasure completes no byte of the user's receipts is left in R2.
- * A page of objects takes two steps: the first reads, records and drops the receipts' owner rows
- * (run again, it counts the same lines and adds no record), the second deletes what the first
- * counted, and the tombstones that kept deleted lines out of the count. This file stays free of
- * Workers types: the erasure runs on Node too.
+ * with every copy D1 still holds of them (their Idempotency-Key answers, their events), then
+ * deleted, so that when the erasure completes no byte of the user's receipts is left in R2 or D1.
+ * The user's objects of the first layout are renamed first (src/storage/archive/legacy.ts), so
+ * that no step's result holds a key that names them. A page of objects then takes two steps: the
+ * first reads, records and drops the receipts' owner rows (run again, it counts the same lines and
+ * adds no record), the second deletes what the first counted, and the tombstones that kept deleted
+ * lines out of the count. This file stays free of Workers types: the erasure runs on Node too.
  */
 import { auditErasedArchived, countErasedAmong } from "../audit.ts";
+import { eraseCopiesOfArchived } from "../personal-data.ts";
 import type { JobShard, StepRunner } from "../steps.ts";
-import { archiveUserPrefix, archivedReceipts, type ArchivedReceipt } from "./layout.ts";
+import { archiveUserPrefix, archivedReceipts, legacyUserPrefix, shardOfObjectKey, type ArchivedReceipt } from "./layout.ts";
+import { renameLegacyObjects, type LegacyBucket } from "./legacy.ts";
 import { forgetOwners } from "./owners.ts";
 import { eraseTombstonesUnder } from "./tombstones.ts";
 
 /** What the erasure needs of the archive's R2 bucket (the ARCHIVE binding, or Miniflare's). */
-export interface ErasureBucket {
-  list(options: { prefix: string; limit: number }): Promise<{ objects: { key: string }[]; truncated: boolean }>;
-  get(key: string): Promise<{ text(): Promise<string> } | null>;
-  delete(keys: string[]): Promise<void>;
-}
+export type ErasureBucket = LegacyBucket;
 
 /** The erasure's values the pass needs: the app_user_id, its pseudonym, the erasure's ID and instant. */
 export interface ArchiveErasure {
@@ -49,13 +49,15 @@ export async function eraseArchivedReceipts(
   steps: StepRunner,
 ): Promise<Record<string, number>> {
   const erased: Record<string, number> = {};
+  const scope = { prefix: legacyUserPrefix(user.id), step: "erase archive legacy page", maxPages: Number.POSITIVE_INFINITY };
+  await renameLegacyObjects(archive, shards, async () => user.pseudonym, steps, scope);
   for (let page = 0; ; page += 1) {
     const found = await steps(`erase archive page ${page}`, () => countPage(archive, user, shards));
     if (found.keys.length > 0) {
       await steps(`erase archive page ${page} objects`, async () => {
         await archive.delete(found.keys);
         // The lines are counted: the tombstones that told deleted ones apart may go now.
-        const prefix = archiveUserPrefix(user.id);
+        const prefix = archiveUserPrefix(user.pseudonym);
         for (const shard of shards.filter(({ name }) => found.shards.includes(name))) {
           await shard.run([eraseTombstonesUnder(prefix, TOMBSTONES_PER_SHARD, { purgedOnly: false })]);
         }
@@ -77,12 +79,12 @@ async function countPage(
   user: ArchiveErasure,
   shards: readonly JobShard[],
 ): Promise<{ keys: string[]; erased: Record<string, number>; shards: string[]; more: boolean }> {
-  const listing = await archive.list({ prefix: archiveUserPrefix(user.id), limit: ARCHIVE_ERASURE_OBJECTS });
+  const listing = await archive.list({ prefix: archiveUserPrefix(user.pseudonym), limit: ARCHIVE_ERASURE_OBJECTS });
   const byShard = new Map<string, ArchivedReceipt[]>();
   for (const { key } of listing.objects) {
     const object = await archive.get(key);
     if (!object) continue;
-    const shard = shardOfKey(key);
+    const shard = shardOfObjectKey(key);
     byShard.set(shard, [...(byShard.get(shard) ?? []), ...archivedReceipts(await object.text())]);
   }
   const erased: Record<string, number> = {};
@@ -94,18 +96,16 @@ async function countPage(
       continue;
     }
     const ids = receipts.map(({ receipt_id }) => receipt_id);
-    // The owner rows go by the IDs the lines name: the table has no index by app user to find them.
+    // The owner rows and the copies go by the IDs and clients the lines name: no table has an
+    // index by app user to find them, and once audited as erased a receipt's record names no client.
     const rows = await shard.run([
       auditErasedArchived(receipts, user.occurred_at, user.pseudonym, user.event_id),
       countErasedAmong(user.pseudonym, user.event_id, ids),
       forgetOwners(ids),
+      ...eraseCopiesOfArchived(receipts, user.occurred_at),
     ]);
     erased[name] = (rows[1]![0] as { n: number }).n;
   }
   return { keys: listing.objects.map(({ key }) => key), erased, shards: [...byShard.keys()], more: listing.truncated };
 }
 
-// The last part of an object's key names its shard (src/storage/archive/layout.ts).
-function shardOfKey(key: string): string {
-  return key.slice(key.lastIndexOf("/") + 1, -".ndjson".length);
-}

@@ -1,13 +1,19 @@
 /**
  * Where an archived receipt lives in R2 (docs/storage.md#archive): one object per app user, chain,
- * month and shard, `receipts/<app_user_id>/<chain_id>/<yyyy-mm>/<shard>.ndjson`, one line per
- * receipt, sorted by receipt_id.
+ * month and shard, `users/<user key>/<chain_id>/<yyyy-mm>/<shard>.ndjson`, one line per receipt,
+ * sorted by receipt_id. The user key is the hex of the app user's keyed hash (the pseudonym of
+ * src/shared/audit-hash-key.ts), never the app_user_id: an object key is logged and traced
+ * wherever R2 is called (a trace's `cloudflare.r2.request.key`), which no erasure reaches, and a
+ * hash has one length, so that a long app_user_id cannot push a key past R2's 1,024 bytes.
  *
  * The key serves the three things the archive must do cheaply: the move writes an object per
  * user's month rather than per receipt; a point delete names its object from the request's headers
  * and the receipt_id (its UUIDv7 time gives the month, its tag the shard) without a list or an
  * index; and an erasure deletes everything under one user's prefix. The shard in the key means
  * only that shard's move and deletes ever rewrite an object, so two shards never race on one key.
+ *
+ * Objects written before the user key, under `receipts/<app_user_id>/…` ({@link LEGACY_PREFIX}),
+ * are renamed by the move (src/storage/archive/legacy.ts); until then delete and erasure look there too.
  */
 
 /** One archived receipt: the row the shard held, with the body as it was stored. */
@@ -25,14 +31,39 @@ export interface ArchivedReceipt {
   mapped?: string;
 }
 
-/** The prefix under which every archived receipt of one app user lies, whatever chain or shard. */
-export function archiveUserPrefix(appUserId: string): string {
-  return `receipts/${encodeURIComponent(appUserId)}/`;
+/** Where the objects of the first layout lie, each under `receipts/<URL-encoded app_user_id>/`. */
+export const LEGACY_PREFIX = "receipts/";
+
+/**
+ * The prefix under which every archived receipt of one app user lies, whatever chain or shard:
+ * `userKey` is their pseudonym (`hmac-sha256:<hex>`), of which the key keeps the hex.
+ */
+export function archiveUserPrefix(userKey: string): string {
+  return `users/${userKey.slice(userKey.indexOf(":") + 1)}/`;
 }
 
-/** The object holding an archived receipt of this app user and chain on this shard. */
-export function archiveObjectKey(appUserId: string, chainId: string, receiptId: string, shard: string): string {
-  return `${archiveUserPrefix(appUserId)}${encodeURIComponent(chainId)}/${monthOfId(receiptId)}/${shard}.ndjson`;
+/** The prefix of one app user's objects in the first layout, named by the app_user_id itself. */
+export function legacyUserPrefix(appUserId: string): string {
+  return `${LEGACY_PREFIX}${encodeURIComponent(appUserId)}/`;
+}
+
+/** The object holding an archived receipt of this app user (their pseudonym `userKey`) and chain on this shard. */
+export function archiveObjectKey(userKey: string, chainId: string, receiptId: string, shard: string): string {
+  return objectUnder(archiveUserPrefix(userKey), chainId, receiptId, shard);
+}
+
+/** The object that held such a receipt in the first layout. */
+export function legacyObjectKey(appUserId: string, chainId: string, receiptId: string, shard: string): string {
+  return objectUnder(legacyUserPrefix(appUserId), chainId, receiptId, shard);
+}
+
+/** The shard whose receipts an object holds: the last part of its key, in either layout. */
+export function shardOfObjectKey(key: string): string {
+  return key.slice(key.lastIndexOf("/") + 1, -".ndjson".length);
+}
+
+function objectUnder(userPrefix: string, chainId: string, receiptId: string, shard: string): string {
+  return `${userPrefix}${encodeURIComponent(chainId)}/${monthOfId(receiptId)}/${shard}.ndjson`;
 }
 
 /** The UTC month (`yyyy-mm`) of a UUIDv7's time stamp: the month its receipt was made. */

@@ -159,7 +159,7 @@ async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageCo
         receipt_id: row.receipt_id,
         created_at: row.created_at,
         user_key: keys.get(row.app_user_id)!,
-        object_key: archiveObjectKey(row.app_user_id, row.chain_id, row.receipt_id, shard.name),
+        object_key: archiveObjectKey(keys.get(row.app_user_id)!, row.chain_id, row.receipt_id, shard.name),
         bytes: lineBytes(receipt),
       } satisfies CopiedReceipt,
     };

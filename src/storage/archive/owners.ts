@@ -6,6 +6,8 @@
  * lives from the move's removal of the receipt to its delete or its app user's erasure. This file
  * stays free of Workers types: the erasure runs on Node too.
  */
+import { fenced } from "../fences.ts";
+import type { OwnerParams } from "../ownership.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
 
 /** An archived receipt's ID and the fields delete compares with its headers. */
@@ -43,14 +45,30 @@ export function archivedOwnerJoin(alias: string, receiptIdParam: string): string
 }
 
 /**
- * An SQL expression, 1 while the archived receipt whose ID is `receiptIdParam` has its owner row
- * with the client_id, chain_id and app_user_id of the three parameters that follow, else 0: the
- * condition of an archived delete's writes, as the live row's is of a live one's, so that of two
- * racing deletes, or a delete and an erasure that removed the row, only the first writes.
+ * An archived receipt's owner as a delete checks it: with the pseudonym of its app user and the
+ * receipt's created_at, which say whether an erasure's fence covers it.
  */
-export function archivedOwned(receiptIdParam: string, clientIdParam: string, chainIdParam: string, appUserIdParam: string): string {
-  return `EXISTS (SELECT 1 FROM archived_owners WHERE receipt_id = ${receiptIdParam} AND client_id = ${clientIdParam}
-    AND chain_id = ${chainIdParam} AND app_user_id = ${appUserIdParam})`;
+export interface FencedOwner extends ArchivedOwner {
+  user_key: string;
+  created_at: string;
+}
+
+/** The placeholders of an archived delete's condition ({@link archivedOwned}), in its statement. */
+export interface ArchivedOwnerParams extends OwnerParams {
+  /** The receipt's created_at, from its archived line: the row holds none. */
+  createdAt: string;
+}
+
+/**
+ * An SQL expression, 1 while the archived receipt has its owner row with the client_id, chain_id
+ * and app_user_id of the placeholders and no erasure's fence of that app user stands at or after
+ * its created_at, else 0: the condition of an archived delete's writes, as the live row's is of a
+ * live one's, so that of two racing deletes, or a delete and an erasure that removed the row or is
+ * on its way to it, only the first writes.
+ */
+export function archivedOwned(p: ArchivedOwnerParams): string {
+  return `(EXISTS (SELECT 1 FROM archived_owners WHERE receipt_id = ${p.receiptId} AND client_id = ${p.clientId}
+    AND chain_id = ${p.chainId} AND app_user_id = ${p.appUserId}) AND NOT ${fenced(p.userKey, p.createdAt)})`;
 }
 
 /**

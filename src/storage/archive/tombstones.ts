@@ -5,7 +5,7 @@
  * its object in R2. This file stays free of Workers types: the erasure runs on Node too.
  */
 import { statement, type Statement } from "../statement.ts";
-import { archivedOwned, type ArchivedOwner } from "./owners.ts";
+import { archivedOwned, type FencedOwner } from "./owners.ts";
 
 /**
  * How long a purged tombstone is kept: long enough that a re-run of the move over the same
@@ -28,10 +28,11 @@ export function tombstoned(receiptIdParam: string): string {
  * condition, and before the row's removal, so that a second delete (or a retry of this one after
  * it committed) changes nothing, and the change count says whether this request made it.
  */
-export function insertTombstone(owner: ArchivedOwner, objectKey: string, deletedAt: string): Statement {
+export function insertTombstone(owner: FencedOwner, objectKey: string, deletedAt: string): Statement {
+  const condition = archivedOwned({ receiptId: "?1", clientId: "?4", chainId: "?5", appUserId: "?6", userKey: "?7", createdAt: "?8" });
   return statement(
     `INSERT INTO archive_tombstones (receipt_id, object_key, deleted_at)
-    SELECT ?1, ?2, ?3 WHERE ${archivedOwned("?1", "?4", "?5", "?6")}
+    SELECT ?1, ?2, ?3 WHERE ${condition}
     ON CONFLICT (receipt_id) DO NOTHING`,
     owner.receipt_id,
     objectKey,
@@ -39,6 +40,8 @@ export function insertTombstone(owner: ArchivedOwner, objectKey: string, deleted
     owner.client_id,
     owner.chain_id,
     owner.app_user_id,
+    owner.user_key,
+    owner.created_at,
   );
 }
 
@@ -106,5 +109,21 @@ export function eraseTombstonesUnder(prefix: string, limit: number, { purgedOnly
     prefix,
     `${prefix.slice(0, -1)}0`,
     limit,
+  );
+}
+
+/**
+ * The tombstones of lines that a rename of the first layout (src/storage/archive/legacy.ts) moved
+ * from `from` to `to`: they name the new object, and each goes back to unpurged, so that a line
+ * the rename brought back after its purge leaves again at the next sweep.
+ */
+export function retargetTombstones(from: string, to: string, receiptIds: readonly string[]): Statement {
+  return statement(
+    `UPDATE archive_tombstones SET object_key = ?2,
+      purged_at = iif(receipt_id IN (SELECT value FROM json_each(?3)), NULL, purged_at)
+    WHERE object_key = ?1 OR receipt_id IN (SELECT value FROM json_each(?3))`,
+    from,
+    to,
+    JSON.stringify(receiptIds),
   );
 }

@@ -32,6 +32,7 @@
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
 import { archivedOwned } from "../archive/owners.ts";
+import { liveOwned } from "../ownership.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
 
 /** Where an event is in its life (see above); `failed` and `purged` have no outbox row. */
@@ -87,27 +88,31 @@ export function eventColumns(event: { event_id: string; occurred_at: string }): 
 
 /**
  * Records a deletion's event, only while the receipt exists with the event's client_id, chain_id
- * and app_user_id: in delete's batch before the receipt's removal, under the same condition.
+ * and app_user_id and no erasure's fence of `userKey` covers it (src/storage/ownership.ts): in
+ * delete's batch before the receipt's removal, under the same condition.
  */
-export function recordDeletedIfOwned(event: DeletionNotice): Statement {
+export function recordDeletedIfOwned(event: DeletionNotice, userKey: string): Statement {
   return recordEvent(
     event,
     event.receipt_id,
-    "EXISTS (SELECT 1 FROM receipts WHERE receipt_id = ?2 AND client_id = ?5 AND chain_id = ?6 AND app_user_id = ?7)",
+    liveOwned({ receiptId: "?2", clientId: "?5", chainId: "?6", appUserId: "?7", userKey: "?8" }),
     event.client_id,
     event.chain_id,
     event.app_user_id,
+    userKey,
   );
 }
 
 /**
- * Records the deletion's event of an archived receipt, only while its owner row has the event's
- * client_id, chain_id and app_user_id: in the archived delete's batch before that row's removal,
+ * Records the deletion's event of an archived receipt made at `createdAt`, only while its owner
+ * row has the event's client_id, chain_id and app_user_id and no erasure's fence of `userKey`
+ * covers it: in the archived delete's batch before that row's removal,
  * under the same condition (src/storage/archive/deletion.ts), so that of two racing deletes one
  * records an event.
  */
-export function recordDeletedIfArchivedOwned(event: DeletionNotice): Statement {
-  return recordEvent(event, event.receipt_id, archivedOwned("?2", "?5", "?6", "?7"), event.client_id, event.chain_id, event.app_user_id);
+export function recordDeletedIfArchivedOwned(event: DeletionNotice, userKey: string, createdAt: string): Statement {
+  const condition = archivedOwned({ receiptId: "?2", clientId: "?5", chainId: "?6", appUserId: "?7", userKey: "?8", createdAt: "?9" });
+  return recordEvent(event, event.receipt_id, condition, event.client_id, event.chain_id, event.app_user_id, userKey, createdAt);
 }
 
 /**

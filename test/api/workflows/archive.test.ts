@@ -25,6 +25,7 @@ import { call, consoleLines, newCaller, uniqueId } from "../../support/api.ts";
 import { tombstoneOf } from "../../support/archive.ts";
 import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
 import { SHARDS } from "../../support/shards.ts";
+import { testUserKey } from "../../support/user-keys.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -68,7 +69,7 @@ async function objectsOf(appUserId: string): Promise<Map<string, string>> {
   const texts = new Map<string, string>();
   let cursor: string | undefined;
   do {
-    const listed = await env.ARCHIVE.list({ prefix: archiveUserPrefix(appUserId), cursor });
+    const listed = await env.ARCHIVE.list({ prefix: archiveUserPrefix(await testUserKey(appUserId)), cursor });
     for (const { key } of listed.objects) texts.set(key, await (await env.ARCHIVE.get(key))!.text());
     cursor = listed.truncated ? listed.cursor : undefined;
   } while (cursor);
@@ -110,10 +111,10 @@ async function runWorkflow(shard: Shard, modify?: (m: WorkflowInstanceModifier) 
 }
 
 /** The expected objects of some receipts on one shard: key → text, as the layout writes them. */
-function expectedObjects(receipts: readonly ArchivedReceipt[], shard: Shard): Map<string, string> {
+async function expectedObjects(receipts: readonly ArchivedReceipt[], shard: Shard): Promise<Map<string, string>> {
   const groups = new Map<string, ArchivedReceipt[]>();
   for (const r of receipts) {
-    const key = archiveObjectKey(r.app_user_id, r.chain_id, r.receipt_id, shard.name);
+    const key = archiveObjectKey(await testUserKey(r.app_user_id), r.chain_id, r.receipt_id, shard.name);
     groups.set(key, [...(groups.get(key) ?? []), r]);
   }
   return new Map([...groups].map(([key, group]) => [key, archiveText(group)]));
@@ -139,7 +140,7 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
     expect(run.pages).toBeGreaterThan(2);
 
     const archived = await objectsOfUsers(users);
-    const expected = expectedObjects(receipts, shard);
+    const expected = await expectedObjects(receipts, shard);
     expect(new Map([...archived].filter(([key]) => key.endsWith(`/${shard.name}.ndjson`)))).toEqual(expected);
     expect(expected.size).toBe(users.length * 3 * 3);
     for (const { lines, row } of (await whereaboutsOf(receipts)).values()) expect({ lines, row }).toEqual({ lines: 1, row: false });
@@ -274,7 +275,7 @@ describe("docs/storage.md#archive: nothing lost or doubled if the move is cut of
       for (const { lines, row } of (await whereaboutsOf(receipts)).values()) expect(lines + (row ? 1 : 0)).toBeGreaterThan(0);
       await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, options);
       for (const { lines, row } of (await whereaboutsOf(receipts)).values()) expect({ cut, lines, row }).toEqual({ cut, lines: 1, row: false });
-      expect(await objectsOfUsers(users)).toEqual(expectedObjects(receipts, shard));
+      expect(await objectsOfUsers(users)).toEqual(await expectedObjects(receipts, shard));
       if (!cutOff) break;
     }
   }, 120_000);
@@ -290,7 +291,7 @@ describe("docs/storage.md#archive: nothing lost or doubled if the move is cut of
     const run = await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0, steps: twice });
     expect(run.receipts).toBeGreaterThanOrEqual(receipts.length);
     for (const { lines, row } of (await whereaboutsOf(receipts)).values()) expect({ lines, row }).toEqual({ lines: 1, row: false });
-    expect(await objectsOfUsers(users)).toEqual(expectedObjects(receipts, shard));
+    expect(await objectsOfUsers(users)).toEqual(await expectedObjects(receipts, shard));
   });
 
   it("in the Workflow, a page step that fails is retried, and one that keeps failing fails the instance with a job log line; the next run finishes the move", async () => {
@@ -434,7 +435,7 @@ describe("docs/storage.md#archive: races with delete and erasure", () => {
     expect(where.get(victim.receipt_id)).toEqual({ lines: 0, row: false });
     for (const other of [receipts[0]!, receipts[2]!]) expect(where.get(other.receipt_id)).toEqual({ lines: 1, row: false });
     const tombstone = await shard.db.prepare("SELECT * FROM archive_tombstones WHERE receipt_id = ?1").bind(victim.receipt_id).first();
-    expect(tombstone).toMatchObject({ object_key: archiveObjectKey(user, chain, victim.receipt_id, shard.name), purged_at: expect.any(String) });
+    expect(tombstone).toMatchObject({ object_key: archiveObjectKey(await testUserKey(user), chain, victim.receipt_id, shard.name), purged_at: expect.any(String) });
   });
 
   it("an erasure's fence written between the copy and the batch: the rows stay for the erasure, and no line of them stays in R2", async () => {

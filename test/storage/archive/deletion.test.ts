@@ -15,6 +15,7 @@ import { auditRows, outboxRows, seedReceipt } from "../../support/notices.ts";
 import { dbOf, SHARDS, idOn } from "../../support/shards.ts";
 import { shardOfId } from "../../../src/storage/shards.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
+import { testUserKey } from "../../support/user-keys.ts";
 
 /** Two archived receipts of one object, and a tombstone of the first as a cut-off delete leaves it. */
 async function cutOffDelete(deletedAgoMs: number): Promise<{ gone: string; kept: string; key: string }> {
@@ -101,7 +102,7 @@ describe("docs/storage.md#archived-owners an archived delete writes only while t
     const shard = shardOfId(SHARDS, receipt.receipt_id)!;
     await runBatch(shard.db, [forgetOwners([receipt.receipt_id])]);
     const notice = newDeletionNotice(receipt, shard);
-    expect(await deleteArchivedReceipt(shard.db, env.ARCHIVE, shard.name, notice, "ray-erased")).toEqual({ deleted: false, receipt: null });
+    expect(await deleteArchivedReceipt(shard.db, env.ARCHIVE, shard.name, notice, await testUserKey(notice.app_user_id), "ray-erased")).toEqual({ deleted: false, receipt: null });
     expect(await outboxRows(receipt.receipt_id)).toEqual([]);
     expect(await auditRows(receipt.receipt_id)).toEqual([]);
     expect(await tombstoneOf(receipt.receipt_id)).toBeNull();

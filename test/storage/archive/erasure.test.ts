@@ -18,6 +18,7 @@ import { erase } from "../../support/erasure.ts";
 import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
 import { deleteHeadersFor, seedReceipt } from "../../support/notices.ts";
 import { SHARDS, idOn, rowsOnEveryShard } from "../../support/shards.ts";
+import { testUserKey } from "../../support/user-keys.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
 
@@ -43,7 +44,7 @@ async function archivedUser(caller: Caller, appUserId: string): Promise<number> 
 
 /** What is left of the app user in R2, in the tombstones and in the owner rows. */
 async function archiveTraces(appUserId: string): Promise<{ objects: number; tombstones: number; owners: number }> {
-  const prefix = archiveUserPrefix(appUserId);
+  const prefix = archiveUserPrefix(await testUserKey(appUserId));
   const tombstones = await rowsOnEveryShard("SELECT 1 FROM archive_tombstones WHERE substr(object_key, 1, length(?1)) = ?1", prefix);
   const owners = await rowsOnEveryShard("SELECT 1 FROM archived_owners WHERE app_user_id = ?", appUserId);
   return { objects: (await archivedKeys(prefix)).length, tombstones: tombstones.length, owners: owners.length };
@@ -61,6 +62,7 @@ function countedBucket(calls: Record<string, number>): ErasureBucket {
     list: (options) => (count("list"), env.ARCHIVE.list(options)),
     get: (key) => (count("get"), env.ARCHIVE.get(key)),
     delete: (keys) => (count("delete"), env.ARCHIVE.delete(keys)),
+    put: (key, value, options) => (count("put"), env.ARCHIVE.put(key, value, options)),
   };
 }
 
@@ -127,7 +129,7 @@ describe("docs/api.md#erasure reaches archived receipts", () => {
         const receipt_id = idOn(shard);
         return { receipt_id, chain_id: `c${chain}`, client_id: caller.client.clientId, app_user_id: victim, created_at: createdAt, body: "{}" };
       });
-      await env.ARCHIVE.put(archiveObjectKey(victim, `c${chain}`, receipts[0]!.receipt_id, shard.name), archiveText(receipts));
+      await env.ARCHIVE.put(archiveObjectKey(await testUserKey(victim), `c${chain}`, receipts[0]!.receipt_id, shard.name), archiveText(receipts));
     }
     const calls: Record<string, number> = {};
     const erasure = await eraseAppUser(victim, erasureShards(), HASH_KEY, { archive: countedBucket(calls) });

@@ -30,6 +30,7 @@ import { bound, runBatch, statement } from "../../../src/storage/statement.ts";
 import { uniqueId } from "../../support/api.ts";
 import { SHARDS, idOn } from "../../support/shards.ts";
 
+
 const shard = SHARDS[0]!;
 const db = shard.db;
 const LEASE_MS = 60_000;
@@ -236,7 +237,7 @@ describe("outbox: a receipt's events", () => {
     expect(await stateOf(again.event_id, t0)).toBe("purged");
 
     const stranger = { ...deleted, event_id: idOn(shard), client_id: "pos-2" };
-    await runBatch(db, [recordDeletedIfOwned(stranger), recordDeletedIfOwned(deleted), recordDeletedIfOwned(deleted)]);
+    await runBatch(db, [recordDeletedIfOwned(stranger, "no fence"), recordDeletedIfOwned(deleted, "no fence"), recordDeletedIfOwned(deleted, "no fence")]);
     expect(await stateOf(stranger.event_id, t0)).toBe("purged");
     expect(await stateOf(deleted.event_id, t0)).toBe("recorded");
   });
@@ -244,7 +245,7 @@ describe("outbox: a receipt's events", () => {
   it("a deleted event waits while its receipt's created event is claimed, and goes once that one is delivered", async () => {
     const t0 = new Date();
     const { created, deleted } = await storedReceiptEvents(t0);
-    await runBatch(db, [recordDeletedIfOwned(deleted)]);
+    await runBatch(db, [recordDeletedIfOwned(deleted, "no fence")]);
 
     const [createdClaim] = await claimEvents(db, [created.event_id], t0, LEASE_MS);
     expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, body: '{"total":1}', endpointDown: false });
@@ -259,7 +260,7 @@ describe("outbox: a receipt's events", () => {
   it("an erasure purges every event of the receipts it selects, in the outbox and among the failed ones", async () => {
     const t0 = new Date();
     const { created, deleted } = await storedReceiptEvents(t0);
-    await runBatch(db, [recordDeletedIfOwned(deleted)]);
+    await runBatch(db, [recordDeletedIfOwned(deleted, "no fence")]);
     await deadLetter(db, deleted.event_id, t0);
     const theReceipt = statement("SELECT ?1", created.receipt_id);
     await runBatch(db, eraseEventsOfReceipts(theReceipt));
