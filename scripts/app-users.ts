@@ -1,12 +1,16 @@
 /**
  * Operators erase an app user's data in every shard (docs/api.md#erasure, docs/operations.md "A
- * shopper asks to be forgotten"): the command starts the erasure's Workflow
- * (src/api/workflows/erasure-workflow.ts) in the running service, locally in `npm start` or in the
- * deployment, and waits for it to complete.
+ * shopper asks to be forgotten"): the command records the erasure's request on the first shard
+ * (migration 0015), starts the erasure's Workflow (src/api/workflows/erasure-workflow.ts) with the
+ * request's ID alone in the running service, locally in `npm start` or in the deployment, and
+ * waits for it to complete.
  */
+import { recordErasureRequest } from "../src/storage/erasure-requests.ts";
 import type { Erasure } from "../src/storage/erasure.ts";
 import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
+import { execute } from "./lib/d1.ts";
 import { JOB_TARGET_OPTIONS, jobTargetOf, restartCommand, startJob, waitForJob } from "./lib/jobs.ts";
+import { targetShards } from "./lib/shards.ts";
 
 const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--no-wait] [--remote | --port <port> | --persist-to <dir>]
 
@@ -39,7 +43,13 @@ async function erase(argv: string[]): Promise<void> {
   const appUserId = usableId("app_user_id", positionals[0]!, { optionLike: true });
   const target = await jobTargetOf(values);
 
-  const job = startJob("erasure", { app_user_id: appUserId }, target);
+  // The request, not the ID, goes into the instance's params: a Workflow keeps those where no erasure reaches.
+  const storage = { remote: target.remote };
+  const [first] = targetShards(storage);
+  if (!first) throw new Error("No shards in the configs to erase from.");
+  const requestId = crypto.randomUUID();
+  execute(storage, first, [recordErasureRequest(requestId, appUserId, new Date())]);
+  const job = startJob("erasure", { request_id: requestId }, target);
   if (values["no-wait"]) {
     console.log(values.json ? JSON.stringify({ app_user_id: appUserId, job }) : `Started erasure job ${job}: npm run jobs -- show ${job}`);
     return;
@@ -51,7 +61,7 @@ async function erase(argv: string[]): Promise<void> {
   }
   const erasure = ended.output as Erasure;
   if (values.json) {
-    console.log(JSON.stringify({ app_user_id: erasure.app_user_id, receipts_erased: erasure.receipts_erased, job }));
+    console.log(JSON.stringify({ app_user_id: appUserId, receipts_erased: erasure.receipts_erased, job }));
   } else {
     const perShard = Object.entries(erasure.shards).map(([name, count]) => `${name}=${count}`).join(", ");
     console.log(`Erased ${erasure.receipts_erased} receipt${erasure.receipts_erased === 1 ? "" : "s"} of app user ${JSON.stringify(appUserId)} (${perShard}).`);

@@ -9,6 +9,9 @@ import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloud
 import type { ArchiveParams } from "../../src/api/workflows/archive-workflow.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import type { ErasureParams, SweepMessage } from "../../src/shared/types.ts";
+import { recordErasureRequest } from "../../src/storage/erasure-requests.ts";
+import { shardsOf } from "../../src/storage/shards.ts";
+import { bound } from "../../src/storage/statement.ts";
 import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH, STEPS_PATH } from "../protocol.ts";
 import { deployedModule, deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";
@@ -23,6 +26,7 @@ export default {
     const { pathname, searchParams } = new URL(request.url);
     if (pathname === FAULTS_PATH) return faults.control(request);
     if (pathname === STEPS_PATH) return gate.control(request);
+    if (pathname === ERASE_PATH && request.method === "POST") return startErasure(env, request);
     if (pathname === ERASE_PATH) return job(env.ERASURE, request, searchParams.get("id"));
     if (pathname === ARCHIVE_PATH) return job(env.ARCHIVING, request, searchParams.get("id"));
     return (await api).fetch!(request, faults.wrap(env), ctx);
@@ -52,6 +56,17 @@ function onWrappedBindings<Params>(name: "ErasureWorkflow" | "ArchiveWorkflow") 
 export const ErasureWorkflow = onWrappedBindings<ErasureParams>("ErasureWorkflow");
 /** The deployed archive Workflow, run on the wrapped bindings. */
 export const ArchiveWorkflow = onWrappedBindings<ArchiveParams>("ArchiveWorkflow");
+
+// Starts an erasure of the POSTed app_user_id as the operator's command does: its request on the
+// first shard, then an instance that names the request alone.
+async function startErasure(env: ApiEnv, request: Request): Promise<Response> {
+  const { app_user_id } = (await request.json()) as { app_user_id: string };
+  const [first] = shardsOf(env);
+  const requestId = crypto.randomUUID();
+  await bound(first!.db, recordErasureRequest(requestId, app_user_id, new Date())).run();
+  const instance = await env.ERASURE.create({ params: { request_id: requestId } });
+  return Response.json({ id: instance.id });
+}
 
 // Starts an instance of the Workflow with the POSTed params, or answers one's status.
 async function job<Params>(workflow: Workflow<Params>, request: Request, id: string | null): Promise<Response> {

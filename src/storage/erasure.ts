@@ -20,6 +20,7 @@ import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { auditErasure, countErasedBy, erasureEventId, erasureRecorded } from "./audit.ts";
 import { eraseArchivedReceipts, type ErasureBucket } from "./archive/erasure.ts";
+import { forgetErasureRequest } from "./erasure-requests.ts";
 import { writeFence } from "./fences.ts";
 import { recordErasedEvent } from "./outbox/statements.ts";
 import { erasureStatements, type ErasedUser } from "./personal-data.ts";
@@ -37,13 +38,16 @@ export interface ErasureStart {
   occurred_at: string;
 }
 
-/** What an erasure did. */
+/**
+ * What an erasure did: its Workflow's output, which names the app user nowhere (the instance is
+ * kept where no erasure reaches it); the event, app_user_id and all, goes to the queue.
+ */
 export interface Erasure {
-  app_user_id: string;
   receipts_erased: number;
   /** Receipts erased per shard name. */
   shards: Record<string, number>;
-  event: AppUserErasedEvent;
+  /** The erasure's `app_user.erased` event, less its app_user_id. */
+  event: Omit<AppUserErasedEvent, "app_user_id">;
 }
 
 /** Receipts per page: each page is one short transaction on its shard. */
@@ -60,6 +64,8 @@ export interface ErasureOptions<S extends JobShard = JobShard> {
   send?: (event: AppUserErasedEvent, shard: S) => Promise<void>;
   /** The archive's bucket: its objects of the app user are erased too, and counted. */
   archive?: ErasureBucket;
+  /** The request (migration 0015) that named the app user: it goes with the event's record. */
+  requestId?: string;
 }
 
 /**
@@ -77,14 +83,14 @@ export async function eraseAppUser<S extends JobShard>(
   appUserId: string,
   shards: readonly S[],
   hashKey: Uint8Array,
-  { steps = runAtOnce, now = () => new Date(), send, archive }: ErasureOptions<S> = {},
+  { steps = runAtOnce, now = () => new Date(), send, archive, requestId }: ErasureOptions<S> = {},
 ): Promise<Erasure> {
   const first = shards[0];
   if (!first) throw new Error("no shards to erase from");
   const start = await beginErasure(first, steps, now);
   const perShard = await eraseShards(appUserId, start, shards, hashKey, steps);
   if (archive) await eraseArchive(appUserId, start, perShard, shards, hashKey, archive, steps);
-  return recordErasure(appUserId, start, perShard, first, hashKey, { steps, send });
+  return recordErasure(appUserId, start, perShard, first, hashKey, { steps, send, requestId });
 }
 
 /**
@@ -147,7 +153,7 @@ export async function recordErasure<S extends JobShard>(
   perShard: Record<string, number>,
   first: S,
   hashKey: Uint8Array,
-  { steps = runAtOnce, send }: Pick<ErasureOptions<S>, "steps" | "send"> = {},
+  { steps = runAtOnce, send, requestId }: Pick<ErasureOptions<S>, "steps" | "send" | "requestId"> = {},
 ): Promise<Erasure> {
   const user = await erasedUser(appUserId, start, hashKey);
   const receipts = Object.values(perShard).reduce((sum, count) => sum + count, 0);
@@ -161,19 +167,23 @@ export async function recordErasure<S extends JobShard>(
   // The event_id is made here, just before its commit, never at `begin`: an event must commit
   // within seconds of its ID's time for the event feed to hand it to a reader who follows `next`
   // (docs/api.md#event-feed, "The tail"), and the erasure may have taken minutes since. A run
-  // again after a commit makes another ID, records nothing, and sends the one recorded.
+  // again after a commit makes another ID, records nothing, and sends the one recorded. The
+  // request that named the app user goes in the same batch.
   const { event_id } = await steps("record and send", async () => {
     const fresh = eventWithId(stampShardTag(uuidv7(), first.tag));
+    const forget = requestId === undefined ? [] : [forgetErasureRequest(requestId)];
     const [, , recorded] = await first.run([
       recordErasedEvent(fresh, `NOT ${erasureRecorded("?5", "?6")}`, user.pseudonym, user.occurred_at),
       auditErasure(user.occurred_at, user.pseudonym, fresh.event_id),
       erasureEventId(user.occurred_at, user.pseudonym),
+      ...forget,
     ]);
     const event = eventWithId((recorded![0] as { event_id: string }).event_id);
     await send?.(event, first);
     return { event_id: event.event_id };
   });
-  return { app_user_id: appUserId, receipts_erased: receipts, shards: perShard, event: eventWithId(event_id) };
+  const { app_user_id: _named, ...unnamed } = eventWithId(event_id);
+  return { receipts_erased: receipts, shards: perShard, event: unnamed };
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   receiptsAuditedFor,
 } from "./audit.ts";
 import { archiveUserPrefix, legacyUserPrefix, type ArchivedReceipt } from "./archive/layout.ts";
+import { forgetOwners } from "./archive/owners.ts";
 import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts } from "./outbox/statements.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
@@ -224,6 +225,9 @@ export const D1_TABLES = {
       chain_id: NOT_PERSONAL,
       app_user_id: { holds: ["app_user_id"], reach: { how: "removed", when: "in the archive pass's batch on the receipt's shard, with the audit records of the lines it read" } },
     },
+    erasure: {
+      archivedPage: ({ receipts }) => [forgetOwners(receipts.map(({ receipt_id }) => receipt_id))],
+    },
   },
   erasure_fences: {
     columns: {
@@ -351,7 +355,7 @@ export function erasureStatements<P extends keyof TableErasure>(pass: P, page: P
 
 /**
  * The archive pass's statements for the archived receipts it read on one shard: the copies D1 still
- * holds of them (their Idempotency-Key answers, their events).
+ * holds of them (their Idempotency-Key answers, their events, their owner rows).
  */
 export function eraseCopiesOfArchived(receipts: ArchivedPage["receipts"], at: string): Statement[] {
   return erasureStatements("archivedPage", { receipts: receipts.map(({ receipt_id, client_id }) => ({ receipt_id, client_id })), at });

@@ -19,6 +19,8 @@ import { runBatch } from "../../src/storage/statement.ts";
 import { uniqueId } from "../support/api.ts";
 import { TEST_AUDIT_HASH_KEY } from "../support/keys.ts";
 import { SHARDS } from "../support/shards.ts";
+import { archiveUserPrefix } from "../../src/storage/archive/layout.ts";
+import { testUserKey } from "../support/user-keys.ts";
 
 const shard = SHARDS[0]!;
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
@@ -79,7 +81,7 @@ async function storedBytes(users: readonly string[]): Promise<{ bytes: number; o
   let bytes = 0;
   let objects = 0;
   for (const user of users) {
-    const listed = await env.ARCHIVE.list({ prefix: `receipts/${encodeURIComponent(user)}/` });
+    const listed = await env.ARCHIVE.list({ prefix: archiveUserPrefix(await testUserKey(user)) });
     for (const object of listed.objects) {
       bytes += object.size;
       objects += 1;

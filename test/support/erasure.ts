@@ -1,4 +1,5 @@
 /** The erasure's Workflow as `npm run app-users -- erase` starts it, driven to its end by the vitest plugin. */
+import { startErasure } from "../../src/api/workflows/erasure-workflow.ts";
 import { env } from "cloudflare:workers";
 import { introspectWorkflow, introspectWorkflowInstance, type WorkflowInstanceModifier } from "cloudflare:test";
 import type { Erasure } from "../../src/storage/erasure.ts";
@@ -17,7 +18,7 @@ export async function erase(appUserId: string, modifyAll?: (m: WorkflowInstanceM
   });
   await using instance = await introspectWorkflowInstance(env.ERASURE, id);
   await instance.modify((m) => m.disableRetryDelays());
-  await env.ERASURE.create({ id, params: { app_user_id: appUserId } });
+  await startErasure(env, appUserId, id);
   await instance.waitForStatus("complete");
   return (await instance.getOutput()) as Erasure;
 }

@@ -32,7 +32,7 @@ export async function startParts(
   workflow: Workflow<ErasureParams>,
   step: WorkflowStep,
   erasureId: string,
-  appUserId: string,
+  requestId: string,
   start: ErasureStart,
   shards: readonly { name: string }[],
   perPart: number,
@@ -42,7 +42,7 @@ export async function startParts(
     const id = erasurePartId(erasureId, start.event_id, index);
     const part = { ...start, shards: shards.slice(index * perPart, (index + 1) * perPart).map((shard) => shard.name) };
     await step.do(`start part ${index}`, START_CONFIG, async () => {
-      await startOnce(workflow, id, { app_user_id: appUserId, part });
+      await startOnce(workflow, id, { request_id: requestId, part });
       return id;
     });
     ids.push(id);

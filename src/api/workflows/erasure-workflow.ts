@@ -1,6 +1,9 @@
 /**
  * The erasure of an app user as a Cloudflare Workflow (docs/api.md#erasure): `npm run app-users
- * -- erase` starts an instance with `{"app_user_id"}`, and the steps of src/storage/erasure.ts
+ * -- erase` records the request on the first shard (migration 0015) and starts an instance with
+ * `{"request_id"}`, never the app_user_id, which the instance's stored params would keep out of
+ * any erasure's reach; each step reads the ID there, and the last one deletes the request with the
+ * record of the erasure's event. The steps of src/storage/erasure.ts
  * run as durable steps, one D1 batch each, so that no invocation nears D1's 1,000 queries
  * whatever the number of shards, nothing waits on the operator's machine, and an instance cut
  * off anywhere resumes where it stopped with the same end state. Its output is what the erasure
@@ -17,12 +20,14 @@ import { apiConfig } from "../../shared/config.ts";
 import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
 import { addHeaders } from "../../shared/schemas.ts";
+import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { ErasureParams } from "../../shared/types.ts";
+import { readErasureRequest, recordErasureRequest } from "../../storage/erasure-requests.ts";
 import { beginErasure, eraseArchive, eraseShards, recordErasure, type Erasure } from "../../storage/erasure.ts";
 import type { JobShard, StepRunner } from "../../storage/steps.ts";
 import { enqueueNotice } from "../events.ts";
 import { startParts, waitForParts, type PartOutput } from "./erasure-parts.ts";
-import { durableSteps, jobShardsOf } from "./durable.ts";
+import { STEP_CONFIG, durableSteps, jobShardsOf } from "./durable.ts";
 
 /** The kind `npm run jobs` shows for an erasure. */
 export const ERASURE_JOB = "erasure";
@@ -39,13 +44,19 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
   override async run(event: Readonly<WorkflowEvent<ErasureParams>>, step: WorkflowStep): Promise<Erasure | PartOutput> {
     const part = event.payload?.part;
     try {
-      const appUserId = addHeaders.shape.app_user_id.safeParse(event.payload?.app_user_id);
-      if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
-      const steps = durableSteps(step);
       const shards = jobShardsOf(this.env);
+      const requestId = event.payload?.request_id;
+      if (typeof requestId !== "string" || requestId.length > REQUEST_ID_CHARS) throw new NonRetryableError("request_id is not an erasure's request");
+      const requested = await requestedAppUser(shards, requestId);
+      // The request goes in the batch that records the erasure's event: an instance replayed after
+      // that step finds every step's result stored and runs none, so it needs no ID; a step that
+      // would run without one fails at once.
+      const steps = requested === undefined ? stepsWithoutRequest(step) : durableSteps(step);
+      const appUserId = addHeaders.shape.app_user_id.safeParse(requested ?? UNREQUESTED);
+      if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
       const { auditHashKey } = apiConfig(this.env);
       if (part) return { shards: await eraseShards(appUserId.data, part, shardsNamed(shards, part.shards), auditHashKey, steps) };
-      return await this.erase(event.instanceId, appUserId.data, shards, step, steps);
+      return await this.erase(event.instanceId, requestId, appUserId.data, shards, step, steps);
     } catch (error) {
       logLine("error", "job", { job: part ? ERASURE_PART_JOB : ERASURE_JOB, instance_id: event.instanceId, outcome: "failed", cause: describeError(error) });
       throw error;
@@ -54,17 +65,65 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
 
   // The erasure itself: `begin`, its parts, then, once every shard is erased, `record and send`.
   // Work on the app user's data outside the shards belongs between the two, after the parts.
-  private async erase(id: string, appUserId: string, shards: readonly JobShard[], step: WorkflowStep, steps: StepRunner): Promise<Erasure> {
-    const first = shards[0];
-    if (!first) throw new NonRetryableError("no shards to erase from");
+  private async erase(
+    id: string,
+    requestId: string,
+    appUserId: string,
+    shards: readonly JobShard[],
+    step: WorkflowStep,
+    steps: StepRunner,
+  ): Promise<Erasure> {
+    const first = shards[0]!;
     const { auditHashKey, erasurePartShards } = apiConfig(this.env);
     const start = await beginErasure(first, steps);
-    const parts = await startParts(this.env.ERASURE, step, id, appUserId, start, shards, erasurePartShards);
+    const parts = await startParts(this.env.ERASURE, step, id, requestId, start, shards, erasurePartShards);
     const outputs = await waitForParts(this.env.ERASURE, step, parts);
     const perShard: PartOutput["shards"] = Object.assign({}, ...outputs.map((output) => output.shards));
     await eraseArchive(appUserId, start, perShard, shards, auditHashKey, this.env.ARCHIVE, steps);
-    return recordErasure(appUserId, start, perShard, first, auditHashKey, { steps, send: (erased) => enqueueNotice(this.env, erased) });
+    const send = (erased: AppUserErasedEvent) => enqueueNotice(this.env, erased);
+    return recordErasure(appUserId, start, perShard, first, auditHashKey, { steps, send, requestId });
   }
+}
+
+/**
+ * Starts an erasure of `appUserId` as `npm run app-users -- erase` does: records the request on
+ * the first shard, then starts the instance `id` with its request_id. Returns the instance's ID.
+ */
+export async function startErasure(env: ApiEnv, appUserId: string, id: string = crypto.randomUUID()): Promise<string> {
+  await env.ERASURE.create({ id, params: { request_id: await requestErasure(env, appUserId) } });
+  return id;
+}
+
+/** Records a request to erase `appUserId` on the first shard; returns its request_id. */
+export async function requestErasure(env: object, appUserId: string): Promise<string> {
+  const first = jobShardsOf(env)[0];
+  if (!first) throw new Error("no shards to erase from");
+  const requestId = crypto.randomUUID();
+  await first.run([recordErasureRequest(requestId, appUserId, new Date())]);
+  return requestId;
+}
+
+// Request IDs are UUIDs; anything much longer was never made by a request.
+const REQUEST_ID_CHARS = 100;
+
+// Stands for the app user of a request that is gone: an ID add accepts, never used by a step.
+const UNREQUESTED = "request-gone";
+
+// The app_user_id of the request on the first shard (by name), undefined once it is gone.
+async function requestedAppUser(shards: readonly JobShard[], requestId: string): Promise<string | undefined> {
+  const first = shards[0];
+  if (!first) throw new NonRetryableError("no shards to erase from");
+  const [rows] = (await first.run([readErasureRequest(requestId)])) as [{ app_user_id: string }[]];
+  return rows[0]?.app_user_id;
+}
+
+// Steps of an instance whose request is gone: those that ran before come back from storage; one
+// that would run now fails the instance.
+function stepsWithoutRequest(step: WorkflowStep): StepRunner {
+  return (name) =>
+    step.do(name, STEP_CONFIG, async () => {
+      throw new NonRetryableError("the erasure's request is gone: start the erasure again");
+    });
 }
 
 // A part names its shards; one this deployment no longer binds cannot be erased by retrying.

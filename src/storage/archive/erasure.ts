@@ -14,7 +14,6 @@ import { eraseCopiesOfArchived } from "../personal-data.ts";
 import type { JobShard, StepRunner } from "../steps.ts";
 import { archiveUserPrefix, archivedReceipts, legacyUserPrefix, shardOfObjectKey, type ArchivedReceipt } from "./layout.ts";
 import { renameLegacyObjects, type LegacyBucket } from "./legacy.ts";
-import { forgetOwners } from "./owners.ts";
 import { eraseTombstonesUnder } from "./tombstones.ts";
 
 /** What the erasure needs of the archive's R2 bucket (the ARCHIVE binding, or Miniflare's). */
@@ -101,7 +100,6 @@ async function countPage(
     const rows = await shard.run([
       auditErasedArchived(receipts, user.occurred_at, user.pseudonym, user.event_id),
       countErasedAmong(user.pseudonym, user.event_id, ids),
-      forgetOwners(ids),
       ...eraseCopiesOfArchived(receipts, user.occurred_at),
     ]);
     erased[name] = (rows[1]![0] as { n: number }).n;

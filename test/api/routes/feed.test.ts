@@ -362,7 +362,7 @@ describe("docs/api.md#event-feed erasure", () => {
 
     const erasure = await eraseAppUser(appUser, jobShards(), crypto.getRandomValues(new Uint8Array(32)));
     const afterwards = (await readAll(after, 100)).events.filter((event) => event.app_user_id === appUser);
-    expect(afterwards).toEqual([erasure.event]);
+    expect(afterwards).toEqual([{ ...erasure.event, app_user_id: appUser }]);
   });
 });
 

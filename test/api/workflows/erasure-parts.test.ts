@@ -4,6 +4,7 @@
  * `widePartShards` shards, and holds every instance of the Workflow to `wideStepLimit` steps, the
  * 1,024 of Cloudflare's Workflows scaled down: the runtime fails an instance that takes one more.
  */
+import { requestErasure, startErasure } from "../../../src/api/workflows/erasure-workflow.ts";
 import { env } from "cloudflare:workers";
 import { introspectWorkflow, introspectWorkflowInstance } from "cloudflare:test";
 import { describe, expect, inject, it } from "vitest";
@@ -43,7 +44,7 @@ describe("docs/scale.md §6 an erasure over more shards than one instance has st
 
     await using everyInstance = await introspectWorkflow(env.ERASURE);
     await using erasure = await introspectWorkflowInstance(env.ERASURE, id);
-    await env.ERASURE.create({ id, params: { app_user_id: victim } });
+    await startErasure(env, victim, id);
     await erasure.waitForStatus("complete");
     const output = (await erasure.getOutput()) as Erasure;
 
@@ -79,7 +80,7 @@ describe("docs/scale.md §6 an erasure over more shards than one instance has st
     const id = uniqueId("erasure");
     await using instance = await introspectWorkflowInstance(env.ERASURE, id);
     const part = { event_id: idOn(SHARDS[0]), occurred_at: new Date().toISOString(), shards: SHARDS.map((shard) => shard.name) };
-    await env.ERASURE.create({ id, params: { app_user_id: victim, part } });
+    await env.ERASURE.create({ id, params: { request_id: await requestErasure(env, victim), part } });
     await instance.waitForStatus("errored");
     expect((await instance.getError()).message).toContain(`limit of ${STEP_LIMIT} steps`);
     expect(await receiptsOf(victim)).toBe(SHARDS.length - STEP_LIMIT);

@@ -1,0 +1,28 @@
+/**
+ * Every statement on `erasure_requests` (migration 0015): the app_user_id an erasure works on,
+ * named in its Workflow's params by a request ID alone (docs/storage.md#personal-data). Written on
+ * the first shard by whatever starts the erasure, read by its steps, deleted in the batch that
+ * records its event. This file stays free of Workers types: the operator script writes through
+ * `wrangler d1 execute`.
+ */
+import { statement, type Statement } from "./statement.ts";
+
+/** The request `requestId` to erase `appUserId`, made at `at`; written again, it changes nothing. */
+export function recordErasureRequest(requestId: string, appUserId: string, at: Date): Statement {
+  return statement(
+    "INSERT INTO erasure_requests (request_id, app_user_id, requested_at) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+    requestId,
+    appUserId,
+    at.toISOString(),
+  );
+}
+
+/** The app_user_id of a request. Row: `app_user_id`; none once its erasure recorded its event. */
+export function readErasureRequest(requestId: string): Statement {
+  return statement("SELECT app_user_id FROM erasure_requests WHERE request_id = ?1", requestId);
+}
+
+/** The request is done with: in the batch that records the erasure's event. */
+export function forgetErasureRequest(requestId: string): Statement {
+  return statement("DELETE FROM erasure_requests WHERE request_id = ?1", requestId);
+}
