@@ -337,7 +337,10 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
 export const EMITTED: Record<string, PersonalPlace> = {
   "log lines": {
     holds: ["app_user_id", "receipt"],
-    reach: { how: "never readable", why: "src/shared/log.ts: callers pass IDs of requests, receipts, clients, events and jobs, never an app_user_id or a body (test/api/logs.test.ts)" },
+    reach: {
+      how: "never readable",
+      why: "src/shared/log.ts: callers pass IDs of requests, receipts, clients, events and jobs, never an app_user_id or a body (test/api/logs.test.ts); the one exception is the notifier with no push URL, which logs each event whole, in local development only",
+    },
   },
   "trace attributes": {
     holds: ["app_user_id"],

@@ -13,9 +13,14 @@ import { type SeededReceipt, auditRows, deleteHeadersFor, outboxRows, seedReceip
 import { SHARDS, dbOf, idOn } from "../../support/shards.ts";
 import { shardOfId } from "../../../src/storage/shards.ts";
 import { archiveShard } from "../../../src/storage/archive/move.ts";
-import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { importAuditHashKey, parseAuditHashKey, pseudonymWith } from "../../../src/shared/audit-hash-key.ts";
 import { runBatch, type Statement } from "../../../src/storage/statement.ts";
 import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
+import { testUserKey } from "../../support/user-keys.ts";
+import { writeFence } from "../../../src/storage/fences.ts";
+import { LEGACY_PREFIX, archiveObjectKey, legacyObjectKey } from "../../../src/storage/archive/layout.ts";
+import { renameLegacyObjects } from "../../../src/storage/archive/legacy.ts";
+import { runAtOnce } from "../../../src/storage/steps.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
 
@@ -205,5 +210,80 @@ describe("docs/api.md#delete-archived a receipt the move archived", () => {
     expect(expectErrorShape(answer, 406, "Not Acceptable")).toContain("Header app_user_id does not match the receipt's app_user_id.");
     expect(r2).toEqual([]);
     expect((await deleteCounted(deleteHeadersFor(token, receipt))).answer.status).toBe(200);
+  });
+});
+
+describe("docs/api.md#erasure a delete racing the erasure", () => {
+  // The erasure's fence stands on the shard: its page there has run, its archive pass has not.
+  async function fenceUser(receipt: SeededReceipt): Promise<void> {
+    const instant = new Date(Date.now() + 1000).toISOString();
+    await runBatch(dbOf(receipt.receipt_id), [writeFence(await testUserKey(receipt.app_user_id), instant)]);
+  }
+
+  it.each(["archived", "live"] as const)("an %s receipt the fence covers is answered as no receipt, and nothing names the app user", async (where) => {
+    const client = await issueClient();
+    const token = await loginToken(client);
+    const receipt = await seedReceipt(client);
+    const key = where === "archived" ? await archiveReceipt(receipt.receipt_id) : undefined;
+    await fenceUser(receipt);
+    const { answer, r2 } = await deleteCounted(deleteHeadersFor(token, receipt));
+    expect(expectErrorShape(answer, 406, "Not Acceptable")).toContain("Header receipt_id: no receipt exists under this ID.");
+    expect(await outboxRows(receipt.receipt_id)).toEqual([]);
+    expect(await auditRows(receipt.receipt_id)).toEqual([]);
+    if (key) {
+      // The line was read to learn its created_at; nothing was written.
+      expect(r2).toEqual(["get"]);
+      expect(await tombstoneOf(receipt.receipt_id)).toBeNull();
+      expect(await archivedOwnerOf(receipt.receipt_id)).toMatchObject({ app_user_id: receipt.app_user_id });
+    } else {
+      expect(await dbOf(receipt.receipt_id).prepare("SELECT 1 FROM receipts WHERE receipt_id = ?").bind(receipt.receipt_id).first()).not.toBeNull();
+    }
+  });
+
+  it("a fence of another app user, or one whose instant is before the receipt, stops nothing", async () => {
+    const client = await issueClient();
+    const token = await loginToken(client);
+    const receipt = await seedReceipt(client);
+    await archiveReceipt(receipt.receipt_id);
+    const db = dbOf(receipt.receipt_id);
+    await runBatch(db, [
+      writeFence(await testUserKey(`${receipt.app_user_id}-other`), new Date(Date.now() + 1000).toISOString()),
+      writeFence(await testUserKey(receipt.app_user_id), "2020-01-01T00:00:00.000Z"),
+    ]);
+    expect((await deleteCounted(deleteHeadersFor(token, receipt))).answer.status).toBe(200);
+  });
+});
+
+describe("docs/storage.md#archive objects of the first layout, named by the app_user_id", () => {
+  it("a delete finds its line under the old key until the move renames it; the rename keeps every line and points the tombstones at the new key", async () => {
+    const { token, receipt, neighbour, key } = await archivedOwner();
+    // The object as the first layout named it.
+    const legacy = legacyObjectKey(receipt.app_user_id, receipt.chain_id, receipt.receipt_id, shardOfId(SHARDS, receipt.receipt_id)!.name);
+    await env.ARCHIVE.put(legacy, await (await env.ARCHIVE.get(key))!.text());
+    await env.ARCHIVE.delete(key);
+    expect((await deleteCounted(deleteHeadersFor(token, receipt))).answer.status).toBe(200);
+    expect(await tombstoneOf(receipt.receipt_id)).toMatchObject({ object_key: legacy, purged_at: expect.any(String) });
+    expect((await archivedLines(legacy)).map(({ receipt_id }) => receipt_id)).toEqual([neighbour.receipt_id]);
+
+    const shards = SHARDS.map((shard) => ({ ...shard, run: async (statements: readonly Statement[]) => (await runBatch(shard.db, statements)).map(({ results }) => results) }));
+    const hashKey = await importAuditHashKey(HASH_KEY);
+    // Every object of the first layout of this test file goes, this one among them.
+    while ((await env.ARCHIVE.list({ prefix: LEGACY_PREFIX })).objects.length > 0) {
+      await renameLegacyObjects(env.ARCHIVE, shards, (id) => pseudonymWith(hashKey, id), runAtOnce);
+    }
+    expect(await env.ARCHIVE.head(legacy)).toBeNull();
+    expect((await archivedLines(key)).map(({ receipt_id }) => receipt_id)).toEqual([neighbour.receipt_id]);
+    expect(await tombstoneOf(receipt.receipt_id)).toMatchObject({ object_key: key });
+    expect((await deleteCounted(deleteHeadersFor(token, neighbour))).answer.status).toBe(200);
+    expect(await env.ARCHIVE.head(key)).toBeNull();
+  });
+
+  it("an object key names no app user, and stays within R2's 1,024 bytes for the longest IDs", async () => {
+    const longest = "%".repeat(256);
+    const key = archiveObjectKey(await testUserKey(longest), longest, idOn(SHARDS[0]), SHARDS[0]!.name);
+    expect(key.startsWith(`users/${(await testUserKey(longest)).slice("hmac-sha256:".length)}/`)).toBe(true);
+    expect(new TextEncoder().encode(key).byteLength).toBeLessThanOrEqual(1024);
+    const { receipt, key: written } = await archivedOwner();
+    expect(written).not.toContain(encodeURIComponent(receipt.app_user_id));
   });
 });

@@ -406,3 +406,30 @@ function erasureShards(batches: { statements: number; erased: number }[] = []): 
     },
   }));
 }
+
+describe("docs/api.md#erasure the Workflow never holds the app_user_id", () => {
+  it("the instance starts with a request's ID, its output names no app user, and the request leaves with the event's record", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    await appUserWithData(caller, victim);
+    const id = uniqueId("erasure");
+    const first = [...SHARDS].sort((a, b) => a.name.localeCompare(b.name))[0]!;
+    await using instance = await introspectWorkflowInstance(env.ERASURE, id);
+    await instance.modify((m) => m.disableRetryDelays());
+    await startErasure(env, victim, id);
+    await instance.waitForStatus("complete");
+    const output = await instance.getOutput();
+    expect(JSON.stringify(output)).not.toContain(victim);
+    expect(await first.db.prepare("SELECT 1 FROM erasure_requests WHERE app_user_id = ?").bind(victim).first()).toBeNull();
+    expect(await tracesOf(victim)).toEqual(NO_TRACES);
+  });
+
+  it("an instance whose request is gone erases nothing and fails, naming why", async () => {
+    const id = uniqueId("erasure");
+    await using instance = await introspectWorkflowInstance(env.ERASURE, id);
+    await instance.modify((m) => m.disableRetryDelays());
+    await env.ERASURE.create({ id, params: { request_id: crypto.randomUUID() } });
+    await instance.waitForStatus("errored");
+    expect((await instance.getError()).message).toContain("request is gone");
+  });
+});

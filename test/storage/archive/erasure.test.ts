@@ -147,3 +147,39 @@ describe("docs/api.md#erasure reaches archived receipts", () => {
     );
   }, 60_000);
 });
+
+describe("docs/api.md#erasure what D1 still holds of archived receipts", () => {
+  it("a keyed add's record loses the app_user_id and the receipt's delivered created event leaves the outbox, with the archive pass; a neighbour's stay", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    const neighbour = `${victim}0`;
+    const receipts: Record<string, string> = {};
+    for (const user of [victim, neighbour]) {
+      const added = await call(PATHS.add, {
+        headers: { ...caller.headers, app_user_id: user, "Idempotency-Key": uniqueId("key") },
+        body: JSON.stringify({ purchased_at: "2026-11-20T10:00:00+01:00", currency: "SEK", total: 100, line_items: [{ description: "Tea", quantity: 1, unit_price: 100, total: 100 }] }),
+      });
+      expect(added.status).toBe(200);
+      receipts[user] = (added.body as { data: { receipt_id: string } }).data.receipt_id;
+      // Its created event went out: the outbox keeps the delivered row for the feed's window.
+      await rowsOnEveryShard("UPDATE notice_outbox SET delivered_at = ?2 WHERE receipt_id = ?1", receipts[user]!, new Date().toISOString());
+      await archiveReceipt(receipts[user]!);
+    }
+    const keyRecordsNaming = (user: string) =>
+      rowsOnEveryShard("SELECT 1 FROM idempotency_keys WHERE json_extract(response, '$.data.app_user_id') = ?", user);
+    const eventsNaming = (user: string) => rowsOnEveryShard("SELECT 1 FROM notice_outbox WHERE json_extract(payload, '$.app_user_id') = ?", user);
+    expect(await keyRecordsNaming(victim)).toHaveLength(1);
+    expect(await eventsNaming(victim)).toHaveLength(1);
+
+    const erasure = await erase(victim);
+    expect(erasure.receipts_erased).toBe(1);
+    expect(await keyRecordsNaming(victim)).toEqual([]);
+    expect(await rowsOnEveryShard("SELECT 1 FROM idempotency_keys WHERE receipt_id = ? AND erased_at IS NOT NULL", receipts[victim]!)).toHaveLength(1);
+    // Only the erasure's own event names the app user, until it is delivered.
+    expect(await rowsOnEveryShard("SELECT json_extract(payload, '$.type') AS type FROM notice_outbox WHERE json_extract(payload, '$.app_user_id') = ?", victim)).toEqual([
+      { type: "app_user.erased" },
+    ]);
+    expect(await keyRecordsNaming(neighbour)).toHaveLength(1);
+    expect(await eventsNaming(neighbour)).toHaveLength(1);
+  });
+});
