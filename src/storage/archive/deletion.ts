@@ -14,7 +14,7 @@ import type { DeleteOutcome } from "../receipts.ts";
 import { bound, runBatch, statement } from "../statement.ts";
 import { retryTransient } from "../transient.ts";
 import { archiveObjectKey, archiveText, archivedReceipts, legacyObjectKey, type ArchivedReceipt } from "./layout.ts";
-import { forgetOwners } from "./owners.ts";
+import { forgetTombstonedOwner } from "./owners.ts";
 import { insertTombstone, markPurged, objectsToPurge, deleteOldTombstones, runInFlight, unpurgedOfObject } from "./tombstones.ts";
 
 /** A delete of an archived receipt: the outcome, and the object whose line is to go once deleted. */
@@ -54,7 +54,7 @@ export async function deleteArchivedReceipt(
       auditArchivedDeletionIfOwned(owner, notice.occurred_at, requestId),
       insertTombstone(owner, key, notice.occurred_at),
       // The tombstone answers for the receipt from now on: its owner is no longer kept.
-      forgetOwners([notice.receipt_id]),
+      forgetTombstonedOwner(notice.receipt_id),
     ]);
     const recorded = (before!.results[0] as { recorded: number }).recorded === 1;
     // A second delete, or one that lost a race: the receipt is gone, as a live one would be.

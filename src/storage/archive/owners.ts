@@ -72,10 +72,18 @@ export function archivedOwned(p: ArchivedOwnerParams): string {
 }
 
 /**
- * The owner rows of these receipts go: in an archived delete's batch with the tombstone (which
- * then answers for the receipt), and in an erasure's archive page with the audit records of the
- * lines it read.
+ * The owner row of an archived receipt goes once it has a tombstone, which then answers for it: in
+ * an archived delete's batch after the tombstone's insert, so that a delete that wrote nothing (an
+ * erasure's fence covers the receipt) leaves the row to the erasure.
  */
+export function forgetTombstonedOwner(receiptId: string): Statement {
+  return statement(
+    "DELETE FROM archived_owners WHERE receipt_id = ?1 AND EXISTS (SELECT 1 FROM archive_tombstones WHERE receipt_id = ?1)",
+    receiptId,
+  );
+}
+
+/** The owner rows of these receipts go: in an erasure's archive page with the audit records of the lines it read. */
 export function forgetOwners(receiptIds: readonly string[]): Statement {
   return statement("DELETE FROM archived_owners WHERE receipt_id IN (SELECT value FROM json_each(?1))", JSON.stringify(receiptIds));
 }
