@@ -328,6 +328,15 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
     "step results and output": { holds: ["app_user_id"], reach: { how: "never readable", why: "counts and cutoffs; a rename's step returns a count, never a key" } },
   },
   LOGIN_LIMITER: NOT_PERSONAL,
+  METRICS: {
+    "data points": {
+      holds: ["app_user_id", "receipt"],
+      reach: {
+        how: "never readable",
+        why: "Analytics Engine keeps points for months where no erasure reaches: each carries the route or event type, outcome, client_id, chain_id, shard, duration and bytes, never an app_user_id or a body (test/api/metrics.test.ts, test/notifier/metrics.test.ts)",
+      },
+    },
+  },
 };
 
 /**

@@ -12,6 +12,7 @@ import { shardOfId } from "../../src/storage/shards.ts";
 import { TEST_PUSH_SECRET } from "./keys.ts";
 import { type TestClient, uniqueId } from "./api.ts";
 import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "./shards.ts";
+import { testUserKey } from "./user-keys.ts";
 
 
 /** The three fields delete compares, plus the receipt's ID. */
@@ -199,7 +200,7 @@ export async function deletedNotice(): Promise<DeletionNotice> {
   const receipt = await seedReceipt({ clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] });
   const shard = shardOfId(SHARDS, receipt.receipt_id)!;
   const notice = newDeletionNotice(receipt, shard);
-  const result = await deleteOwnedReceipt(shard.db, notice, "test-request");
+  const result = await deleteOwnedReceipt(shard.db, notice, await testUserKey(notice.app_user_id), "test-request");
   if (!result.deleted) throw new Error("the seeded receipt was not deleted");
   return notice;
 }
