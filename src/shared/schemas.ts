@@ -346,7 +346,9 @@ export type ReceiptDeletedEvent = z.infer<typeof receiptDeletedEvent>;
 export const appUserErasedEvent = z.object({
   event_id: eventFields.event_id,
   type: z.literal("app_user.erased"),
-  occurred_at: z.string().check(z.meta({ description: "When the erasure finished (UTC)", format: "date-time" })),
+  occurred_at: z.string().check(
+    z.meta({ description: "The erasure's instant (UTC): every receipt of the app user created at or before it is gone", format: "date-time" }),
+  ),
   app_user_id: z.string(),
   receipts: z.number().check(z.int(), z.meta({ description: "How many receipts this erasure removed" })),
 });

@@ -308,7 +308,15 @@ function rateLimitHeaders(route: LimitedRoute, status: number): JsonObject {
 /** The events the notifier pushes to the app push service (docs/api.md#receipt-events). */
 const WEBHOOKS: Record<
   string,
-  { operationId: string; component: string; schema: z.ZodMiniType; summary: string; example: Json; otherExamples?: Record<string, { summary: string; value: Json }> }
+  {
+    operationId: string;
+    component: string;
+    schema: z.ZodMiniType;
+    summary: string;
+    detail?: string;
+    example: Json;
+    otherExamples?: Record<string, { summary: string; value: Json }>;
+  }
 > = {
   "receipt.created": {
     operationId: "receiptCreated",
@@ -371,6 +379,12 @@ const WEBHOOKS: Record<
     component: "AppUserErasedEvent",
     schema: appUserErasedEvent,
     summary: "An app user's data was erased everywhere (a shopper asked to be forgotten): the app drops all of it",
+    detail:
+      "The erasure reaches every store: in every shard their receipts, their events and failed notices, and " +
+      "their Idempotency-Key answers (kept without the ID, so a till's retry replays); their archived receipts " +
+      "in R2; their audit records keep a keyed hash in place of the ID. No Workflow param or result, log line, " +
+      "trace attribute or metric holds the ID; only this event names it, until delivered and within the event " +
+      "feed's window. Store by store: docs/storage.md, Personal data.",
     example: {
       event_id: "019aa9f0-5d21-7d2b-a3c4-8e1f0b7d6c52",
       type: "app_user.erased",
@@ -399,7 +413,8 @@ function webhookOperation(webhook: (typeof WEBHOOKS)[string]): JsonObject {
     summary: webhook.summary,
     description:
       "POSTed by the notifier to the app push service, signed the Standard Webhooks way. Delivery is at least " +
-      "once; a receipt's receipt.created never arrives after its receipt.deleted. See docs/api.md, Receipt events.",
+      "once; a receipt's receipt.created never arrives after its receipt.deleted. See docs/api.md, Receipt events." +
+      (webhook.detail ? ` ${webhook.detail}` : ""),
     // The push carries no credential of a security scheme: the app side checks webhook-signature.
     security: [],
     parameters: WEBHOOK_HEADERS,
