@@ -11,6 +11,7 @@ import { UsageError, parse, runCommands, usableId } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 import { JOB_TARGET_OPTIONS, jobTargetOf, restartCommand, startJob, waitForJob } from "./lib/jobs.ts";
 import { targetShards } from "./lib/shards.ts";
+import { targetOf } from "./lib/wrangler.ts";
 
 const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--no-wait] [--remote | --port <port> | --persist-to <dir>]
 
@@ -27,7 +28,8 @@ const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--no-wa
   --no-wait             print the job's ID and return; 'npm run jobs -- show <id>' follows it
   --remote              run in the deployed service instead of 'npm start'
   --port <port>         the port of 'npm start' (default: the one it recorded, else 8787)
-  --persist-to <dir>    the local state of 'npm start -- --persist-to <dir>', whose port it recorded`;
+  --persist-to <dir>    the local state of 'npm start -- --persist-to <dir>', whose port it recorded,
+                        and where the erasure's request is written`;
 
 await runCommands(USAGE, { erase });
 
@@ -44,7 +46,7 @@ async function erase(argv: string[]): Promise<void> {
   const target = await jobTargetOf(values);
 
   // The request, not the ID, goes into the instance's params: a Workflow keeps those where no erasure reaches.
-  const storage = { remote: target.remote };
+  const storage = targetOf(values);
   const [first] = targetShards(storage);
   if (!first) throw new Error("No shards in the configs to erase from.");
   const requestId = crypto.randomUUID();

@@ -20,7 +20,7 @@ import { ROOT, freshState, runScript } from "../support/run-script.ts";
 const state = freshState();
 let port = 0;
 let dev: ChildProcess | undefined;
-const appUsers = (args: string[]) => runScript("app-users", [...args.slice(0, 1), "--port", String(port), ...args.slice(1)]);
+const appUsers = (args: string[]) => runScript("app-users", [...args.slice(0, 1), "--port", String(port), "--persist-to", state, ...args.slice(1)]);
 const jobs = (args: string[]) => runScript("jobs", [...args, "--port", String(port)]);
 
 /** Puts one receipt of each app user on each shard, with IDs that name the shard: one wrangler run a shard. */
