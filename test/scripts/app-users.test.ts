@@ -102,9 +102,10 @@ describe("docs/operations.md Jobs: npm run jobs follows an erasure started with 
       kind: "erasure",
       part_of: null,
       state: "complete",
-      // begin, start its one part, check the parts, one archive page (nothing to delete), record and send.
-      steps_done: 5,
-      steps: 5,
+      // begin, start its one part, check the parts, one look for objects of the archive's first
+      // layout (none to rename), one archive page (nothing to delete), record and send.
+      steps_done: 6,
+      steps: 6,
       started: expect.any(String),
       ended: expect.any(String),
       error: null,
