@@ -1,7 +1,7 @@
 /**
  * Operators erase an app user's data in every shard (docs/api.md#erasure, docs/operations.md "A
  * shopper asks to be forgotten"): the command records the erasure's request on the first shard
- * (migration 0015), starts the erasure's Workflow (src/api/workflows/erasure-workflow.ts) with the
+ * (migration 0020), starts the erasure's Workflow (src/api/workflows/erasure-workflow.ts) with the
  * request's ID alone in the running service, locally in `npm start` or in the deployment, and
  * waits for it to complete.
  */

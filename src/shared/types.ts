@@ -68,7 +68,7 @@ export interface SweepMessage {
 
 /**
  * What starts an instance of the erasure's Workflow: an erasure of the app user that the request
- * `request_id` names on the first shard (migration 0015: never the app_user_id itself, which the
+ * `request_id` names on the first shard (migration 0020: never the app_user_id itself, which the
  * instance's stored params would keep), or with `part` one of its parts, which the erasure starts
  * itself over some of the shards, at the erasure's event_id and instant.
  */

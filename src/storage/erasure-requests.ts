@@ -1,5 +1,5 @@
 /**
- * Every statement on `erasure_requests` (migration 0015): the app_user_id an erasure works on,
+ * Every statement on `erasure_requests` (migration 0020): the app_user_id an erasure works on,
  * named in its Workflow's params by a request ID alone (docs/storage.md#personal-data). Written on
  * the first shard by whatever starts the erasure, read by its steps, deleted in the batch that
  * records its event. This file stays free of Workers types: the operator script writes through

@@ -91,6 +91,9 @@ export interface MappedTable {
 
 const PAGE_COMMITS = "in the erasure's page on each shard, in the page's transaction";
 
+// The columns of the views that carry IDs, times and formats alone.
+const VIEW_ONLY_IDS = new Set(["receipt_id", "chain_id", "client_id", "created_at", "event_id", "event_at", "format"]);
+
 /**
  * Every D1 table and view of a shard (migrations/), in the order the erasure's statements run
  * within a page: a table whose statements select receipts comes before `receipts`, whose rows go
@@ -177,6 +180,13 @@ export const D1_TABLES = {
       last_error: NOT_PERSONAL,
       next_attempt_at: NOT_PERSONAL,
       retry_until: NOT_PERSONAL,
+      archived_body: {
+        holds: ["receipt"],
+        reach: {
+          how: "removed",
+          when: "with its row (the archived receipt's created event) in the archive pass's batch; a trigger (migration 0019) also clears it when the archived receipt's owner row goes",
+        },
+      },
     },
     erasure: {
       receiptPage: ({ receipts }) => [eraseEventsOfReceipts(receipts)[0]],
@@ -229,6 +239,14 @@ export const D1_TABLES = {
       archivedPage: ({ receipts }) => [forgetOwners(receipts.map(({ receipt_id }) => receipt_id))],
     },
   },
+  archive_pages: {
+    columns: {
+      page: NOT_PERSONAL,
+      run_id: NOT_PERSONAL,
+      lines: { holds: ["app_user_id"], reach: { how: "never readable", why: "each line's user_key and object key name the app user by the keyed hash" } },
+      new_objects: { holds: ["app_user_id"], reach: { how: "never readable", why: "object keys, which name the app user by the keyed hash" } },
+    },
+  },
   erasure_fences: {
     columns: {
       user_key: { holds: ["app_user_id"], reach: { how: "never readable", why: "the keyed hash of the app_user_id" } },
@@ -256,27 +274,27 @@ export const D1_TABLES = {
   push_endpoint: {
     columns: { id: NOT_PERSONAL, down_since: NOT_PERSONAL, probe_at: NOT_PERSONAL, up_since: NOT_PERSONAL },
   },
-  // A view: an insert into it writes `receipts` and `notice_outbox` (migration 0014), and it holds no row.
-  receipt_adds: {
-    columns: {
-      receipt_id: NOT_PERSONAL,
-      chain_id: NOT_PERSONAL,
-      client_id: NOT_PERSONAL,
-      app_user_id: { holds: ["app_user_id"], reach: { how: "never readable", why: "a view of no rows: what goes in lands in receipts and notice_outbox" } },
-      body: { holds: ["receipt"], reach: { how: "never readable", why: "a view of no rows: what goes in lands in receipts" } },
-      created_at: NOT_PERSONAL,
-      event_id: NOT_PERSONAL,
-      event_payload: { holds: ["app_user_id"], reach: { how: "never readable", why: "a view of no rows: what goes in lands in notice_outbox" } },
-      event_at: NOT_PERSONAL,
-    },
+  // Views: an insert into one writes `receipts` and `notice_outbox` (migrations 0014, 0015, 0018), and none holds a row.
+  receipt_adds: { columns: viewColumns(["receipt_id", "chain_id", "client_id", "app_user_id", "body", "created_at", "event_id", "event_payload", "event_at"]) },
+  receipt_format_adds: {
+    columns: viewColumns(["receipt_id", "chain_id", "client_id", "app_user_id", "body", "format", "mapped", "created_at", "event_id", "event_payload", "event_at"]),
   },
+  event_records: { columns: viewColumns(["event_id", "receipt_id", "payload", "created_at"]) },
   receipts: {
     columns: {
       receipt_id: NOT_PERSONAL,
       chain_id: NOT_PERSONAL,
       client_id: NOT_PERSONAL,
       app_user_id: { holds: ["app_user_id"], reach: { how: "removed", when: `${PAGE_COMMITS}: the row goes` } },
-      body: { holds: ["receipt"], reach: { how: "removed", when: `${PAGE_COMMITS}: the row goes` } },
+      body: {
+        holds: ["receipt"],
+        reach: {
+          how: "removed",
+          when: `${PAGE_COMMITS}: the row goes. A DR Retail body keeps, in the original, the fields that identify a person (masked card numbers, card tokens, civic IDs, e-mail, phone: docs/api.md "DR Retail"); they go with it`,
+        },
+      },
+      format: NOT_PERSONAL,
+      mapped: { holds: ["receipt"], reach: { how: "removed", when: `${PAGE_COMMITS}: the row goes` } },
       created_at: NOT_PERSONAL,
     },
     erasure: {
@@ -356,6 +374,13 @@ export const EMITTED: Record<string, PersonalPlace> = {
     reach: { how: "never readable", why: "D1 spans carry the SQL text, whose values are bound, never inlined; R2 spans carry object keys, which name the app user by the keyed hash" },
   },
 };
+
+// The columns of a view that holds no row: whatever goes in lands in the tables the map lists.
+function viewColumns(names: readonly string[]): Record<string, ColumnClass> {
+  const landsElsewhere: PersonalPlace = { holds: ["app_user_id", "receipt"], reach: { how: "never readable", why: "a view of no rows: what goes in lands in receipts and notice_outbox" } };
+  return Object.fromEntries(names.map((name) => [name, VIEW_ONLY_IDS.has(name) ? NOT_PERSONAL : landsElsewhere]));
+}
+
 
 /** The statements of one pass of the erasure over a shard, table by table in the map's order. */
 export function erasureStatements<P extends keyof TableErasure>(pass: P, page: Parameters<NonNullable<TableErasure[P]>>[0]): Statement[] {

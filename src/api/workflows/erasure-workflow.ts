@@ -1,6 +1,6 @@
 /**
  * The erasure of an app user as a Cloudflare Workflow (docs/api.md#erasure): `npm run app-users
- * -- erase` records the request on the first shard (migration 0015) and starts an instance with
+ * -- erase` records the request on the first shard (migration 0020) and starts an instance with
  * `{"request_id"}`, never the app_user_id, which the instance's stored params would keep out of
  * any erasure's reach; each step reads the ID there, and the last one deletes the request with the
  * record of the erasure's event. The steps of src/storage/erasure.ts

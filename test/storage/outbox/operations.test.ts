@@ -289,12 +289,12 @@ describe("contract §13 every event commits within EVENT_COMMIT_SECONDS of its e
   it("a delete whose event_id is older than the bound leaves the receipt, with no event and no audit record; within the bound it commits", async () => {
     const { deleted } = await storedReceiptEvents(new Date());
     const stale = { ...deleted, event_id: idAt(late()) };
-    await expect(deleteOwnedReceipt(db, stale, "ray-late")).rejects.toThrow(LATE);
+    await expect(deleteOwnedReceipt(db, stale, "no fence", "ray-late")).rejects.toThrow(LATE);
     expect(await db.prepare("SELECT 1 FROM receipts WHERE receipt_id = ?1").bind(deleted.receipt_id).first()).not.toBeNull();
     expect(await db.prepare("SELECT 1 FROM audit_log WHERE request_id = 'ray-late'").first()).toBeNull();
     expect(await stateOf(stale.event_id, new Date())).toBe("purged");
     const slow = { ...deleted, event_id: idAt(new Date(Date.now() - (EVENT_COMMIT_SECONDS - 1) * SECOND)) };
-    expect(await deleteOwnedReceipt(db, slow, "ray-slow")).toEqual({ deleted: true });
+    expect(await deleteOwnedReceipt(db, slow, "no fence", "ray-slow")).toEqual({ deleted: true });
   });
 
   it("a replay moves a failed event of any age back to the outbox", async () => {
