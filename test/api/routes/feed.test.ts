@@ -412,7 +412,7 @@ describe("contract §13 the tail: a reader that follows next alone sees every ev
     await readOn(readFeed);
 
     const ours = seen.filter((event) => [made.event_id, late.event_id, erasure.event.event_id].includes(event.event_id));
-    const expected = [made, late, erasure.event].sort((a, b) => (a.event_id < b.event_id ? -1 : 1));
+    const expected = [made, late, { ...erasure.event, app_user_id: appUser }].sort((a, b) => (a.event_id < b.event_id ? -1 : 1));
     expect(ours).toEqual(expected);
     expect(new Set(seen.map((event) => event.event_id)).size).toBe(seen.length);
     expect(erasure.event.occurred_at < made.occurred_at).toBe(true);
@@ -472,7 +472,7 @@ describe("contract §13 a receipt's receipt.created stays in the feed for its wi
     const erasure = await eraseAppUser(owner.app_user_id, jobShards(), parseAuditHashKey(TEST_AUDIT_HASH_KEY), { archive: env.ARCHIVE });
     expect(erasure.receipts_erased).toBe(1);
     const ofUser = (await readAll(after, 100)).events.filter((event) => event.app_user_id === owner.app_user_id);
-    expect(ofUser).toEqual([erasure.event]);
+    expect(ofUser).toEqual([{ ...erasure.event, app_user_id: owner.app_user_id }]);
     expect((await keptBodies(shard, owner.receipt_id)).results).toEqual([]);
   });
 });
