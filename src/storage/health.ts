@@ -9,7 +9,7 @@
 import { statement, type Statement } from "./statement.ts";
 
 /** The newest file of migrations/ this code was written for; a shard whose newest applied migration is older lags. */
-export const EXPECTED_MIGRATION = "0019_archived_bodies.sql";
+export const EXPECTED_MIGRATION = "0020_erasure_requests.sql";
 
 /** Counts of undelivered events and failed notices stop here. */
 export const HEALTH_COUNT_CAP = 10_000;

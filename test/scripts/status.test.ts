@@ -38,7 +38,7 @@ const HEALTHY: HealthReport = {
   checked_at: "2026-11-25T12:00:00.000Z",
   shards: [
     {
-      name: "s1", state: "open", full_at: null, bytes: 4_500_000_000, fill: 0.5, latest_migration: "0019_archived_bodies.sql",
+      name: "s1", state: "open", full_at: null, bytes: 4_500_000_000, fill: 0.5, latest_migration: "0020_erasure_requests.sql",
       migrations_lagging: false, undelivered: 2, oldest_undelivered_at: "2026-11-25T11:59:58.000Z", failed_notices: 0,
       oldest_receipt_at: "2026-10-11T00:00:00.000Z", archive_behind_hours: 0, last_archive_started_at: "2026-11-25T03:00:00.000Z",
       last_archive_finished_at: "2026-11-25T03:02:00.000Z", read_at: "2026-11-25T12:00:00.000Z",
@@ -46,7 +46,7 @@ const HEALTHY: HealthReport = {
   ],
   delivery: { undelivered: 2, oldest_undelivered_at: "2026-11-25T11:59:58.000Z", oldest_undelivered_age_seconds: 2, failed_notices: 0, endpoint: { down: false, down_since: null, up_since: null } },
   clients: { active: 12, disabled: 1 },
-  thresholds: { delivery_late_seconds: 900, failed_notices: 1, endpoint_down_seconds: 3600, fill_share: 0.8, archive_behind_hours: 36, expected_migration: "0019_archived_bodies.sql" },
+  thresholds: { delivery_late_seconds: 900, failed_notices: 1, endpoint_down_seconds: 3600, fill_share: 0.8, archive_behind_hours: 36, expected_migration: "0020_erasure_requests.sql" },
 };
 const UNHEALTHY: HealthReport = {
   ...HEALTHY,
