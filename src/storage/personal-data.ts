@@ -19,6 +19,7 @@ import { archiveUserPrefix, legacyUserPrefix, type ArchivedReceipt } from "./arc
 import { forgetOwners } from "./archive/owners.ts";
 import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts } from "./outbox/statements.ts";
+import { RATE_TIERS, ratePolicy } from "../shared/rate-limits.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
 
 /** What a place can hold of an app user. */
@@ -346,6 +347,10 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
     "step results and output": { holds: ["app_user_id"], reach: { how: "never readable", why: "counts and cutoffs; a rename's step returns a count, never a key" } },
   },
   LOGIN_LIMITER: NOT_PERSONAL,
+  // Keyed by client_id, per route and tier (src/shared/rate-limits.ts).
+  ...Object.fromEntries(
+    (["add", "delete", "events"] as const).flatMap((route) => RATE_TIERS.map((tier) => [ratePolicy(route, tier).binding, NOT_PERSONAL])),
+  ),
   METRICS: {
     "data points": {
       holds: ["app_user_id", "receipt"],
