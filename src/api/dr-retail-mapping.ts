@@ -62,11 +62,22 @@ export function minorUnitsOf(numberText: string, decimals: number): bigint | str
 
 const MAX_MINOR = BigInt(Number.MAX_SAFE_INTEGER);
 
+// 16 digits in a row, or with one point among them: the shortest a number can be whose value a
+// double may not hold. Such text may also be in a string (a card token, a GTIN-14 and a date are
+// not), which only costs the slower exact parse.
+const LONG_DIGITS = /(?:\d\.?){16}/;
+
 /**
  * Parses a body that passed its version's rules, keeping the text of every number: the amounts
- * are read from their digits as sent (JSON.parse's source text access).
+ * are read from their digits as sent. A JSON number of at most 15 significant digits is the
+ * double JSON.parse makes of it, whose shortest text (String) has the same value; only a body
+ * with a longer run of digits is parsed with JSON.parse's source text access, which costs a
+ * reviver call per value.
  */
 function parseKeepingNumbers(text: string): { body: DrRetailBody; numberText: (holder: Holder, key: string | number) => string } {
+  if (!LONG_DIGITS.test(text)) {
+    return { body: JSON.parse(text) as DrRetailBody, numberText: (holder, key) => String((holder as Record<string, number>)[key]) };
+  }
   const sources = new WeakMap<object, Map<string, string>>();
   const body = JSON.parse(text, function (this: Holder, key: string, value: unknown, context?: { source?: string }) {
     if (typeof value === "number" && context?.source !== undefined) {

@@ -212,6 +212,23 @@ describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the fir
     expect((await storedReceipt(answer.body.data.receipt_id))!.body).toBe(padded(64 * 1024));
   });
 
+  it("an amount with more digits than a double holds is read from its own digits: refused, not rounded to 109.80", async () => {
+    const receipt = byName("VAT at 25, 12 and 6");
+    const text = JSON.stringify(receipt.body).replace('"extended_amount":109.8,', '"extended_amount":109.80000000000000001,');
+    expect(text).toContain("109.80000000000000001");
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, text), 406, "Not Acceptable");
+    expect(message).toContain("Body field /items/0/extended_amount has more than 2 decimals");
+  });
+
+  it("a body with a long run of digits elsewhere (a 16-digit loyalty number) maps exactly the same", async () => {
+    const receipt = structuredClone(byName("loyalty member"));
+    receipt.body.customer.id.loyalty.customer_number = "1111222233334444";
+    const mapped = await mappedOf(receipt);
+    expect(mapped.total).toBe(receipt.mappedTotal);
+    expect(mapped.line_items.map(({ total }: { total: number }) => total)).toEqual([6863, 2994, 0, -1000]);
+  });
+
   it("a body that is not I-JSON gets the same 406 as in our shape", async () => {
     const text = JSON.stringify(byName("yen").body).replace('"currency":"JPY"', '"currency":"JPY","currency":"SEK"');
     const { headers } = await newCaller();
