@@ -26,14 +26,15 @@ export interface HarnessClient {
   chainId: string;
 }
 
-/** Issues a client for one chain into the CLIENTS namespace, as `npm run clients -- issue` would. */
+/** Issues a client for one chain into the CLIENTS namespace, as `npm run clients -- issue` (and `tier`) would. */
 export async function issueClient(
   kv: Awaited<ReturnType<Miniflare["getKVNamespace"]>>,
   clientId: string,
   chainId: string,
+  tier?: "large" | "xlarge",
 ): Promise<HarnessClient> {
   const { record, secret } = await newClientRecord({ client_id: clientId, chains: [chainId] });
-  await kv.put(clientKey(clientId), JSON.stringify(record));
+  await kv.put(clientKey(clientId), JSON.stringify({ ...record, ...(tier && { rate_tier: tier }) }));
   return { clientId, secret, chainId };
 }
 

@@ -22,7 +22,7 @@ import { startPushReceiver } from "./receiver.ts";
 import { PROBLEMS, reconcile } from "./reconcile.ts";
 import { countFaults, printReport } from "./report.ts";
 import { floodFailures, floodSummary, floodTable } from "./flood.ts";
-import { SOAK_VARS, buildSoakBundles, soakAddLimit, startSoakRuntime } from "./runtime.ts";
+import { SOAK_ADD_LIMIT, SOAK_TILL_TIER, SOAK_VARS, buildSoakBundles, startSoakRuntime } from "./runtime.ts";
 import { drain, snapshotStore } from "./store.ts";
 import { shardOfId } from "../src/shared/shard-ids.ts";
 
@@ -42,7 +42,7 @@ const CRON_PERIOD_MS = 2000;
  */
 const ERASURE_PAUSE_MS = [5000, 12000] as const;
 /** The flooding client's requests at once, each sent as soon as the one before was answered. */
-const FLOOD_CONNECTIONS = 4;
+const FLOOD_CONNECTIONS = 8;
 /** The drain gives up after this long; the events still undelivered then count as lost. */
 const DRAIN_LIMIT_MS = 180_000;
 
@@ -77,7 +77,7 @@ await runCli(USAGE, async (argv) => {
   console.log(`Built and started in ${secondsSince(started)} s; ${seconds} s of load from ${concurrency} tills, ${plan.length} planned faults.`);
   try {
     const clients = await Promise.all(
-      Array.from({ length: concurrency }, (_, i) => runtime.issueClient(`soak-till-${i}`, `soak-chain-${i}`)),
+      Array.from({ length: concurrency }, (_, i) => runtime.issueClient(`soak-till-${i}`, `soak-chain-${i}`, SOAK_TILL_TIER)),
     );
     const floodClient = await runtime.issueClient("soak-flood", "soak-chain-flood");
     const appClient = await runtime.issueAppClient("soak-app");
@@ -131,7 +131,7 @@ await runCli(USAGE, async (argv) => {
       now: Date.now(),
     });
     const faults = countFaults(receiver.deliveries, await runtime.injected(), driver.windows, driver.restartsMidBatch);
-    const flood = floodSummary(load, soakAddLimit());
+    const flood = floodSummary(load, SOAK_ADD_LIMIT);
     const failures = [
       ...floodFailures(flood),
       ...PROBLEMS.filter((problem) => result.problems[problem].length > 0).map((problem) => `${result.problems[problem].length} × ${problem}`),

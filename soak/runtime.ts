@@ -63,29 +63,24 @@ export const SOAK_VARS = {
 export const SOAK_MAX_RETRIES = 10;
 
 /**
- * The share of each limit per client (wrangler.toml's [[ratelimits]]) the soak runs with: a third,
- * so that the flooding client meets its limit on a laptop (add: 400 per 10 s, not 1,200) while a
- * well-behaved till, at most about 30 adds a second, stays far below it. The failed-login limit
- * stays as deployed.
+ * The soak's limit on add for a client of the standard tier, where the flooding client is: 30 per
+ * 10 s, so that the flood meets it on a busy laptop (which served it about 8 adds a second); the
+ * tills are granted the large tier, whose limits stay as deployed, far above what a till sends.
+ * Every other limit is as deployed.
  */
-export const SOAK_LIMIT_SHARE = 1 / 3;
+export const SOAK_ADD_LIMIT = { quota: 30, windowSeconds: 10 } as const;
 
-/** The soak's limit on add for a client of the standard tier: requests per window, and the window. */
-export function soakAddLimit(): { quota: number; windowSeconds: number } {
-  const policy = ratePolicy("add", "standard");
-  return { quota: Math.round(policy.quota * SOAK_LIMIT_SHARE), windowSeconds: policy.windowSeconds };
-}
+/** The tier the soak's tills are granted (`npm run clients -- tier`). */
+export const SOAK_TILL_TIER = "large";
 
 type RateLimits = Record<string, { namespace_id: string; simple: { limit: number; period: 10 | 60 } }>;
 
-// wrangler.toml's limits, each route's scaled by SOAK_LIMIT_SHARE.
+// wrangler.toml's limits, with the standard tier's on add lowered to SOAK_ADD_LIMIT.
 function soakLimits(configured: unknown): RateLimits {
-  return Object.fromEntries(
-    Object.entries(configured as RateLimits).map(([name, limit]) => [
-      name,
-      name === "LOGIN_LIMITER" ? limit : { ...limit, simple: { ...limit.simple, limit: Math.round(limit.simple.limit * SOAK_LIMIT_SHARE) } },
-    ]),
-  );
+  const limits = { ...(configured as RateLimits) };
+  const binding = ratePolicy("add", "standard").binding;
+  limits[binding] = { ...limits[binding]!, simple: { limit: SOAK_ADD_LIMIT.quota, period: SOAK_ADD_LIMIT.windowSeconds } };
+  return limits;
 }
 
 
@@ -102,7 +97,8 @@ export interface SoakRuntime {
   /** The directory every store of the runtime persists to (D1, R2, KV, the Workflows). */
   stateDir: string;
   shards: SoakShard[];
-  issueClient(clientId: string, chainId: string): Promise<HarnessClient>;
+  /** Issues a POS client for one chain, on the tier given (the standard one when none is). */
+  issueClient(clientId: string, chainId: string, tier?: "large" | "xlarge"): Promise<HarnessClient>;
   /** Issues the app push service's client, which reads the event feed. */
   issueAppClient(clientId: string): Promise<{ clientId: string; secret: string }>;
   /** Runs the API Worker's scheduled handler once, as the cron trigger would. */
@@ -202,7 +198,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     apiUrl: `http://${LOOPBACK}:${apiPort}`,
     stateDir: storage,
     shards,
-    issueClient: async (clientId, chainId) => issueClient(await mf.getKVNamespace("CLIENTS", "api"), clientId, chainId),
+    issueClient: async (clientId, chainId, tier) => issueClient(await mf.getKVNamespace("CLIENTS", "api"), clientId, chainId, tier),
     issueAppClient: async (clientId) => issueAppClient(await mf.getKVNamespace("CLIENTS", "api"), clientId),
     async runCron() {
       await (await mf.getWorker("api")).scheduled({ scheduledTime: new Date(), cron: "* * * * *" });
