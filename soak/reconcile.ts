@@ -24,7 +24,11 @@ export interface StoreSnapshot {
   outbox: { event_id: string; receipt_id: string; type: string; delivered_at: string | null; app_user_id: string }[];
   failed: { event_id: string; receipt_id: string }[];
   /** `erased_at`: set once an erasure took the key's receipt (or fenced it out). */
-  keys: { client_id: string; idempotency_key: string; receipt_id: string; created_at: string; erased_at: string | null }[];
+  /**
+   * `shard`: the shard holding the record; one whose receipt_id names another shard was claimed
+   * ahead there (docs/storage.md "One key, one receipt").
+   */
+  keys: { client_id: string; idempotency_key: string; receipt_id: string; created_at: string; erased_at: string | null; shard: string }[];
 }
 
 /** A fault as it happened, in ms since the epoch; a restart's window runs until the runtime was back. */
@@ -405,9 +409,13 @@ function checkStore(input: ReconcileInput, erasures: Erasures, problems: Record<
     }
   }
   for (const row of store.failed) problems["needs operator"].push(`failed notice ${row.event_id} (receipt ${row.receipt_id})`);
+  // A claim made ahead whose call stopped, or lost to another call's, names a receipt never
+  // stored; that is right as long as no answer named it (an answer names only a stored receipt).
+  const answered = new Set(input.load.requests.filter((request) => request.route === "add" && request.status === 200).map((request) => request.receiptId));
   for (const key of store.keys) {
+    const claimedAhead = input.shardOf(key.receipt_id) !== key.shard && !answered.has(key.receipt_id);
     if (Date.parse(key.created_at) < now - IDEMPOTENCY_RETENTION_MS) problems["orphan row"].push(`key ${key.idempotency_key}: past its retention`);
-    else if (key.erased_at === null && !stored.has(key.receipt_id) && !deleted.has(key.receipt_id)) {
+    else if (key.erased_at === null && !claimedAhead && !stored.has(key.receipt_id) && !deleted.has(key.receipt_id)) {
       problems["orphan row"].push(`key ${key.idempotency_key}: its receipt ${key.receipt_id} was never stored`);
     }
   }

@@ -79,7 +79,7 @@ export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: num
 export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot> {
   const snapshot: StoreSnapshot = { receipts: [], outbox: [], failed: [], keys: [], archived: 0 };
   const tombstoned = new Set<string>();
-  for (const { binding } of runtime.shards) {
+  for (const { binding, name } of runtime.shards) {
     const db = await runtime.database(binding);
     const rows = async <T>(query: Statement) => (await bound(db, query).all<T>()).results;
     snapshot.receipts.push(
@@ -90,11 +90,10 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
     );
     snapshot.outbox.push(...(await rows<StoreSnapshot["outbox"][number]>(everyEvent())));
     snapshot.failed.push(...(await rows<StoreSnapshot["failed"][number]>(everyFailedEvent())));
-    snapshot.keys.push(
-      ...(await rows<StoreSnapshot["keys"][number]>(
-        statement("SELECT client_id, idempotency_key, receipt_id, created_at, erased_at FROM idempotency_keys"),
-      )),
+    const keys = await rows<Omit<StoreSnapshot["keys"][number], "shard">>(
+      statement("SELECT client_id, idempotency_key, receipt_id, created_at, erased_at FROM idempotency_keys"),
     );
+    snapshot.keys.push(...keys.map((key) => ({ ...key, shard: name })));
     for (const { receipt_id } of await rows<{ receipt_id: string }>(statement("SELECT receipt_id FROM archive_tombstones"))) tombstoned.add(receipt_id);
   }
   const bucket = await runtime.archive();

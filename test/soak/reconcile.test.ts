@@ -260,12 +260,20 @@ describe("docs/reliability.md the soak's reconciliation", () => {
       outbox: [outboxRow("r1", "created", false)],
       failed: [{ event_id: "x", receipt_id: "r9" }],
       keys: [
-        { client_id: "c", idempotency_key: "k", receipt_id: "r8", created_at: new Date(T).toISOString(), erased_at: null },
+        { client_id: "c", idempotency_key: "k", receipt_id: "r8", created_at: new Date(T).toISOString(), erased_at: null, shard: "s1" },
         // Kept in erased form: an erasure took its receipt, and a retry replays the first answer.
-        { client_id: "c", idempotency_key: "k2", receipt_id: "r7", created_at: new Date(T).toISOString(), erased_at: new Date(T + 10).toISOString() },
+        { client_id: "c", idempotency_key: "k2", receipt_id: "r7", created_at: new Date(T).toISOString(), erased_at: new Date(T + 10).toISOString(), shard: "s1" },
       ],
     };
     expect(found(history({ store, deliveries: [created("r1", "m1", T + 100)] }))).toEqual({ undelivered: 1, "needs operator": 1, "orphan row": 1 });
+  });
+
+  it("contract §15 a key claimed ahead on another shard than its receipt's: never stored is right unless an answer named it", () => {
+    const claimedAhead = { client_id: "c", idempotency_key: "k", receipt_id: "s2-r8", created_at: new Date(T).toISOString(), erased_at: null, shard: "s1" };
+    const store = { ...storedR1, keys: [claimedAhead] };
+    expect(found(history({ store, deliveries: [created("r1", "m1", T + 100)] }))).toEqual({});
+    const answeredWithIt: RequestRecord = { ...added("s2-r8", "m8"), status: 200 };
+    expect(found(history({ requests: [added("r1", "m1"), answeredWithIt], store, deliveries: [created("r1", "m1", T + 100)] }))).toMatchObject({ "orphan row": 1 });
   });
 
   it("a push refused for a bad signature is counted", () => {
