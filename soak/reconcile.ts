@@ -411,9 +411,11 @@ function checkStore(input: ReconcileInput, erasures: Erasures, problems: Record<
   for (const row of store.failed) problems["needs operator"].push(`failed notice ${row.event_id} (receipt ${row.receipt_id})`);
   // A claim made ahead whose call stopped, or lost to another call's, names a receipt never
   // stored; that is right as long as no answer named it (an answer names only a stored receipt).
+  // Nor does an erasure mark it: it holds no app_user_id, and its receipt's own record is marked.
   const answered = new Set(input.load.requests.filter((request) => request.route === "add" && request.status === 200).map((request) => request.receiptId));
   for (const key of store.keys) {
-    const claimedAhead = input.shardOf(key.receipt_id) !== key.shard && !answered.has(key.receipt_id);
+    const claimedAhead =
+      input.shardOf(key.receipt_id) !== key.shard && (!answered.has(key.receipt_id) || erasures.took(key.receipt_id) !== undefined);
     if (Date.parse(key.created_at) < now - IDEMPOTENCY_RETENTION_MS) problems["orphan row"].push(`key ${key.idempotency_key}: past its retention`);
     else if (key.erased_at === null && !claimedAhead && !stored.has(key.receipt_id) && !deleted.has(key.receipt_id)) {
       problems["orphan row"].push(`key ${key.idempotency_key}: its receipt ${key.receipt_id} was never stored`);
