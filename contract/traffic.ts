@@ -6,7 +6,7 @@
 import { SignJWT, base64url } from "jose";
 import { PATHS } from "../src/shared/paths.ts";
 import { DOCUMENTED_OPERATIONS } from "../src/api/openapi/documented-operations.ts";
-import { APP_SCOPE, POS_SCOPE } from "../src/shared/types.ts";
+import { APP_SCOPE, OPS_SCOPE, POS_SCOPE } from "../src/shared/types.ts";
 import { npmRun } from "./service.ts";
 
 /** A client as `npm run clients -- issue --json` prints it. */
@@ -36,6 +36,10 @@ export const NOT_THROUGH_PRISM: Record<string, string> = {
   internal: "a 500 needs a broken deployment (test/api/routes/openapi-examples.test.ts provokes it in workerd)",
   "not-json": "Prism parses a JSON request body itself and never forwards a malformed one (stoplightio/prism#2664)",
   "not-i-json": "Prism parses and re-serialises a JSON request body, dropping the duplicate member the service must see",
+  "rate-limited":
+    "a 429 needs a client past its limit, 1,200 adds, 300 deletes or 100 feed reads in 10 s, more than this check sends through Prism " +
+    "(test/api/routes/openapi-examples.test.ts spends them in workerd)",
+  "shard-overloaded": "a 503 needs a D1 that answers 'overloaded' (test/api/routes/openapi-examples.test.ts gives the Worker such a binding)",
 };
 
 /** The settings `npm start` runs with here, so every refusal can be provoked at once. */
@@ -60,7 +64,7 @@ export async function sendTraffic(
   const issue = async (args: string[]): Promise<Client> => JSON.parse((await clients(["issue", ...args, "--json"])).trim().split("\n").at(-1)!) as Client;
 
   async function send(path: string, example: string, init: { method?: string; headers?: Record<string, string>; body?: string; query?: string } = {}): Promise<Response> {
-    const method = init.method ?? (path === PATHS.events || path === PATHS.openapi || path === PATHS.docs ? "GET" : "POST");
+    const method = init.method ?? (path === PATHS.events || path === PATHS.status || path === PATHS.openapi || path === PATHS.docs ? "GET" : "POST");
     const response = await fetch(`${service.proxy}${path}${init.query ?? ""}`, { method, headers: init.headers, body: init.body, signal: AbortSignal.timeout(30_000) }).catch(
       (error: Error) => {
         throw new Error(`${method} ${path} (${example}) through Prism: ${error.message}${error.cause ? ` (${(error.cause as Error).message})` : ""}`);
@@ -86,9 +90,11 @@ export async function sendTraffic(
   const other = await issue(["--chain", "c1"]);
   const app = await issue(["--app"]);
   const disabled = await issue(["--chain", "c1"]);
+  const ops = await issue(["--ops"]);
   // Clients whose secrets are rotated after their tokens are issued (revoked-token, at the end).
   const rotatedPos = await issue(["--chain", "c1"]);
   const rotatedApp = await issue(["--app"]);
+  const rotatedOps = await issue(["--ops"]);
   await clients(["disable", disabled.client_id]);
 
   const loginHeaders = (client: Client, scope = POS_SCOPE) => ({ client_id: client.client_id, client_secret: client.client_secret, token_type: "Bearer", scope });
@@ -208,17 +214,34 @@ export async function sendTraffic(
   await feed("after", appHeaders(), "?after=not-an-event");
   await feed("limit", appHeaders(), "?limit=500");
 
+  // The service's status, for an operator's client.
+  const opsToken = await login(ops, OPS_SCOPE);
+  const status = (example: string, headers: Record<string, string>) => send(PATHS.status, example, { headers });
+  const opsHeaders = (change: Record<string, string> = {}) => ({ Authorization: `Bearer ${opsToken}`, client_id: ops.client_id, ...change });
+  await status("success", opsHeaders());
+  await status("missing-header", {});
+  await status("unusable-header", opsHeaders({ client_id: "caf\u00e9" }));
+  await status("not-bearer", opsHeaders({ Authorization: "Basic cG9zOnNlY3JldA==" }));
+  await status("invalid-token", opsHeaders({ Authorization: "Bearer not.a.token" }));
+  await status("expired-token", opsHeaders({ Authorization: `Bearer ${await expiredToken(service, ops.client_id, OPS_SCOPE)}` }));
+  await status("wrong-scope", { Authorization: `Bearer ${appToken}`, client_id: app.client_id });
+  await status("unknown-client", opsHeaders({ client_id: "nobody-contract" }));
+  await status("disabled-client", { Authorization: `Bearer ${await signToken(service, disabled.client_id, OPS_SCOPE, 0)}`, client_id: disabled.client_id });
+  await status("other-client", opsHeaders({ client_id: rotatedOps.client_id }));
+
   // The document and the reference page.
   await send(PATHS.openapi, "success");
   await send(PATHS.docs, "success");
 
   // A token issued before its client's secret was rotated (CLIENT_CACHE_SECONDS is 0 here).
-  const [oldPos, oldApp] = [await login(rotatedPos), await login(rotatedApp, APP_SCOPE)];
+  const [oldPos, oldApp, oldOps] = [await login(rotatedPos), await login(rotatedApp, APP_SCOPE), await login(rotatedOps, OPS_SCOPE)];
   await clients(["rotate", rotatedPos.client_id]);
   await clients(["rotate", rotatedApp.client_id]);
+  await clients(["rotate", rotatedOps.client_id]);
   await add("revoked-token", addHeaders({ Authorization: `Bearer ${oldPos}`, client_id: rotatedPos.client_id }));
   await remove("revoked-token", deleteHeaders({ Authorization: `Bearer ${oldPos}`, client_id: rotatedPos.client_id }));
   await feed("revoked-token", { Authorization: `Bearer ${oldApp}`, client_id: rotatedApp.client_id });
+  await status("revoked-token", { Authorization: `Bearer ${oldOps}`, client_id: rotatedOps.client_id });
 
   // No open shard: both closed by the operator (SHARD_STATES_SECONDS is 0 here), then opened again.
   const shards = (args: string[]) => npmRun("shards", [...args, "--persist-to", service.state]);
