@@ -185,7 +185,7 @@ export const D1_TABLES = {
         holds: ["receipt"],
         reach: {
           how: "removed",
-          when: "with its row (the archived receipt's created event) in the archive pass's batch; a trigger (migration 0019) also clears it when the archived receipt's owner row goes",
+          when: "with its row (the archived receipt's created event) in the archive pass's batch; a trigger (migration 0019) also clears it when the archived receipt's owner row goes. For a receipt added in DR Retail it is the model and the original together, with the original's fields that identify a person (docs/api.md \"DR Retail receipts\")",
         },
       },
     },
