@@ -337,7 +337,8 @@ describe("docs/storage.md#archive-pages: a page run again after one of its puts 
     const user = uniqueId("au");
     const receipts = await seed(shard, [70, 10].map((daysAgo) => ({ app_user_id: user, chain_id: chain, at: Date.now() - daysAgo * DAY_MS })));
     await shard.db.prepare("UPDATE receipts SET client_id = ?1 WHERE app_user_id = ?2").bind(clientId, user).run();
-    const [earlyKey, lateKey] = receipts.map((r) => archiveObjectKey(user, chain, r.receipt_id, shard.name)) as [string, string];
+    const userKey = await testUserKey(user);
+    const [earlyKey, lateKey] = receipts.map((r) => archiveObjectKey(userKey, chain, r.receipt_id, shard.name)) as [string, string];
     let failed = false;
     const bucket = bucketWith(async (verb, key, when) => {
       if (verb !== "put" || key !== lateKey || when !== "before" || failed) return;
