@@ -259,9 +259,12 @@ async function migrate(argv: string[]): Promise<void> {
   }
 }
 
-/** The migrations `wrangler d1 migrations apply` printed as applied (✅ rows of its table); none when there were none to apply. */
+/**
+ * The migrations `wrangler d1 migrations apply` printed as applied (✅ rows of its table), each
+ * once: it prints the table again after each migration it applies. None when there were none.
+ */
 export function appliedMigrations(output: string): string[] {
-  return [...output.matchAll(/│\s*(\S+\.sql)\s*│\s*✅/g)].map((match) => match[1]!);
+  return [...new Set([...output.matchAll(/│\s*(\S+\.sql)\s*│\s*✅/g)].map((match) => match[1]!))];
 }
 
 /** `work` on every item, at most `limit` at once; the results in the items' order. */
