@@ -3,6 +3,7 @@
  * Sized by the number of line items, as a real receipt grows. Also in DR Retail
  * (docs/api.md#dr-retail), valid in v1.0 and v1.1, its paid total the sum of its lines.
  */
+import { DR_EXAMPLE_STORE } from "../src/api/openapi/documented-operations.ts";
 
 /** A receipt of about `targetBytes` of JSON (never more than 500 line items). */
 export function receiptBody(targetBytes: number): string {
@@ -88,14 +89,7 @@ export function drRetailReceipt(targetBytes: number, number = "0042-3-000123"): 
 
 function drReceipt(items: Record<string, unknown>[], totalOre: number, number: string) {
   return {
-    business_unit: {
-      name: "Lindqvists Livs",
-      service_id: "15594097555922f97bfeb148d6b9a6ef76f76ebdce",
-      unit_id: "store-0042",
-      organization_number: "556677-8899",
-      contact: { address: { street_address: "Storgatan 1", locality: "Uppsala", postal_code: "753 20" } },
-    },
-    sales_recording_system: { id: "k3", name: "Kassa 3" },
+    ...DR_EXAMPLE_STORE,
     receipt_identifier: { sequence_number: 123, extended_number: { value: number, context: "chain" } },
     time_of_purchase: "2026-11-20T14:03:27+01:00",
     currency: "SEK",

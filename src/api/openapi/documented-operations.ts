@@ -94,8 +94,8 @@ const SHARD_OVERLOADED: ErrorExample = {
 
 const RECEIPT_ID = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a17";
 
-/** A DR Retail receipt, valid in v1.0 and v1.1: a card payment for two lines at two VAT rates. */
-export const DR_RETAIL_EXAMPLE = {
+/** The store and till of the DR Retail examples: the document's, the bench's and the soak's. */
+export const DR_EXAMPLE_STORE = {
   business_unit: {
     name: "Lindqvists Livs",
     service_id: "15594097555922f97bfeb148d6b9a6ef76f76ebdce",
@@ -104,6 +104,11 @@ export const DR_RETAIL_EXAMPLE = {
     contact: { address: { street_address: "Storgatan 1", locality: "Uppsala", postal_code: "753 20" } },
   },
   sales_recording_system: { id: "k3", name: "Kassa 3" },
+};
+
+/** A DR Retail receipt, valid in v1.0 and v1.1: a card payment for two lines at two VAT rates. */
+export const DR_RETAIL_EXAMPLE = {
+  ...DR_EXAMPLE_STORE,
   receipt_identifier: { sequence_number: 117, extended_number: { value: "0042-3-000117", context: "store" } },
   time_of_purchase: "2026-11-22T14:03:00+01:00",
   currency: "SEK",
