@@ -6,7 +6,7 @@
  * a replay goes straight to it.
  */
 import { shardOfId } from "../src/shared/shard-ids.ts";
-import { EVENT_ID_PATTERN, listFailed, replayFailed } from "../src/storage/outbox/statements.ts";
+import { EVENT_ID_PATTERN, REPLAY_PAGE, listFailed, replayFailed } from "../src/storage/outbox/statements.ts";
 import { UsageError, parse, runCommands, table } from "./lib/cli.ts";
 import { execute, onEachShard } from "./lib/d1.ts";
 import { targetShards, type ConfigShard } from "./lib/shards.ts";
@@ -17,10 +17,10 @@ const USAGE = `Usage: npm run notices -- <command> [options]
   failed [--json]          notices that could not be delivered, on every shard, oldest
                            failure first: event_id, type, shard, receipt_id, failed_at,
                            attempts, last_error
-  replay [<event_id>...]   send failed notices again; every one on every shard when no
-                           event_id is given. Each goes back to the outbox of the shard its
-                           event_id names, and the API Worker's cron job sends it within a
-                           minute (under 'npm start' too).
+  replay [<event_id>...]   send failed notices again (at most 1,000 event_ids); with none,
+                           the oldest 1,000 of every shard (run it again for more). Each goes
+                           back to the outbox of the shard its event_id names, and the API
+                           Worker's cron job sends it within a minute (under 'npm start' too).
 
 Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory).`;
@@ -63,6 +63,7 @@ function replay(argv: string[]): void {
   const { values, positionals } = parse(argv, TARGET_OPTIONS);
   const bad = positionals.find((id) => !EVENT_ID_PATTERN.test(id));
   if (bad !== undefined) throw new UsageError(`Not an event_id: ${JSON.stringify(bad)} (a UUIDv7 as 'failed' lists them).`);
+  if (positionals.length > REPLAY_PAGE) throw new UsageError(`At most ${REPLAY_PAGE} event_ids at once; without any, replay takes ${REPLAY_PAGE} a shard a run.`);
   const target = targetOf(values);
   const all = targetShards(target);
   const wanted = [...new Set(positionals)];
@@ -74,16 +75,20 @@ function replay(argv: string[]): void {
     byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
   }
   const moved: { event_id: string; receipt_id: string; shard: string }[] = [];
+  // Shards that may hold more failed notices than one run replays.
+  const fuller: string[] = [];
   const failures = onEachShard(wanted.length === 0 ? all : [...byShard.keys()], (shard) => {
     // The last statement of the batch returns the events it moved.
     const rows = execute<{ event_id: string; receipt_id: string }>(target, shard, replayFailed(byShard.get(shard) ?? [])).at(-1) ?? [];
     moved.push(...rows.map((row) => ({ ...row, shard: shard.name })));
+    if (wanted.length === 0 && rows.length === REPLAY_PAGE) fuller.push(shard.name);
   });
   if (moved.length === 0 && wanted.length === 0 && failures.length === 0) console.log("No failed notices to replay.");
   else if (moved.length > 0) {
     console.log(`Replaying ${moved.length} notice${moved.length === 1 ? "" : "s"}; the cron job sends them within a minute:`);
     for (const { event_id, receipt_id, shard } of moved) console.log(`  ${event_id}\tshard=${shard}\treceipt=${receipt_id}`);
   }
+  if (fuller.length > 0) console.log(`Shard(s) ${fuller.join(", ")} replayed ${REPLAY_PAGE} each, the most one run takes: run the command again for the rest.`);
   // An id on a shard that failed is reported with its shard's failure, not as missing.
   const failedShards = new Set(failures.map((failure) => failure.shard));
   const missing = [...byShard]

@@ -59,6 +59,7 @@ describe("docs/api.md#operators npm run notices: bad arguments", () => {
     ["a UUID of another version", ["replay", "4a6f4b1e-3c1e-4d2b-9f41-6c0e5b2d8a17"]],
     ["an event_id that names no shard", ["replay", NOWHERE]],
     ["an event_id that names no shard beside one that does", ["replay", FIRST, NOWHERE]],
+    ["1,001 event_ids, one more than a replay takes", ["replay", ...Array.from({ length: 1001 }, () => FIRST)]],
   ])("%s: usage on standard error, exit 2", (_label, args) => {
     const result = notices(...args);
     expect(result.status).toBe(2);

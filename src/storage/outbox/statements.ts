@@ -337,13 +337,21 @@ export function listFailed(): Statement {
 }
 
 /**
+ * Failed events one replay moves back on a shard at most, the oldest first: one short transaction
+ * however many dead letters a long outage left; the operator runs the command again for the rest.
+ */
+export const REPLAY_PAGE = 1000;
+
+/**
  * failed → recorded: moves failed events back into the outbox as neither enqueued nor delivered,
  * with fresh attempts, as one batch of two; the cron job then sends them within a minute. No
- * `eventIds` means every failed event. The second statement's rows are the replayed events:
- * `event_id`, `receipt_id`.
+ * `eventIds` means every failed event, up to {@link REPLAY_PAGE} of them. The second statement's
+ * rows are the replayed events: `event_id`, `receipt_id`.
  */
 export function replayFailed(eventIds: readonly string[]): [Statement, Statement] {
-  const chosen = "(json_array_length(?1) = 0 OR event_id IN (SELECT value FROM json_each(?1)))";
+  // Both statements take the same page: the oldest of the chosen, in one transaction.
+  const chosen = `event_id IN (SELECT event_id FROM failed_notices
+    WHERE json_array_length(?1) = 0 OR event_id IN (SELECT value FROM json_each(?1)) ORDER BY event_id LIMIT ${REPLAY_PAGE})`;
   const ids = JSON.stringify(eventIds);
   return [
     statement(

@@ -19,6 +19,7 @@ import {
   eraseEventsOfReceipts,
   recordDeletedIfOwned,
   recordErasedEvent,
+  REPLAY_PAGE,
   replayFailed,
   stateOfRow,
   type EventState,
@@ -202,6 +203,24 @@ describe("outbox: dead letters and their replay", () => {
     expect(removed!.results).toEqual([{ event_id: event.event_id, receipt_id: event.event_id }]);
     expect(await stateOf(event.event_id, t0)).toBe("recorded");
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 1, retryUntil: null }]);
+  });
+
+  it("contract §15 a replay without event ids moves back the oldest 1,000 failed events of the shard; the 1,001st waits for the next run", async () => {
+    const before = await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first<{ n: number }>();
+    const at = new Date().toISOString();
+    const rows = Array.from({ length: REPLAY_PAGE + 1 }, (_, index) => {
+      const eventId = idAt(new Date(Date.parse(at) - (REPLAY_PAGE + 1 - index)));
+      return db
+        .prepare("INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES (?1, ?1, '{}', ?2, ?2, 1, 'refused')")
+        .bind(eventId, at);
+    });
+    await db.batch(rows);
+    const [, moved] = await runBatch(db, replayFailed([]));
+    expect(moved!.results).toHaveLength(REPLAY_PAGE);
+    const after = await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first<{ n: number }>();
+    expect(after!.n).toBe(before!.n + 1);
+    await runBatch(db, replayFailed([]));
+    expect(await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first()).toEqual({ n: 0 });
   });
 
   it("an event dead-lettered before any failed attempt gets a stand-in for its last error", async () => {
