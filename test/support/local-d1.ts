@@ -74,14 +74,30 @@ export function localStateMiniflare(state: string): { mf: Miniflare; run: RunOnS
     async read(shards) {
       const states = new Map<string, ShardState>();
       for (const shard of shards) {
-        const text = await (await namespace()).get(shardStateKey(shard.name), "text");
+        const text = await onLiveSocket(async () => (await namespace()).get(shardStateKey(shard.name), "text"));
         if (text !== null) states.set(shard.name, JSON.parse(text) as ShardState);
       }
       return states;
     },
     async write(name, record) {
-      await (await namespace()).put(shardStateKey(name), JSON.stringify(record));
+      await onLiveSocket(async () => (await namespace()).put(shardStateKey(name), JSON.stringify(record)));
     },
   });
   return { mf, run, shardStates };
+}
+
+/**
+ * A KV call to the in-process Miniflare, made once more if its connection turned out closed. An
+ * operator command run in-process blocks this process while it runs wrangler (spawnSync): for half
+ * a minute on a busy machine, in which workerd closes the idle connection Node keeps to it, and
+ * the next call on it fails with UND_ERR_SOCKET (measured: a 30 s block does it). A read made
+ * again reads the same; a put made again writes the same value.
+ */
+async function onLiveSocket<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if ((error as { cause?: { code?: string } }).cause?.code !== "UND_ERR_SOCKET") throw error;
+    return call();
+  }
 }
