@@ -29,11 +29,24 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((mf) => mf.dispose()));
 });
 
-/** An isolate of the API Worker on `state`: `stale` reads the shard states once and keeps them. */
-function isolate(state: string, shards: Record<string, string>, stale: boolean): Miniflare {
-  const mf = startApiWorker(state, { shards, settings: { SHARD_STATES_SECONDS: stale ? "3600" : "0" } });
-  running.push(mf);
-  return mf;
+/**
+ * An isolate of the API Worker on `state`, once its runtime is up: `stale` reads the shard states
+ * once and keeps them. Two workerd starting at once on one state can meet its SQLite lock, and one
+ * then fails to start with nothing on its standard error (seen in CI): each starts after the other
+ * is up, and a start that fails so is made once more.
+ */
+async function isolate(state: string, shards: Record<string, string>, stale: boolean): Promise<Miniflare> {
+  for (let attempt = 1; ; attempt += 1) {
+    const mf = startApiWorker(state, { shards, settings: { SHARD_STATES_SECONDS: stale ? "3600" : "0" } });
+    try {
+      await mf.ready;
+      running.push(mf);
+      return mf;
+    } catch (error) {
+      await mf.dispose().catch(() => undefined);
+      if ((error as { code?: string }).code !== "ERR_RUNTIME_FAILURE" || attempt === 2) throw error;
+    }
+  }
 }
 
 async function setState(mf: Miniflare, shard: string, state: ShardState["state"], changedAt: number): Promise<void> {
@@ -105,8 +118,8 @@ async function raceAcross(options: {
   change: (mf: Miniflare) => Promise<void>;
 }): Promise<void> {
   const state = freshState();
-  const stale = isolate(state, options.staleShards, true);
-  const fresh = isolate(state, options.freshShards, false);
+  const stale = await isolate(state, options.staleShards, true);
+  const fresh = await isolate(state, options.freshShards, false);
   for (const binding of Object.keys(options.freshShards).filter((name) => !(name in TWO_SHARDS))) {
     await applyMigrations(await fresh.getD1Database(binding));
   }
