@@ -2,7 +2,7 @@
  * Reads every byte of a local state directory (what `--persist-to` or a harness's
  * resourcePersistencePath holds: each D1 shard's SQLite file and its WAL, R2's objects and their
  * keys, KV, the Workflows' instances) for a value in every form a store may keep it in, and says
- * where each copy is (contract §10.1: after an erasure no stored copy holds the app_user_id).
+ * where each copy is (docs/api.md#erasure: after an erasure no stored copy holds the app_user_id).
  *
  * A SQLite database is read twice. Its bytes, like any file's, for every copy; and its live rows,
  * through SQLite itself on a copy of the database and its WAL, for the rows that hold the value
@@ -268,7 +268,7 @@ function shown(text: string): string {
 }
 
 /**
- * What may still hold an erased app user's ID once their erasure completed (contract §10.1):
+ * What may still hold an erased app user's ID once their erasure completed (docs/api.md#erasure, docs/storage.md#personal-data):
  * the erasure's own `app_user.erased` event (its outbox or failed-notice row, until delivered and
  * for the feed's window), and the rows of receipts created after the erasure's instant, which are
  * the app user's anew. A row belongs to the receipt its `receipt_id` names, and a receipt_id is a
