@@ -35,6 +35,8 @@ export class FaultDriver {
   readonly #shards: readonly SoakShard[];
   readonly #active = new Set<TimedFault>();
   readonly #started = new Map<TimedFault, number>();
+  /** Refusals that met a push, so may end. */
+  readonly #struck = new WeakSet<TimedFault>();
   #restarting: Promise<void> = Promise.resolve();
   /** Operator work on the storage under way (see `outsideRestarts`). */
   readonly #operatorWork = new Set<Promise<unknown>>();
@@ -103,9 +105,9 @@ export class FaultDriver {
     }
   }
 
-  /** Ends every fault still on. */
+  /** Ends every fault still on, struck or not. */
   async heal(): Promise<void> {
-    for (const fault of [...this.#active]) await this.#end(fault);
+    for (const fault of [...this.#active]) await this.#end(fault, true);
   }
 
   async #begin(fault: TimedFault): Promise<void> {
@@ -115,8 +117,18 @@ export class FaultDriver {
     await this.#effectOf(fault.kind).on(fault);
   }
 
-  async #end(fault: TimedFault): Promise<void> {
-    if (!this.#active.delete(fault)) return;
+  async #end(fault: TimedFault, healing = false): Promise<void> {
+    if (!this.#active.has(fault)) return;
+    if (fault.kind === "push refused" && !healing && !this.#struck.has(fault)) {
+      // A refusal that met no push proved nothing (the notifier may have been restarting, cut off
+      // from D1, or pushing nothing but a probe): it lasts until one push is refused, or the load ends.
+      void this.#receiver.refusedSince(this.#started.get(fault)!).then(() => {
+        this.#struck.add(fault);
+        return this.#end(fault);
+      });
+      return;
+    }
+    this.#active.delete(fault);
     await this.idle();
     const effect = this.#effectOf(fault.kind);
     this.windows.push({ kind: fault.kind, start: this.#started.get(fault)!, end: Date.now(), ...effect.where?.(fault) });

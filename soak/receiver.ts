@@ -50,6 +50,8 @@ export interface PushReceiver {
   setOutage(on: boolean): void;
   /** Answers 401 to every push, as when the two sides' signing secrets differ: no retry helps. */
   setRefusing(on: boolean): void;
+  /** Resolves once a push has been refused with 401 at or after `since` (ms since the epoch). */
+  refusedSince(since: number): Promise<void>;
   /**
    * Holds the next push unanswered, until the connection closes (the runtime that sent it
    * stopped); resolves true once it holds one, false if none came within `timeoutMs`.
@@ -82,6 +84,7 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
   let outage = false;
   let refusing = false;
   let hold: (() => void) | undefined;
+  const refusalWaiters = new Set<{ since: number; resolve: () => void }>();
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const webhookId = headerValue(request, "webhook-id");
@@ -108,6 +111,14 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
     const body = await readBody(request);
     if (fault === "push 500" || fault === "push outage" || fault === "push 429" || fault === "push refused") {
       deliveries.push({ at, webhookId, outcome: fault });
+      if (fault === "push refused") {
+        for (const waiter of refusalWaiters) {
+          if (waiter.since <= at) {
+            refusalWaiters.delete(waiter);
+            waiter.resolve();
+          }
+        }
+      }
       const retryAfter = fault === "push 429" ? { "retry-after": String(prng.int(1, 3)) } : undefined;
       response.writeHead(REFUSAL_STATUS[fault], retryAfter).end();
       return;
@@ -155,6 +166,10 @@ export async function startPushReceiver(options: { secret: string; prng: Prng; p
     setRefusing: (on) => {
       refusing = on;
     },
+    refusedSince: (since) =>
+      deliveries.some((delivery) => delivery.outcome === "push refused" && delivery.at >= since)
+        ? Promise.resolve()
+        : new Promise((resolve) => refusalWaiters.add({ since, resolve })),
     holdNextPush: (timeoutMs) =>
       new Promise((resolve) => {
         const timer = setTimeout(() => {
