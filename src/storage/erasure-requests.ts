@@ -22,7 +22,18 @@ export function readErasureRequest(requestId: string): Statement {
   return statement("SELECT app_user_id FROM erasure_requests WHERE request_id = ?1", requestId);
 }
 
-/** The request is done with: in the batch that records the erasure's event. */
+/**
+ * The request is done with, in the batch that records the erasure's event, and so is every earlier
+ * request of its app user: an instance that failed leaves its request behind, and the operator
+ * starts the erasure again (docs/operations.md). A later request belongs to an instance still to
+ * run, which needs its own. Earlier is by rowid: a row inserted gets one above every row present.
+ */
 export function forgetErasureRequest(requestId: string): Statement {
-  return statement("DELETE FROM erasure_requests WHERE request_id = ?1", requestId);
+  return statement(
+    `DELETE FROM erasure_requests WHERE rowid IN (
+       SELECT earlier.rowid FROM erasure_requests AS done
+       JOIN erasure_requests AS earlier ON earlier.app_user_id = done.app_user_id AND earlier.rowid <= done.rowid
+       WHERE done.request_id = ?1)`,
+    requestId,
+  );
 }

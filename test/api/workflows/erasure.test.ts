@@ -4,7 +4,7 @@
  * with the vitest plugin's Workflow introspection: steps that fail and resume, adds racing the
  * erasure, keyed retries after it, re-runs and two erasures of one app user at once.
  */
-import { startErasure } from "../../../src/api/workflows/erasure-workflow.ts";
+import { requestErasure, startErasure } from "../../../src/api/workflows/erasure-workflow.ts";
 import { env } from "cloudflare:workers";
 import { introspectWorkflow, introspectWorkflowInstance } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
@@ -422,6 +422,23 @@ describe("docs/api.md#erasure the Workflow never holds the app_user_id", () => {
     expect(JSON.stringify(output)).not.toContain(victim);
     expect(await first.db.prepare("SELECT 1 FROM erasure_requests WHERE app_user_id = ?").bind(victim).first()).toBeNull();
     expect(await tracesOf(victim)).toEqual(NO_TRACES);
+  });
+
+  it("an erasure takes with its request every earlier one of its app user (an instance that failed and was started again), never a later one", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    await appUserWithData(caller, victim);
+    const first = [...SHARDS].sort((a, b) => a.name.localeCompare(b.name))[0]!;
+    const failed = await requestErasure(env, victim);
+    const id = uniqueId("erasure");
+    await using instance = await introspectWorkflowInstance(env.ERASURE, id);
+    await instance.modify((m) => m.disableRetryDelays());
+    await startErasure(env, victim, id);
+    const later = await requestErasure(env, victim);
+    await instance.waitForStatus("complete");
+    const left = await first.db.prepare("SELECT request_id FROM erasure_requests WHERE app_user_id = ?").bind(victim).all();
+    expect(left.results).toEqual([{ request_id: later }]);
+    expect(failed).not.toBe(later);
   });
 
   it("an instance whose request is gone runs no step and fails, with an error log line that names why", async () => {
