@@ -260,11 +260,8 @@ async function earlierAnswer(shard: Shard, record: KeyRecord, keyed: KeyedAdd, h
 }
 
 /**
- * How many shards a replay follows claims made ahead across. Two calls that saw one shard's
- * state on either side of a change can each claim the key ahead on the other's target before
- * either stores: each claim then names the other shard, and neither receipt can be stored
- * without one of them given up. Rather than go round, the call fails (500) and stores nothing;
- * docs/storage.md "One key, one receipt" says when this can happen.
+ * How many shards a replay follows claims made ahead across: the shard the receipt's ID names, and
+ * once more after two crossed claims were settled there.
  */
 const MAX_CLAIM_HOPS = 2;
 
@@ -277,29 +274,49 @@ const MAX_CLAIM_HOPS = 2;
 async function madeGood(shard: Shard, response: AddResponse, keyed: KeyedAdd, hops = 0): Promise<Stored> {
   const holder = shardOfId(keyed.shards, response.data.receipt_id);
   if (!holder || holder === shard) return { kind: "replayed", response };
-  if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead name each other's shards; nothing stored");
+  if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead lead on past the shard its receipt names; nothing stored");
   const data = { ...response.data, app_user_id: keyed.receipt.app_user_id };
-  let record: KeyRecord;
+  const record = await storeOrOwn(holder, data, keyed);
+  const crossed =
+    record.receipt_id !== data.receipt_id &&
+    record.erased_at === null &&
+    record.fingerprint === keyed.fingerprint &&
+    shardOfId(keyed.shards, record.receipt_id) === shard;
+  if (!crossed) return earlierAnswer(holder, record, keyed, hops + 1);
+  // Two calls that saw a shard's state on either side of a change each claimed the key ahead on
+  // the other's shard before either stored: each record names a receipt that only the other's
+  // shard could hold, and neither can be stored there. The claim on the shard ranked first in the
+  // key's order wins, the same in every isolate; the other gives way to its receipt.
+  const [winner, loser] = ranksBefore(keyed.key, shard, holder)
+    ? [{ data, on: shard }, { receiptId: record.receipt_id, on: holder }]
+    : [{ data: replayOfRecord(record, keyed.receipt.app_user_id).response.data, on: holder }, { receiptId: data.receipt_id, on: shard }];
+  const settled = await storeOrOwn(loser.on, winner.data, keyed, loser.receiptId);
+  return earlierAnswer(loser.on, settled, keyed, hops + 1);
+}
+
+/**
+ * Stores the receipt `data` names on `holder` as {@link completeOn} does. Its event would commit too
+ * late for the feed (migration 0018) when the claim is older than that: no call can store its
+ * receipt any more, so none was ever answered with it, and this call stores a receipt of its own
+ * there instead, under the same rule: whichever call's record that shard holds first is the key's
+ * answer for every call after.
+ */
+async function storeOrOwn(holder: Shard, data: AddResponse["data"], keyed: KeyedAdd, givingWay?: string): Promise<KeyRecord> {
   try {
-    record = await completeOn(holder, data, keyed);
+    return await completeOn(holder, data, keyed, givingWay);
   } catch (error) {
-    // Its event would commit too late for the feed (migration 0018): the claim is older than
-    // that, and no call can store its receipt any more, so none was ever answered with it. This
-    // call stores a receipt of its own there instead, under the same rule: whichever call's
-    // record that shard holds first is the key's answer for every call after.
     if (!isLateEventCommit(error)) throw error;
     const now = Date.now();
-    record = await completeOn(holder, { ...data, receipt_id: newReceiptId(now, holder), created_at: new Date(now).toISOString() }, keyed);
+    return completeOn(holder, { ...data, receipt_id: newReceiptId(now, holder), created_at: new Date(now).toISOString() }, keyed, givingWay);
   }
-  return earlierAnswer(holder, record, keyed, hops + 1);
 }
 
 // Stores the receipt `data` names on `holder` with its key record, only where `holder` holds no
-// live record of the key; returns the record it holds.
-async function completeOn(holder: Shard, data: AddResponse["data"], keyed: KeyedAdd): Promise<KeyRecord> {
+// live record of the key (once the claim `givingWay` is removed); returns the record it holds.
+async function completeOn(holder: Shard, data: AddResponse["data"], keyed: KeyedAdd, givingWay?: string): Promise<KeyRecord> {
   const receipt = { ...data, body: keyed.receipt.body, ...(keyed.receipt.format && { format: keyed.receipt.format }), user_key: keyed.receipt.user_key };
   const claim = { key: keyed.key, fingerprint: keyed.fingerprint, response: { data, status: "OK" as const, status_code: 200 as const } };
-  return onShard(holder.name, () => completeClaimedAdd(holder.db, receipt, keyed.newEvent(data, holder), claim));
+  return onShard(holder.name, () => completeClaimedAdd(holder.db, receipt, keyed.newEvent(data, holder), claim, givingWay));
 }
 
 /** Where a new receipt goes, and where an earlier call with its key may have gone instead. */
@@ -346,6 +363,13 @@ export function placeReceipt(
     if (openAllAlong) break;
   }
   return { target, lookups };
+}
+
+// Whether `a` comes before `b` in the key's rendezvous order; by name where the scores tie, which
+// placement leaves to the configuration's order: any order every isolate agrees on settles crossed claims.
+function ranksBefore(key: string, a: Shard, b: Shard): boolean {
+  const [scoreA, scoreB] = [rendezvousScore(key, a.name), rendezvousScore(key, b.name)];
+  return scoreA !== scoreB ? scoreA > scoreB : a.name < b.name;
 }
 
 // FNV-1a of key and shard, mixed so that every bit depends on every input bit: the order it

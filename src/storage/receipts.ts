@@ -127,18 +127,27 @@ export async function claimKeyAhead(db: D1Database, receipt: FencedReceipt, clai
  * So the receipt is stored at most once, however many calls complete it, and never again after
  * a delete or an erasure removed it: its key record stays for the window. Returns the key's
  * record on this shard, which names the receipt this shard holds for the key.
+ *
+ * With `givingWay`, a claim made ahead here for that receipt, which can never be stored (its own
+ * shard holds another call's record of the key), is removed first in the same batch, so that
+ * this receipt takes its place (docs/storage.md "One key, one receipt").
  */
 export async function completeClaimedAdd(
   db: D1Database,
   receipt: FencedReceipt,
   event: CreationNotice,
   claim: IdempotencyClaim,
+  givingWay?: string,
 ): Promise<KeyRecord & { sizeAfter: number }> {
+  const giveWay = givingWay === undefined ? [] : [dropClaim(receipt.client_id, claim.key, givingWay)];
   return retryTransient(async () => {
-    const [inserted, claimed] = await runBatch(db, [
-      insertReceipt(receipt, event, { unclaimedKey: claim.key, liveFrom: idempotencyCutoff(new Date(receipt.created_at)) }),
-      claimKey(receipt, claim),
-    ]);
+    const [inserted, claimed] = (
+      await runBatch(db, [
+        ...giveWay,
+        insertReceipt(receipt, event, { unclaimedKey: claim.key, liveFrom: idempotencyCutoff(new Date(receipt.created_at)) }),
+        claimKey(receipt, claim),
+      ])
+    ).slice(giveWay.length);
     const row = (claimed as D1Result<KeyRow>).results[0];
     if (!row) throw new Error("idempotency key row missing after its claim");
     return { ...row, sizeAfter: inserted!.meta.size_after };
@@ -351,6 +360,11 @@ function claimKey(receipt: FencedReceipt, claim: IdempotencyClaim, { keepUser = 
     idempotencyCutoff(new Date(receipt.created_at)),
     receipt.user_key,
   );
+}
+
+// A key's record, only while it names `receiptId`.
+function dropClaim(clientId: string, key: string, receiptId: string): Statement {
+  return statement("DELETE FROM idempotency_keys WHERE client_id = ?1 AND idempotency_key = ?2 AND receipt_id = ?3", clientId, key, receiptId);
 }
 
 // A key's record, only one created at or after `liveFrom`.

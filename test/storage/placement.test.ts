@@ -24,7 +24,7 @@ import {
 import { IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
 import type { Shard } from "../../src/storage/shards.ts";
 import { uniqueId } from "../support/api.ts";
-import { SHARDS, receiptsOf } from "../support/shards.ts";
+import { SHARDS, receiptsOf, rowsOnEveryShard } from "../support/shards.ts";
 
 const NOW = Date.parse("2026-11-20T12:00:00.000Z");
 const HOUR_MS = 60 * 60 * 1000;
@@ -253,6 +253,54 @@ describe("placeAndStore", () => {
       release();
       await env.SHARD_STATES.delete(shardStateKey(first!.name));
     }
+  });
+
+  it("two calls of one key that saw a reopened shard on either side each claim ahead on the other's target: one receipt, one answer", async () => {
+    const clientId = uniqueId("pos-placement");
+    const idempotencyKey = uniqueId("key");
+    const [reopened, next] = rankOf(idempotencyKey);
+    const aMinuteAgo = new Date(Date.now() - 60_000).toISOString();
+    // One isolate sees the first shard of the key's order reopened (its target, the next shard
+    // claimed ahead); the other still sees it closed (claimed ahead, the next shard its target).
+    const viewOf = (state: ShardState["state"]) => {
+      const memory = newPlacementMemory();
+      memory.statesCopy = { states: new Map([[reopened!.name, { state, changed_at: aMinuteAgo, by: "operator" }]]), until: Number.POSITIVE_INFINITY };
+      return memory;
+    };
+    // Each call's store on its target waits until both claims made ahead are in: the exact interleaving.
+    let claimedOpen!: () => void;
+    let claimedClosed!: () => void;
+    const bothClaimed = Promise.all([new Promise<void>((resolve) => (claimedOpen = resolve)), new Promise<void>((resolve) => (claimedClosed = resolve))]);
+    const after = (db: D1Database, before: () => Promise<unknown>, then: () => void) => ({
+      prepare: (sql: string) => db.prepare(sql),
+      batch: async (statements: D1PreparedStatement[]) => {
+        await before();
+        const results = await db.batch(statements);
+        then();
+        return results;
+      },
+    });
+    const none = () => Promise.resolve();
+    const sawOpen = contextOf(
+      { ...env, [reopened!.binding]: after(reopened!.db, () => bothClaimed, none), [next!.binding]: after(next!.db, none, () => claimedOpen()) },
+      viewOf("open"),
+    );
+    const sawClosed = contextOf(
+      { ...env, [reopened!.binding]: after(reopened!.db, none, () => claimedClosed()), [next!.binding]: after(next!.db, () => bothClaimed, none) },
+      viewOf("closed"),
+    );
+    const outcomes = await Promise.all([sawOpen, sawClosed].map(({ context }) => placeAndStore(context, receipt(clientId), idempotencyKey, newCreationNotice)));
+    const answered = outcomes.map((outcome) => (outcome.kind === "added" || outcome.kind === "replayed" ? outcome.response.data.receipt_id : outcome.kind));
+    expect(answered[0]).toBe(answered[1]);
+    // The claim on the shard ranked first wins: its receipt is stored where the other call claimed ahead.
+    expect(shardOfId(SHARDS, answered[0]!)).toBe(next);
+    await Promise.all([sawOpen.settled(), sawClosed.settled()]);
+    expect(await receiptsOf(clientId)).toBe(1);
+    const events = await rowsOnEveryShard<{ receipt_id: string }>(
+      "SELECT receipt_id FROM notice_outbox WHERE json_extract(payload, '$.type') = 'receipt.created' AND json_extract(payload, '$.client_id') = ?",
+      clientId,
+    );
+    expect(events).toEqual([{ receipt_id: answered[0] }]);
   });
 
   it("a call whose earlier call of the key never ends (its request canceled) waits KEY_WAIT_MS, then stores", async () => {
