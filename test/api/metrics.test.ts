@@ -1,5 +1,5 @@
 /**
- * contract §16: every API request writes one Analytics Engine data point, with route, status,
+ * docs/operations.md every API request writes one Analytics Engine data point, with route, status,
  * client, chain, shard, duration and bytes, never an app_user_id, receipt content, a token or a
  * secret, and written only after the answer is on its way.
  */
@@ -22,7 +22,7 @@ async function metered(dataset: AnalyticsEngineDataset, path: string, init: Requ
   return { status: response.status, body };
 }
 
-describe("contract §16 a data point per API request", () => {
+describe("docs/operations.md a data point per API request", () => {
   it("login, add, delete, a refusal, an unknown path and a wrong method: one point each", async () => {
     const metrics = new CountingDataset();
     const client = await issueClient();

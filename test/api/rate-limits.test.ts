@@ -1,5 +1,5 @@
 /**
- * Limits per client on add, delete and the event feed (docs/api.md#rate-limits, contract §15):
+ * Limits per client on add, delete and the event feed (docs/api.md#rate-limits):
  * the real Rate Limiting bindings of wrangler.toml, which Miniflare counts in a Durable Object
  * per binding in windows aligned to the clock. A test spends most of a client's window through
  * the binding itself (the same counter the Worker's calls count on), then sends the requests
@@ -48,7 +48,7 @@ function expectLimited(answer: Answer, policy: RatePolicy, words: string): void 
 
 // A test may wait out most of a window (10 s) before it starts, try again in the next, and one
 // waits for the window after.
-describe("contract §15 limits per client", { timeout: 150_000 }, () => {
+describe("docs/api.md#limits-and-hardening limits per client", { timeout: 150_000 }, () => {
   const addPolicy = ratePolicy("add", "standard");
 
   it("add: the last request within the limit is stored, the next one is 429 naming the limit and stores nothing", async () => {

@@ -1,5 +1,5 @@
 /**
- * contract §16: every push attempt writes one Analytics Engine data point: the event type, the
+ * docs/operations.md every push attempt writes one Analytics Engine data point: the event type, the
  * outcome and the push service's status, client, chain, shard, the push's duration and bytes and
  * the delay from the change to the attempt; never an app_user_id, receipt content or the secret.
  */
@@ -30,7 +30,7 @@ afterEach(async () => {
   await forgetPushEndpoint();
 });
 
-describe("contract §16 a data point per push attempt", () => {
+describe("docs/operations.md a data point per push attempt", () => {
   it("a delivered push, one refused, one to be retried: a point each, without the app user", async () => {
     const metrics = new CountingDataset();
     const notices = [await deletedNotice(), await deletedNotice(), await deletedNotice()];

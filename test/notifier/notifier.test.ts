@@ -488,7 +488,7 @@ describe("docs/reliability.md#delivery-for-days a message of the cron's that car
     return { acked: result.explicitAcks.length === 1, ...(result.retryMessages.length === 1 ? { retried } : {}) };
   }
 
-  it("contract §13: each event of a bundle is pushed once, and the message acked once every event was", async () => {
+  it("docs/api.md#event-feed each event of a bundle is pushed once, and the message acked once every event was", async () => {
     const notices = await Promise.all(Array.from({ length: 10 }, () => recordedNotice()));
     expect(await deliverBundle(notices)).toEqual({ acked: true });
     expect(new Set(pushes.map((push) => push.headers["webhook-id"]))).toEqual(new Set(notices.map((notice) => notice.event_id)));

@@ -185,7 +185,7 @@ describe("docs/reliability.md what a one-hour push outage costs, 10,000 events w
 });
 
 describe("docs/reliability.md#delivery-for-days the drain after a long outage", () => {
-  it("contract §13: one cron run hands a shard's backlog of 45,000 events over at once, ten to a message, within D1's queries and the queue's limits", async () => {
+  it("docs/api.md#event-feed one cron run hands a shard's backlog of 45,000 events over at once, ten to a message, within D1's queries and the queue's limits", async () => {
     const shard = SHARDS[0]!;
     await forgetPushEndpoint();
     const waiting = new Set((await recordWaitingEvents(45_000, new Date(Date.now() - 3_600_000), [shard])).map(({ event_id }) => event_id));

@@ -33,7 +33,7 @@ function repository(): string {
 
 const check = (root: string) => runScript("check-migrations", ["--root", root, "--base", "HEAD"]);
 
-describe("contract §16 the migration check refuses what breaks the code running during a release", () => {
+describe("docs/operations.md the migration check refuses what breaks the code running during a release", () => {
   it("a migration that drops a column the previous commit reads fails, naming the column and the file", () => {
     const root = repository();
     writeFileSync(path.join(root, "migrations/0002_drop_body.sql"), "-- bodies move elsewhere\nALTER TABLE receipts DROP COLUMN body;\n");
@@ -75,7 +75,7 @@ describe("contract §16 the migration check refuses what breaks the code running
   });
 });
 
-describe("contract §16 what a migration takes away", () => {
+describe("docs/operations.md what a migration takes away", () => {
   it("a table rebuilt under its own name keeps it; the copy's rename frees only the copy's name", () => {
     const sql = `CREATE TABLE outbox_new (id TEXT PRIMARY KEY);
       INSERT INTO outbox_new SELECT id FROM outbox;
@@ -93,7 +93,7 @@ describe("contract §16 what a migration takes away", () => {
   });
 });
 
-describe("contract §16 the status knows the newest migration", () => {
+describe("docs/operations.md the status knows the newest migration", () => {
   it("EXPECTED_MIGRATION names the newest file of migrations/: a new migration bumps it, so the status shows shards without it as lagging", () => {
     const newest = readdirSync(path.join(ROOT, "migrations")).filter((file) => file.endsWith(".sql")).sort().at(-1);
     expect(EXPECTED_MIGRATION).toBe(newest);

@@ -1,5 +1,5 @@
 /**
- * `npm run shards -- migrate` (docs/operations.md "Deploy from zero", contract §16): every shard
+ * `npm run shards -- migrate` (docs/operations.md "Deploy from zero"): every shard
  * of the configs gets the pending migrations, several at once, a line each; a shard that fails
  * leaves the others migrated, and the same command run again after the fix migrates only it.
  * Runs as an operator runs it, on a throwaway local state and a copy of the configs with a
@@ -36,7 +36,7 @@ beforeAll(() => {
   sql("s2", "CREATE TABLE migrate_probe (id INTEGER PRIMARY KEY)");
 }, 120_000);
 
-describe("contract §16 npm run shards -- migrate", () => {
+describe("docs/operations.md npm run shards -- migrate", () => {
   it("migrates every shard but the one that fails, says which, and exits 1", () => {
     const result = migrate("--parallel", "3");
     expect(result.status, result.stderr).toBe(1);

@@ -1,5 +1,5 @@
 /**
- * `npm run stats` (docs/operations.md "Metrics", contract §16): the SQL it sends to the Analytics
+ * `npm run stats` (docs/operations.md "Metrics"): the SQL it sends to the Analytics
  * Engine SQL API, weighted by the sample interval, with only checked IDs in it, and the table it
  * prints from the API's documented answer (FORMAT JSON: meta, data, rows).
  */
@@ -31,7 +31,7 @@ const ANSWER = {
   rows_before_limit_at_least: 3,
 };
 
-describe("contract §16 npm run stats: the query", () => {
+describe("docs/operations.md npm run stats: the query", () => {
   it("counts and quantiles weigh each row by _sample_interval, over the period and group asked for", () => {
     const sql = statsSql({ since: sinceArgument("1h"), by: "chain" });
     expect(sql).toContain("SUM(_sample_interval) AS count");
@@ -62,7 +62,7 @@ describe("contract §16 npm run stats: the query", () => {
   });
 });
 
-describe("contract §16 npm run stats: the answer", () => {
+describe("docs/operations.md npm run stats: the answer", () => {
   it("reads the documented shape and prints counts, error rates and latencies", () => {
     const rows = statsRows(ANSWER);
     expect(rows[1]).toEqual({ kind: "request", group: "pos_a", count: 2000, errors: 50, failed: 2, p50_ms: 12.2, p99_ms: 180.6 });

@@ -1,5 +1,5 @@
 /**
- * `npm run status` (docs/operations.md "Status", contract §16) as an operator runs it: it logs in
+ * `npm run status` (docs/operations.md "Status") as an operator runs it: it logs in
  * as the ops client, reads GET /receipts/v2/status, prints one screen, and exits 0 while healthy
  * and 1 naming each reason when not. The service here is a stand-in that answers login and the
  * status in the endpoint's shape (test/api/routes/status.test.ts tests the endpoint itself).
@@ -84,7 +84,7 @@ afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 const status = (...args: string[]) =>
   runStatus(["--port", String(port), ...args], { RECEIPTS_OPS_CLIENT_ID: "ops-1", RECEIPTS_OPS_CLIENT_SECRET: "ops-secret" });
 
-describe("contract §16 npm run status", () => {
+describe("docs/operations.md npm run status", () => {
   it("healthy: one screen, exit 0; it logged in with scope service.ops and called with the token", async () => {
     report = HEALTHY;
     const result = await status();

@@ -1,5 +1,5 @@
 /**
- * The erasure's proof by reading every byte (harness/state-scan.ts, contract §10.1): the forms it
+ * The erasure's proof by reading every byte (harness/state-scan.ts): the forms it
  * looks for, a copy in a plain file with its offset, a live row of a database held in its WAL,
  * a deleted row's freed bytes kept apart from the live rows, and a live row an erasure explains.
  */
@@ -40,7 +40,7 @@ function uuidv7At(ms: number): string {
   return `${hex.slice(0, 8)}-${hex.slice(8)}-7000-8000-000000000001`;
 }
 
-describe("contract §10.1 the state scan reads every file for an app_user_id", () => {
+describe("docs/storage.md#personal-data the state scan reads every file for an app_user_id", () => {
   it("looks for the raw, URL-encoded, form-encoded, JSON-escaped, hex and UTF-16 forms, each once", () => {
     const forms = Object.fromEntries(formsOf(USER).map(({ name, bytes }) => [name, bytes]));
     expect(Object.fromEntries(Object.entries(forms).filter(([name]) => !name.startsWith("base64")).map(([name, bytes]) => [name, bytes.toString("latin1")]))).toEqual({

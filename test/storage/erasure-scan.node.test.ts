@@ -202,7 +202,7 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-describe("contract §10.1 an erasure leaves no copy of the app_user_id in any byte of any store", () => {
+describe("docs/storage.md#personal-data an erasure leaves no copy of the app_user_id in any byte of any store", () => {
   it("raced at each of its steps, the erasure leaves the ID only in its own event and in receipts added after its instant", async () => {
     const { erasure, raced } = await eraseRacing();
     console.log("steps raced (statuses: add, keyed add, keyed retry, live delete, archived delete):", Object.fromEntries(raced));

@@ -1,5 +1,5 @@
 /**
- * contract §15 and §8, docs/storage.md "One key, one receipt": the same client repeating an
+ * docs/api.md#idempotency, docs/storage.md "One key, one receipt": the same client repeating an
  * Idempotency-Key never stores a second receipt, in any isolate, also right after a shard
  * closed, opened or was added. Two API Workers, each its own Miniflare (its own workerd, so no
  * memory in common), share one local state: its D1 shards and KV, as two isolates of one
@@ -142,7 +142,7 @@ async function raceAcross(options: {
   }
 }
 
-describe("contract §15 one Idempotency-Key, one receipt, across isolates", { timeout: 240_000 }, () => {
+describe("docs/api.md#idempotency one Idempotency-Key, one receipt, across isolates", { timeout: 240_000 }, () => {
   afterAll(async () => {
     await Promise.all(running.splice(0).map((mf) => mf.dispose()));
   });

@@ -183,7 +183,7 @@ describe("placeAndStore", () => {
   it.each([
     ["with a key", () => uniqueId("key")],
     ["without a key", () => undefined],
-  ])("contract §13 an add whose event would commit too late for the feed is stored once more under fresh IDs (%s): one receipt, its event on time", async (_label, keyOf) => {
+  ])("docs/api.md#event-feed an add whose event would commit too late for the feed is stored once more under fresh IDs (%s): one receipt, its event on time", async (_label, keyOf) => {
     const clientId = uniqueId("pos-placement");
     const { context, settled } = contextOf();
     const made: CreationNotice[] = [];

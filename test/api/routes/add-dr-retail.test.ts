@@ -1,5 +1,5 @@
 /**
- * add in DR Retail (docs/api.md#dr-retail, contract §17): both versions by their Content-Type
+ * add in DR Retail (docs/api.md#dr-retail): both versions by their Content-Type
  * profile, stored as sent with their format, mapped into our model with totals equal, and each
  * class of broken rule refused with its JSON pointer.
  */
@@ -27,7 +27,7 @@ async function mappedOf(receipt: DrTestReceipt): Promise<Record<string, any>> {
   return JSON.parse((await storedReceipt(answer.body.data.receipt_id))!.mapped as string);
 }
 
-describe("contract §17 add in DR Retail: accepted, stored as sent, mapped with totals equal", () => {
+describe("docs/api.md#dr-retail-receipts add in DR Retail: accepted, stored as sent, mapped with totals equal", () => {
   it.each(RECEIPTS.map((receipt) => [receipt.name, receipt] as const))("%s", async (_name, receipt) => {
     const text = JSON.stringify(receipt.body, null, 2);
     const { answer, headers } = await addDr(receipt, text);
@@ -161,7 +161,7 @@ const BROKEN: readonly (readonly [string, "1.0" | "1.1", (body: Record<string, a
   ["a zero quantity", "1.1", (b) => ((b.items[0].quantity.value = 0)), "/items/0/quantity/value", "must not be 0"],
 ];
 
-describe("contract §17 add in DR Retail: 406 naming the JSON pointer of the first failing field", () => {
+describe("docs/api.md#dr-retail-receipts add in DR Retail: 406 naming the JSON pointer of the first failing field", () => {
   it.each(BROKEN)("%s: 406 naming it, nothing stored", async (_label, version, change, pointer, rule) => {
     const body = structuredClone(byName("VAT at 25, 12 and 6").body);
     if (version === "1.0") for (const name of ["acquiring_institution_id_code", "card_acceptor_id", "card_acceptor_name"]) delete card(body)[name];

@@ -217,7 +217,7 @@ describe("docs/api.md#event-feed order and paging", () => {
     expect(event.receipt).toEqual(JSON.parse(body));
   });
 
-  it("contract §17 a DR Retail receipt's receipt.created in the feed is the push: our model, its format and the original", async () => {
+  it("docs/api.md#dr-retail-receipts a DR Retail receipt's receipt.created in the feed is the push: our model, its format and the original", async () => {
     const after = await marker();
     const caller = await newCaller();
     const receipt = drTestReceipts().find(({ name }) => name.startsWith("yen"))!;
@@ -366,7 +366,7 @@ describe("docs/api.md#event-feed erasure", () => {
   });
 });
 
-describe("contract §13 the tail: a reader that follows next alone sees every event once", () => {
+describe("docs/api.md#event-feed the tail: a reader that follows next alone sees every event once", () => {
   it("the feed holds back its newest FEED_SETTLE_SECONDS: an event made now is in a page read that much later, and its ID as after is good meanwhile", async () => {
     const after = await seedCreatedAt(Date.now() - 2 * SETTLE_MS, SHARDS[0]!);
     const fresh = await seedCreated(SHARDS[1]!);
@@ -431,7 +431,7 @@ describe("contract §13 the tail: a reader that follows next alone sees every ev
   });
 });
 
-describe("contract §13 a receipt's receipt.created stays in the feed for its window, whether or not the archive moved it", () => {
+describe("docs/api.md#event-feed a receipt's receipt.created stays in the feed for its window, whether or not the archive moved it", () => {
   /** A receipt added through the API, its created event pushed and delivered, then moved to the archive by its shard's run. */
   async function addedAndArchived(caller: Caller) {
     const added = await postAdd(caller.headers);
@@ -491,7 +491,7 @@ describe("docs/api.md#event-feed cost: one D1 statement per shard, whatever the 
     expect(paged.ledger.names().filter((name) => name.startsWith("d1."))).toEqual(SHARDS.map(() => "d1.all"));
   });
 
-  it("contract §15 as many shards as one request may read: the page is served", async () => {
+  it("docs/api.md#limits-and-hardening as many shards as one request may read: the page is served", async () => {
     const upTo = Object.fromEntries(Array.from({ length: FEED_SHARD_BUDGET - SHARDS.length }, (_, i) => [`DB_F${i}`, SHARDS[0]!.db]));
     const { answer } = await countedCall(`${PATHS.events}?limit=1`, { method: "GET", headers: app.headers }, upTo);
     expect(answer.status).toBe(200);

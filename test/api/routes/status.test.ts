@@ -1,5 +1,5 @@
 /**
- * GET /receipts/v2/status (docs/api.md#status, contract §16): an operator's monitor reads the
+ * GET /receipts/v2/status (docs/api.md#status): an operator's monitor reads the
  * service's health, 200 while healthy, 503 naming every threshold passed; POS and app tokens get
  * 403. The test stops the push receiver (the notifier's pushes fail until it marks the push
  * service down) and closes every shard, sees the status turn unhealthy, then brings both back and
@@ -83,7 +83,7 @@ async function deliver(notifier: ReturnType<typeof createNotifier>, notices: rea
   await getQueueResult(batch, ctx);
 }
 
-describe("contract §16 GET /receipts/v2/status", () => {
+describe("docs/api.md#status GET /receipts/v2/status", () => {
   it("healthy: 200, every shard open, migrated and read, in the seed's success shape", async () => {
     const answer = await statusOf(await opsHeaders());
     expect(answer.status, JSON.stringify(answer.body)).toBe(200);

@@ -152,7 +152,7 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
     expect(runRow!.finished_at).not.toBeNull();
   }, 60_000);
 
-  it("contract §17 a receipt added in DR Retail keeps its format and model in its line; one of our shape has neither", async () => {
+  it("docs/api.md#dr-retail-receipts a receipt added in DR Retail keeps its format and model in its line; one of our shape has neither", async () => {
     const shard = SHARDS[1]!;
     const user = uniqueId("au-dr");
     const [ours, dr] = await seed(shard, [
@@ -349,7 +349,7 @@ describe("docs/storage.md#archive-pages: a page run again after one of its puts 
     return { user, receipts: receipts as [ArchivedReceipt, ArchivedReceipt], earlyKey, lateKey, bucket };
   }
 
-  it("contract §12: a receipt deleted between the attempts, whose line the first one put, leaves R2 and keeps its tombstone", async () => {
+  it("docs/api.md#archive a receipt deleted between the attempts, whose line the first one put, leaves R2 and keeps its tombstone", async () => {
     const caller = await newCaller();
     const shard = SHARDS[0]!;
     const chain = caller.client.chains[0]!;

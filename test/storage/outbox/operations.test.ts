@@ -205,7 +205,7 @@ describe("outbox: dead letters and their replay", () => {
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 1, retryUntil: null }]);
   });
 
-  it("contract §15 a replay without event ids moves back the oldest 1,000 failed events of the shard; the 1,001st waits for the next run", async () => {
+  it("docs/api.md#limits-and-hardening a replay without event ids moves back the oldest 1,000 failed events of the shard; the 1,001st waits for the next run", async () => {
     const before = await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first<{ n: number }>();
     const at = new Date().toISOString();
     const rows = Array.from({ length: REPLAY_PAGE + 1 }, (_, index) => {
@@ -288,7 +288,7 @@ describe("outbox: a receipt's events", () => {
   });
 });
 
-describe("contract §13 every event commits within EVENT_COMMIT_SECONDS of its event_id, or its change commits nothing", () => {
+describe("docs/api.md#event-feed every event commits within EVENT_COMMIT_SECONDS of its event_id, or its change commits nothing", () => {
   const late = () => new Date(Date.now() - (EVENT_COMMIT_SECONDS + 1) * SECOND);
   const LATE = new RegExp(`event committed more than ${EVENT_COMMIT_SECONDS} s after its event_id was made: nothing stored`);
 
