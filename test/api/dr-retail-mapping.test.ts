@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { minorUnitDecimals, minorUnitsOf } from "../../src/api/dr-retail-mapping.ts";
 import { isFullCardNumber } from "../../src/shared/dr-retail.ts";
 
-describe("docs/api.md#dr-retail-receipts DR Retail amounts in minor units, exactly", () => {
+describe("docs/api.md#dr-retail DR Retail amounts in minor units, exactly", () => {
   it.each([
     ["41.10", 2, 4110n],
     ["0.29", 2, 29n],
@@ -39,7 +39,7 @@ describe("docs/api.md#dr-retail-receipts DR Retail amounts in minor units, exact
   });
 });
 
-describe("docs/api.md#dr-retail-receipts a full card number is 12–19 digits that pass the Luhn check", () => {
+describe("docs/api.md#dr-retail a full card number is 12–19 digits that pass the Luhn check", () => {
   it.each([
     ["4111111111111111", true],
     ["4111 1111 1111 1111", true],

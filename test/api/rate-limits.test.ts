@@ -48,7 +48,7 @@ function expectLimited(answer: Answer, policy: RatePolicy, words: string): void 
 
 // A test may wait out most of a window (10 s) before it starts, try again in the next, and one
 // waits for the window after.
-describe("docs/api.md#limits-and-hardening limits per client", { timeout: 150_000 }, () => {
+describe("docs/api.md#rate-limits limits per client", { timeout: 150_000 }, () => {
   const addPolicy = ratePolicy("add", "standard");
 
   it("add: the last request within the limit is stored, the next one is 429 naming the limit and stores nothing", async () => {

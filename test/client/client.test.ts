@@ -198,7 +198,7 @@ describe("client: add retries safely under one Idempotency-Key", () => {
     expect(await receiptsOf(client.clientId)).toBe(1);
   });
 
-  it("docs/api.md#dr-retail-receipts addDrRetail sends the version's profile and the till's own bytes, retried under one key", async () => {
+  it("docs/api.md#dr-retail addDrRetail sends the version's profile and the till's own bytes, retried under one key", async () => {
     const client = await issueClient();
     const recorder = workerFetch({
       [PATHS.add]: [
@@ -265,7 +265,7 @@ describe("client: add retries safely under one Idempotency-Key", () => {
   });
 });
 
-describe("docs/api.md#limits-and-hardening client: a 429 or 503 that says when is waited out, and sent again under the same key", { timeout: 150_000 }, () => {
+describe("docs/api.md#limits client: a 429 or 503 that says when is waited out, and sent again under the same key", { timeout: 150_000 }, () => {
   it("an add over the client's limit waits Retry-After against the real Worker and stores the receipt once", async () => {
     const client = await issueClient();
     const policy = ratePolicy("add", "standard");

@@ -11,7 +11,7 @@ import { RATE_TIERS, ratePolicy, type LimitedRoute } from "../../src/shared/rate
 const root = path.join(import.meta.dirname, "../..");
 const ROUTES: LimitedRoute[] = ["add", "delete", "events"];
 
-describe("docs/api.md#limits-and-hardening the limits the answers name are the bindings' own", () => {
+describe("docs/api.md#limits the limits the answers name are the bindings' own", () => {
   const ratelimits = unstable_getMiniflareWorkerOptions(path.join(root, "wrangler.toml")).workerOptions.ratelimits as Record<
     string,
     { simple: { limit: number; period: number } }

@@ -57,7 +57,7 @@ describe("docs/api.md#receipt-events receipt.created", () => {
     expect(row!.payload).not.toContain("receipt\":");
   });
 
-  it("docs/api.md#dr-retail-receipts a DR Retail receipt's receipt.created carries it in our model, with its format and the original as sent", async () => {
+  it("docs/api.md#dr-retail a DR Retail receipt's receipt.created carries it in our model, with its format and the original as sent", async () => {
     const receipt = drTestReceipts().find(({ name }) => name.startsWith("return"))!;
     const caller = await newCaller();
     const text = JSON.stringify(receipt.body, null, 1);

@@ -140,7 +140,7 @@ describe("docs/api.md#operators npm run clients", () => {
     expect(Date.parse((await validAfter())!)).toBeGreaterThan(Date.parse(disabled));
   });
 
-  it("docs/api.md#limits-and-hardening tier grants a client a higher limit and takes it back: the record names it, standard leaves no field", async () => {
+  it("docs/api.md#limits tier grants a client a higher limit and takes it back: the record names it, standard leaves no field", async () => {
     const client = await issued("--chain", "c1");
     const granted = await clients("tier", client.client_id, "xlarge");
     expect(granted.status).toBe(0);
@@ -151,7 +151,7 @@ describe("docs/api.md#operators npm run clients", () => {
     expect(await kvRecord(client.client_id)).not.toHaveProperty("rate_tier");
   });
 
-  it("docs/api.md#limits-and-hardening a client on tier large gets the large policy on add, against the real Worker", async () => {
+  it("docs/api.md#limits a client on tier large gets the large policy on add, against the real Worker", async () => {
     const client = await issued("--chain", "c1");
     await clients("tier", client.client_id, "large");
     const login = await mf.dispatchFetch("http://localhost/receipts/v2/login", {

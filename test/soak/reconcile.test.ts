@@ -197,7 +197,7 @@ describe("docs/reliability.md the soak's reconciliation", () => {
     expect(found(input)).toEqual({ "altered body": 1 });
   });
 
-  it("docs/api.md#dr-retail-receipts a receipt added in DR Retail: pushed with its original and the model its body maps to, or altered", () => {
+  it("docs/api.md#dr-retail a receipt added in DR Retail: pushed with its original and the model its body maps to, or altered", () => {
     const requests = [added("d-r1", "d1")];
     const store = { receipts: [{ receipt_id: "d-r1", marker: "d1", app_user_id: "u1", created_at: CREATED }], outbox: [outboxRow("d-r1", "created")] };
     const push = (drModel: Delivery["drModel"], receiptText = DR_BODY): Delivery => ({ ...created("d-r1", "d1", T + 100), receiptText, ...(drModel && { drModel }) });
@@ -268,7 +268,7 @@ describe("docs/reliability.md the soak's reconciliation", () => {
     expect(found(history({ store, deliveries: [created("r1", "m1", T + 100)] }))).toEqual({ undelivered: 1, "needs operator": 1, "orphan row": 1 });
   });
 
-  it("docs/api.md#limits-and-hardening a key claimed ahead on another shard than its receipt's: never stored is right unless an answer named it", () => {
+  it("docs/api.md#limits a key claimed ahead on another shard than its receipt's: never stored is right unless an answer named it", () => {
     const claimedAhead = { client_id: "c", idempotency_key: "k", receipt_id: "s2-r8", created_at: new Date(T).toISOString(), erased_at: null, shard: "s1" };
     const store = { ...storedR1, keys: [claimedAhead] };
     expect(found(history({ store, deliveries: [created("r1", "m1", T + 100)] }))).toEqual({});

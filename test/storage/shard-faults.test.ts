@@ -156,7 +156,7 @@ const OVERLOAD_ERRORS = [
   "D1_ERROR: SQLITE_BUSY: database is locked",
 ];
 
-describe("docs/api.md#limits-and-hardening an overloaded shard answers 503 with Retry-After, never 500", () => {
+describe("docs/api.md#limits an overloaded shard answers 503 with Retry-After, never 500", () => {
   it.each(OVERLOAD_ERRORS)("a keyed add whose shard answers %s: 503, an error line naming the shard, nothing stored; the retry stores once", async (message) => {
     const caller = await newCaller();
     const headers = { ...caller.headers, "Idempotency-Key": uniqueId("key") };

@@ -27,7 +27,7 @@ async function mappedOf(receipt: DrTestReceipt): Promise<Record<string, any>> {
   return JSON.parse((await storedReceipt(answer.body.data.receipt_id))!.mapped as string);
 }
 
-describe("docs/api.md#dr-retail-receipts add in DR Retail: accepted, stored as sent, mapped with totals equal", () => {
+describe("docs/api.md#dr-retail add in DR Retail: accepted, stored as sent, mapped with totals equal", () => {
   it.each(RECEIPTS.map((receipt) => [receipt.name, receipt] as const))("%s", async (_name, receipt) => {
     const text = JSON.stringify(receipt.body, null, 2);
     const { answer, headers } = await addDr(receipt, text);
@@ -161,7 +161,7 @@ const BROKEN: readonly (readonly [string, "1.0" | "1.1", (body: Record<string, a
   ["a zero quantity", "1.1", (b) => ((b.items[0].quantity.value = 0)), "/items/0/quantity/value", "must not be 0"],
 ];
 
-describe("docs/api.md#dr-retail-receipts add in DR Retail: 406 naming the JSON pointer of the first failing field", () => {
+describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of the first failing field", () => {
   it.each(BROKEN)("%s: 406 naming it, nothing stored", async (_label, version, change, pointer, rule) => {
     const body = structuredClone(byName("VAT at 25, 12 and 6").body);
     if (version === "1.0") for (const name of ["acquiring_institution_id_code", "card_acceptor_id", "card_acceptor_name"]) delete card(body)[name];

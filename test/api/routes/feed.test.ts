@@ -217,7 +217,7 @@ describe("docs/api.md#event-feed order and paging", () => {
     expect(event.receipt).toEqual(JSON.parse(body));
   });
 
-  it("docs/api.md#dr-retail-receipts a DR Retail receipt's receipt.created in the feed is the push: our model, its format and the original", async () => {
+  it("docs/api.md#dr-retail a DR Retail receipt's receipt.created in the feed is the push: our model, its format and the original", async () => {
     const after = await marker();
     const caller = await newCaller();
     const receipt = drTestReceipts().find(({ name }) => name.startsWith("yen"))!;
@@ -491,7 +491,7 @@ describe("docs/api.md#event-feed cost: one D1 statement per shard, whatever the 
     expect(paged.ledger.names().filter((name) => name.startsWith("d1."))).toEqual(SHARDS.map(() => "d1.all"));
   });
 
-  it("docs/api.md#limits-and-hardening as many shards as one request may read: the page is served", async () => {
+  it("docs/api.md#limits as many shards as one request may read: the page is served", async () => {
     const upTo = Object.fromEntries(Array.from({ length: FEED_SHARD_BUDGET - SHARDS.length }, (_, i) => [`DB_F${i}`, SHARDS[0]!.db]));
     const { answer } = await countedCall(`${PATHS.events}?limit=1`, { method: "GET", headers: app.headers }, upTo);
     expect(answer.status).toBe(200);

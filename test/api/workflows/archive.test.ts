@@ -152,7 +152,7 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
     expect(runRow!.finished_at).not.toBeNull();
   }, 60_000);
 
-  it("docs/api.md#dr-retail-receipts a receipt added in DR Retail keeps its format and model in its line; one of our shape has neither", async () => {
+  it("docs/api.md#dr-retail a receipt added in DR Retail keeps its format and model in its line; one of our shape has neither", async () => {
     const shard = SHARDS[1]!;
     const user = uniqueId("au-dr");
     const [ours, dr] = await seed(shard, [

@@ -205,7 +205,7 @@ describe("outbox: dead letters and their replay", () => {
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toMatchObject([{ status: "claimed", attempts: 1, retryUntil: null }]);
   });
 
-  it("docs/api.md#limits-and-hardening a replay without event ids moves back the oldest 1,000 failed events of the shard; the 1,001st waits for the next run", async () => {
+  it("docs/api.md#limits a replay without event ids moves back the oldest 1,000 failed events of the shard; the 1,001st waits for the next run", async () => {
     const before = await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first<{ n: number }>();
     const at = new Date().toISOString();
     const rows = Array.from({ length: REPLAY_PAGE + 1 }, (_, index) => {
