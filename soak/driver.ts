@@ -23,7 +23,15 @@ interface FaultEffect<F extends TimedFault> {
   /** Runs once `fault` is no longer active; another fault of its kind may still be. */
   off(fault: F): Promise<void> | void;
   where?(fault: F): Pick<FaultWindow, "worker" | "shard">;
+  /**
+   * Resolves once `fault` struck at least once; where given, a window that met nothing to strike
+   * lasts until it does (or the load ends): a fault that never struck proved nothing.
+   */
+  struck?(fault: F): Promise<void>;
 }
+
+/** How often a fault that has not struck yet looks again at what the wrappers injected. */
+const STRUCK_POLL_MS = 250;
 
 export class FaultDriver {
   readonly windows: FaultWindow[] = [];
@@ -35,18 +43,31 @@ export class FaultDriver {
   readonly #shards: readonly SoakShard[];
   readonly #active = new Set<TimedFault>();
   readonly #started = new Map<TimedFault, number>();
-  /** Refusals that met a push, so may end. */
-  readonly #struck = new WeakSet<TimedFault>();
+  /** Of each fault that must strike before it ends, whether it has. */
+  readonly #struck = new Map<TimedFault, Promise<boolean>>();
+  /** What the wrapper had injected of a D1 fault's kind when the fault began. */
+  readonly #injectedBefore = new Map<TimedFault, number>();
   #restarting: Promise<void> = Promise.resolve();
   /** Operator work on the storage under way (see `outsideRestarts`). */
   readonly #operatorWork = new Set<Promise<unknown>>();
   // One row per kind of timed fault. Binding faults are recomputed from every fault still active,
   // so ending one is the same call as starting it; an outage lasts while any outage is on.
   readonly #effects: { [K in FaultKind]: FaultEffect<FaultOf<K>> } = {
-    d1: { on: () => this.#applyBindingFaults(), off: () => this.#applyBindingFaults(), where: ({ worker, shard }) => ({ worker, shard }) },
+    d1: {
+      on: () => this.#applyBindingFaults(),
+      off: () => this.#applyBindingFaults(),
+      where: ({ worker, shard }) => ({ worker, shard }),
+      // The notifier makes few D1 calls, and none while restarting or holding pushes back.
+      struck: (fault) => (fault.worker === "notifier" ? this.#injectedSince(fault, "notifier", "d1") : Promise.resolve()),
+    },
     queue: { on: () => this.#applyBindingFaults(), off: () => this.#applyBindingFaults() },
     "push outage": { on: () => this.#receiver.setOutage(true), off: () => this.#receiver.setOutage(this.#anyActive("push outage")) },
-    "push refused": { on: () => this.#receiver.setRefusing(true), off: () => this.#receiver.setRefusing(this.#anyActive("push refused")) },
+    "push refused": {
+      on: () => this.#receiver.setRefusing(true),
+      off: () => this.#receiver.setRefusing(this.#anyActive("push refused")),
+      // No push comes while the notifier restarts, is cut off from D1, or probes a push service marked down.
+      struck: (fault) => this.#receiver.refusedSince(this.#started.get(fault)!),
+    },
     "shard closed": {
       on: ({ shard }) => this.#runtime.setShardState(shard, "closed"),
       off: ({ shard }) => this.#runtime.setShardState(shard, "open"),
@@ -112,20 +133,19 @@ export class FaultDriver {
 
   async #begin(fault: TimedFault): Promise<void> {
     await this.idle();
+    if (fault.kind === "d1" && fault.worker === "notifier") this.#injectedBefore.set(fault, await this.#injected("notifier", "d1"));
     this.#active.add(fault);
     this.#started.set(fault, Date.now());
-    await this.#effectOf(fault.kind).on(fault);
+    const effect = this.#effectOf(fault.kind);
+    await effect.on(fault);
+    if (effect.struck) this.#struck.set(fault, effect.struck(fault).then(() => true));
   }
 
   async #end(fault: TimedFault, healing = false): Promise<void> {
     if (!this.#active.has(fault)) return;
-    if (fault.kind === "push refused" && !healing && !this.#struck.has(fault)) {
-      // A refusal that met no push proved nothing (the notifier may have been restarting, cut off
-      // from D1, or pushing nothing but a probe): it lasts until one push is refused, or the load ends.
-      void this.#receiver.refusedSince(this.#started.get(fault)!).then(() => {
-        this.#struck.add(fault);
-        return this.#end(fault);
-      });
+    const struck = this.#struck.get(fault);
+    if (struck && !healing && !(await Promise.race([struck, false]))) {
+      void struck.then(() => this.#end(fault, true));
       return;
     }
     this.#active.delete(fault);
@@ -137,6 +157,29 @@ export class FaultDriver {
 
   #effectOf<K extends FaultKind>(kind: K): FaultEffect<FaultOf<K>> {
     return this.#effects[kind];
+  }
+
+  /** Resolves once the wrapper of `worker` injected a call of `kind` since `fault` began, or `fault` ended. */
+  async #injectedSince(fault: TimedFault, worker: WrappedWorker, kind: string): Promise<void> {
+    const before = this.#injectedBefore.get(fault) ?? 0;
+    while (this.#active.has(fault)) {
+      if ((await this.#injected(worker, kind).catch(() => before)) > before) return;
+      await sleep(STRUCK_POLL_MS);
+    }
+  }
+
+  // A restart that begins meanwhile fails the read: read again once it is over, a few times.
+  async #injected(worker: WrappedWorker, kind: string): Promise<number> {
+    for (let attempt = 1; ; attempt += 1) {
+      await this.idle();
+      try {
+        const counts = (await this.#runtime.injected())[worker];
+        return (counts[`${kind} before`] ?? 0) + (counts[`${kind} after`] ?? 0);
+      } catch (error) {
+        if (attempt >= 10) throw error;
+      }
+      await sleep(STRUCK_POLL_MS);
+    }
   }
 
   #anyActive(kind: FaultKind): boolean {
