@@ -18,6 +18,7 @@ import {
 } from "../storage/outbox/operations.ts";
 import { pushedEvent } from "../storage/outbox/pushed-event.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
+import { timeOfId } from "../shared/shard-ids.ts";
 import type { DeliveryTiming, PushTarget } from "../shared/config.ts";
 import { writeMetric } from "../shared/metrics.ts";
 import { pushNotice, type PushResult } from "./push.ts";
@@ -185,6 +186,7 @@ async function deliverMessages(
 ): Promise<PushOutcome[]> {
   const byShard = new Map<Shard, Message<QueuedNotice>[]>();
   for (const message of messages) {
+    if (heldErasureNotice(message, timing, now)) continue;
     const shard = shardOfId(shardsOf(env), message.body.event_id);
     if (!shard) {
       retryAfterError(message, timing, new Error("event_id names no shard of this Worker"));
@@ -220,7 +222,10 @@ async function deliverOnShard(
   }
 
   const settled: Settled[] = [];
-  const pushes: (() => Promise<Settled & { push: PushOutcome }>)[] = [];
+  const pushes: (() => Promise<(Settled & { push: PushOutcome }) | undefined>)[] = [];
+  // No push begins once its claim ran out: the event may be another delivery's by then, or an
+  // erasure's, whose app_user.erased event waits for exactly that (see heldErasureNotice).
+  const claimEnds = now.getTime() + timing.claimMs;
   messages.forEach((message, i) => {
     const claim = claims[i]!;
     if (claim.status === "delivered" || claim.status === "gone") {
@@ -250,6 +255,11 @@ async function deliverOnShard(
         const body = pushedEvent(claim.payload, event.type === "receipt.created" ? claim.body : null);
         pushes.push(async () => {
           const started = Date.now();
+          if (started >= claimEnds) {
+            logLine("info", "notice-delivery", { ...fieldsOf(message), outcome: "claim ran out before its push; retried" });
+            message.retry({ delaySeconds: 1 });
+            return undefined;
+          }
           const result = await pushNotice(target, event.event_id, body, now, timing.pushTimeoutMs);
           recordPush(env, shard, event, result, body.length, started);
           return result.ok
@@ -259,7 +269,7 @@ async function deliverOnShard(
       }
     }
   });
-  const pushed = await inBoundedParallel(pushes, PUSH_CONCURRENCY);
+  const pushed = (await inBoundedParallel(pushes, PUSH_CONCURRENCY)).filter((item) => item !== undefined);
   settled.push(...pushed);
   if (settled.length === 0) return [];
   // The shard's copy says down, yet a push got through: it missed the "up" of the probe.
@@ -331,6 +341,22 @@ function retryAfterError(message: Message<QueuedNotice>, timing: DeliveryTiming,
   const delaySeconds = retryDelaySeconds(message.attempts, timing.retry, Math.random());
   logLine("error", "notice-delivery", { ...fieldsOf(message), outcome: "error; retried", cause: describeError(error), delay_s: delaySeconds });
   message.retry({ delaySeconds });
+}
+
+/**
+ * An `app_user.erased` event waits until every push claimed before it was made has begun or given
+ * up: a claim lasts `claimMs`, and the erasure removed its receipts' events before it made this
+ * one's event_id, so no event of those receipts reaches the app after it (docs/api.md#erasure).
+ * Retried until then; true when held.
+ */
+function heldErasureNotice(message: Message<QueuedNotice>, timing: DeliveryTiming, now: Date): boolean {
+  if (message.body.type !== "app_user.erased") return false;
+  const waitMs = timeOfId(message.body.event_id) + timing.claimMs - now.getTime();
+  if (!(waitMs > 0)) return false;
+  const delaySeconds = Math.ceil(waitMs / 1000);
+  logLine("info", "notice-delivery", { ...fieldsOf(message), outcome: "held until pushes claimed before the erasure are over", delay_s: delaySeconds });
+  message.retry({ delaySeconds });
+  return true;
 }
 
 function fieldsOf(message: Message<QueuedNotice>) {

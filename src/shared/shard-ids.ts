@@ -87,6 +87,11 @@ export function tagOfId(id: string): number | undefined {
   return UUID_V7_PATTERN.test(id) ? Number.parseInt(id.slice(15, 18), 16) : undefined;
 }
 
+/** The time a UUIDv7 was made, in ms since the epoch: its first 48 bits. */
+export function timeOfId(id: string): number {
+  return Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+}
+
 /** A UUIDv7 with its `rand_a` bits replaced by a shard's tag. */
 export function stampShardTag(uuid: string, tag: number): string {
   return `${uuid.slice(0, 15)}${tag.toString(16).padStart(3, "0")}${uuid.slice(18)}`;

@@ -12,6 +12,9 @@ import { apiConfig, deliveryTiming } from "../../src/shared/config.ts";
 import { resendPendingNotices } from "../../src/api/scheduled.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import { noticesOf, type CreationNotice, type DeletionNotice, type NoticeMessage, type QueuedNotice } from "../../src/shared/types.ts";
+import type { AppUserErasedEvent } from "../../src/shared/schemas.ts";
+import { stampShardTag } from "../../src/shared/shard-ids.ts";
+import { v7 as uuidv7 } from "uuid";
 import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import { createNotifier } from "../../src/notifier/index.ts";
 import { nextAttempt, retryDelaySeconds } from "../../src/notifier/retry.ts";
@@ -117,10 +120,10 @@ interface Outcome {
 /** Hands messages to the notifier as the queue would, and returns what it acked and retried. */
 async function deliver(
   queue: string,
-  messages: { notice: DeletionNotice; attempts: number }[],
+  messages: { notice: QueuedNotice; attempts: number }[],
   workerEnv = notifierEnv(),
 ): Promise<Outcome> {
-  const batch = createMessageBatch<DeletionNotice>(
+  const batch = createMessageBatch<QueuedNotice>(
     queue,
     messages.map(({ notice, attempts }, i) => ({ id: `msg-${i}-${crypto.randomUUID()}`, timestamp: new Date(), attempts, body: notice })),
   );
@@ -241,6 +244,53 @@ describe("docs/api.md#deletion-notices delivery: duplicates push once", () => {
     expect(result.acked).toBe(1);
     expect(pushes).toEqual([]);
   });
+});
+
+describe("docs/api.md#erasure no event of an erased app user's receipts reaches the app after its app_user.erased", () => {
+  const erasedEvent = (madeAgoMs: number): AppUserErasedEvent => ({
+    event_id: stampShardTag(uuidv7({ msecs: Date.now() - madeAgoMs }), SHARDS[0]!.tag),
+    type: "app_user.erased",
+    occurred_at: new Date().toISOString(),
+    app_user_id: uniqueId("shopper"),
+    receipts: 1,
+  });
+
+  it("the event waits out the claim of every push that began before it was made: retried, not pushed, then let through", async () => {
+    const { claimMs } = deliveryTiming(notifierEnv());
+    const held = await deliver(NOTICES_QUEUE, [{ notice: erasedEvent(0), attempts: 1 }]);
+    expect(held.acked).toBe(0);
+    expect(held.retried).toHaveLength(1);
+    expect(held.retried[0]).toBeGreaterThanOrEqual(claimMs / 1000 - 1);
+    expect(held.retried[0]).toBeLessThanOrEqual(claimMs / 1000);
+    // Made longer ago than a claim lasts: on to its outbox row (none here, so acked unpushed).
+    const due = await deliver(NOTICES_QUEUE, [{ notice: erasedEvent(claimMs + 1000), attempts: 1 }]);
+    expect(due).toEqual({ acked: 1, retried: [] });
+    expect(pushes).toEqual([]);
+  });
+
+  it("a push whose claim ran out before it began is not made: its message is retried, its event left for that copy", async () => {
+    // On one shard, whose pushes go six at a time.
+    const notices = await Promise.all(Array.from({ length: 42 }, () => recordedNotice(idOn(SHARDS[0]))));
+    // Every push takes 0.7 s and a claim lasts 3 s (3 × PUSH_TIMEOUT_SECONDS): the sixth and
+    // seventh rounds would begin after it.
+    const answer = vi.mocked(fetch).getMockImplementation()!;
+    vi.mocked(fetch).mockImplementation(async (...args) => {
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      return answer(...args);
+    });
+    const outcome = await deliver(
+      NOTICES_QUEUE,
+      notices.map((notice) => ({ notice, attempts: 1 })),
+      notifierEnv({ PUSH_TIMEOUT_SECONDS: "1" }),
+    );
+    expect(pushes.length).toBeGreaterThanOrEqual(18);
+    expect(pushes.length).toBeLessThanOrEqual(30);
+    expect(outcome.acked).toBe(pushes.length);
+    expect(outcome.retried).toEqual(Array(42 - pushes.length).fill(1));
+    const pushed = new Set(pushes.map((push) => (JSON.parse(push.body) as { event_id: string }).event_id));
+    const unpushed = notices.filter((notice) => !pushed.has(notice.event_id));
+    for (const notice of unpushed) expect(await outboxRows(notice.receipt_id)).toEqual([expect.objectContaining({ delivered_at: null })]);
+  }, 30_000);
 });
 
 describe("docs/reliability.md#delivery-for-days a failed push's next attempt is kept in the outbox", () => {

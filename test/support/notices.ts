@@ -129,14 +129,14 @@ export async function receiverAnswers(receiptId: string, status: number): Promis
 }
 
 /** Waits until the receiver got `count` pushes for a receipt, and returns them. */
-export async function waitForPushes(receiptId: string, count = 1): Promise<RecordedPush[]> {
+export async function waitForPushes(receiptId: string, count = 1, timeout = 10_000): Promise<RecordedPush[]> {
   return vi.waitFor(
     async () => {
       const pushes = await pushesFor(receiptId);
       if (pushes.length < count) throw new Error(`${pushes.length} of ${count} pushes for ${receiptId}`);
       return pushes;
     },
-    { timeout: 10_000, interval: 50 },
+    { timeout, interval: 50 },
   );
 }
 

@@ -10,7 +10,7 @@
  * keeps the rest from its earlier reads, each shard stamped with when it was read, so a full
  * picture of 5,000 shards takes six computations (three minutes at one every 30 s).
  */
-import { isShardOpen, type ShardState } from "../../shared/shard-ids.ts";
+import { isShardOpen, timeOfId, type ShardState } from "../../shared/shard-ids.ts";
 import type { ApiConfig, StatusThresholds } from "../../shared/config.ts";
 import { describeError } from "../../shared/log.ts";
 import { EXPECTED_MIGRATION, HEALTH_COUNT_CAP, shardHealth, type ShardHealthRow } from "../../storage/health.ts";
@@ -152,7 +152,7 @@ function shardHealthOf(
   const state = isShardOpen(states, name) ? "open" : "closed";
   const row = read?.row ?? null;
   const fill = read?.bytes == null ? null : read.bytes / config.shardFillBytes;
-  const oldestAt = row?.oldest_receipt_id ? timeOfId(row.oldest_receipt_id) : null;
+  const oldestAt = row?.oldest_receipt_id ? isoTimeOfId(row.oldest_receipt_id) : null;
   const pastAgeMs = oldestAt === null ? null : Math.max(0, now.getTime() - Date.parse(oldestAt) - config.archiveAfterMs);
   const lagging = row !== null && (row.latest_migration ?? "") < EXPECTED_MIGRATION;
   if (read?.error !== undefined) reasons.push({ code: "shard_unreadable", shard: name, message: `Shard ${name} could not be read: ${read.error}` });
@@ -185,8 +185,7 @@ function shardHealthOf(
   };
 }
 
-// A UUIDv7's first 48 bits are its Unix time in milliseconds.
-function timeOfId(id: string): string | null {
-  const ms = Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
+function isoTimeOfId(id: string): string | null {
+  const ms = timeOfId(id);
   return Number.isFinite(ms) ? new Date(ms).toISOString() : null;
 }

@@ -15,6 +15,7 @@
  * Objects written before the user key, under `receipts/<app_user_id>/…` ({@link LEGACY_PREFIX}),
  * are renamed by the move (src/storage/archive/legacy.ts); until then delete and erasure look there too.
  */
+import { timeOfId } from "../../shared/shard-ids.ts";
 
 /** One archived receipt: the row the shard held, with the body as it was stored. */
 export interface ArchivedReceipt {
@@ -68,8 +69,7 @@ function objectUnder(userPrefix: string, chainId: string, receiptId: string, sha
 
 /** The UTC month (`yyyy-mm`) of a UUIDv7's time stamp: the month its receipt was made. */
 export function monthOfId(id: string): string {
-  const millis = Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
-  return new Date(millis).toISOString().slice(0, 7);
+  return new Date(timeOfId(id)).toISOString().slice(0, 7);
 }
 
 /**

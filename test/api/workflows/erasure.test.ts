@@ -13,6 +13,7 @@ import { runScheduledJobs } from "../../../src/api/scheduled.ts";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
 import { ConfigError, apiConfig } from "../../../src/shared/config.ts";
 import { erasureOfPart } from "../../../src/shared/job-ids.ts";
+import { timeOfId } from "../../../src/shared/shard-ids.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
 import { ERASURE_PAGE, eraseAppUser, pseudonym } from "../../../src/storage/erasure.ts";
@@ -350,18 +351,20 @@ describe("docs/api.md#erasure a keyed retry after an erasure", () => {
 });
 
 describe("docs/api.md#erasure the app_user.erased event", () => {
-  it("goes to the queue when the erasure completes and reaches the app push service, signed, without the cron job", async () => {
+  it("goes to the queue when the erasure completes and reaches the app push service, signed, without the cron job, once the pushes claimed before it are over", async () => {
     const caller = await newCaller();
     const victim = uniqueId("shopper");
     await appUserWithData(caller, victim);
     const erasure = await erase(victim);
     expect(erasure.event.event_id.slice(15, 18)).toBe(SHARDS[0]!.tag.toString(16).padStart(3, "0"));
 
-    const [push] = await waitForPushes(erasure.event.event_id);
+    // Held for a claim's length (3 × PUSH_TIMEOUT_SECONDS, 30 s here as deployed) after its event_id's time.
+    const [push] = await waitForPushes(erasure.event.event_id, 1, 50_000);
+    expect(Number(push!.headers["webhook-timestamp"]) * 1000).toBeGreaterThanOrEqual(timeOfId(erasure.event.event_id) + 29_000);
     const body = (await expectSignedPush(push!)) as unknown as AppUserErasedEvent;
     expect(body).toEqual({ ...erasure.event, app_user_id: victim, receipts: erasure.receipts_erased });
     expect(body).toMatchObject({ type: "app_user.erased", app_user_id: victim });
-  });
+  }, 60_000);
 
   it("a re-run erases 0, clears a dead-lettered and a delivered earlier app_user.erased, and keeps only its own", async () => {
     const caller = await newCaller();
