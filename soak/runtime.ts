@@ -181,9 +181,11 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     ],
   });
   let mf = new Miniflare(options);
-  await readyForLoad(mf);
+  await mf.ready;
   const shards = readShards(API_CONFIG).map(({ name }) => shardNamed(name));
+  // Before the first cron run of readyForLoad, which would otherwise log every job's missing table.
   for (const { binding } of shards) await applyMigrations(await mf.getD1Database(binding, "api"));
+  await readyForLoad(mf);
 
   const totals: Record<WrappedWorker, InjectedCalls> = { api: {}, notifier: {} };
   const injectedNow = async () => {
