@@ -1,5 +1,5 @@
 /**
- * Contract §10.1 and §12, docs/storage.md "Erasure and freed bytes": an erasure proven by reading
+ * docs/storage.md#personal-data and "Erasure and freed bytes", docs/api.md#archive: an erasure proven by reading
  * every byte of every local store. Both Workers run as `npm run build` makes them, in the soak's
  * runtime (soak/runtime.ts: two shards, the notifier, the archive's bucket, the Workflows, all
  * persisted to one directory), and the app user is put in every store at once: live and archived
