@@ -384,7 +384,9 @@ const WEBHOOKS: Record<
       "their Idempotency-Key answers (kept without the ID, so a till's retry replays); their archived receipts " +
       "in R2; their audit records keep a keyed hash in place of the ID. No Workflow param or result, log line, " +
       "trace attribute or metric holds the ID; only this event names it, until delivered and within the event " +
-      "feed's window. Store by store: docs/storage.md, Personal data.",
+      "feed's window. Store by store: docs/storage.md, Personal data. Its push waits a claim's length (three times " +
+      "the notifier's push timeout, 30 s) after its event_id was made, so that no event of a receipt it took " +
+      "reaches the app after it.",
     example: {
       event_id: "019aa9f0-5d21-7d2b-a3c4-8e1f0b7d6c52",
       type: "app_user.erased",
