@@ -53,6 +53,12 @@ const networkFailure: Step = async () => {
   throw new TypeError("fetch failed: connection reset");
 };
 
+/** The Worker stores the receipt, then the answer is lost on the way back. */
+const answerLost: Step = async (request, forward) => {
+  await (await forward()).text();
+  return networkFailure(request, forward);
+};
+
 afterEach(() => {
   vi.restoreAllMocks();
 });
@@ -168,11 +174,7 @@ describe("client: add retries safely under one Idempotency-Key", () => {
     const client = await issueClient();
     const recorder = workerFetch({
       [PATHS.add]: [
-        // The Worker stores the receipt, then the answer is lost on the way back.
-        async (_request, forward) => {
-          await (await forward()).text();
-          throw new TypeError("fetch failed: connection reset");
-        },
+        answerLost,
         async () => new Response("upstream busy", { status: 503 }),
       ],
     });
@@ -201,12 +203,7 @@ describe("client: add retries safely under one Idempotency-Key", () => {
   it("docs/api.md#dr-retail addDrRetail sends the version's profile and the till's own bytes, retried under one key", async () => {
     const client = await issueClient();
     const recorder = workerFetch({
-      [PATHS.add]: [
-        async (_request, forward) => {
-          await (await forward()).text();
-          throw new TypeError("fetch failed: connection reset");
-        },
-      ],
+      [PATHS.add]: [answerLost],
     });
     const pos = clientFor(client, recorder.fetch);
     const text = JSON.stringify(DR_RETAIL_EXAMPLE, null, 2);

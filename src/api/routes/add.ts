@@ -28,10 +28,10 @@ export async function add(c: ApiContext): Promise<Response> {
   if (!client.chains.includes(headers.chain_id)) {
     throw refuse(REFUSALS.chainNotAllowed, "chain not among the client's chains");
   }
-  const { body, format } = await readReceipt(c.req.raw, headers["Content-Type"], c.get("config").bodyDeadlineMs);
+  const config = c.get("config");
+  const { body, format } = await readReceipt(c.req.raw, headers["Content-Type"], config.bodyDeadlineMs);
 
   const waitUntil = (work: Promise<unknown>) => c.executionCtx.waitUntil(work);
-  const config = c.get("config");
   const user_key = await userKeyOf(c.get("isolate"), config, headers.app_user_id);
   const stored = await placeAndStore(
     { env: c.env, settings: config, memory: c.get("isolate").placement, waitUntil },
