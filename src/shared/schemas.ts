@@ -367,7 +367,7 @@ export const statusResponse = z.object({
     healthy: z.boolean().check(z.meta({ description: "false when any threshold is passed; then the answer is 503" })),
     reasons: z.array(
       z.object({
-        code: z.string().check(z.meta({ description: "no_open_shard, shard_filling, shard_unreadable, migrations_lagging, delivery_late, failed_notices, endpoint_down, archive_behind" })),
+        code: z.string().check(z.meta({ description: "no_open_shard, shard_filling, shard_unreadable, migrations_lagging, delivery_late, failed_notices, endpoint_down, archive_behind, first_layout_left" })),
         message: z.string(),
         shard: z.optional(z.string()),
       }),

@@ -20,6 +20,7 @@ import type { AppUserErasedEvent } from "../shared/schemas.ts";
 import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { auditErasure, countErasedBy, erasureEventId, erasureRecorded } from "./audit.ts";
 import { eraseArchivedReceipts, type ErasureBucket } from "./archive/erasure.ts";
+import { checkFirstLayoutRenamed } from "./archive/legacy.ts";
 import { forgetErasureRequest } from "./erasure-requests.ts";
 import { writeFence } from "./fences.ts";
 import { recordErasedEvent } from "./outbox/statements.ts";
@@ -71,7 +72,8 @@ export interface ErasureOptions<S extends JobShard = JobShard> {
 /**
  * Erases an app user in every shard, in turn, then records the erasure's event and its own audit
  * record on the first shard (any shard's outbox reaches the notifier; the first is where an
- * operator looks) and hands the event over. Steps: `begin`, `erase <shard> page <n>` for each
+ * operator looks) and hands the event over. Steps: with an archive, `check the archive's layout`
+ * (src/storage/archive/legacy.ts); `begin`, `erase <shard> page <n>` for each
  * shard (page 0 also writes the fence), `record and send`. A step that throws throws out of
  * here; run again (or resumed), the erasure erases what is left. The erasure's Workflow runs
  * the same three parts, the middle one split over child instances.
@@ -87,6 +89,7 @@ export async function eraseAppUser<S extends JobShard>(
 ): Promise<Erasure> {
   const first = shards[0];
   if (!first) throw new Error("no shards to erase from");
+  if (archive) await checkFirstLayoutRenamed(archive, steps);
   const start = await beginErasure(first, steps, now);
   const perShard = await eraseShards(appUserId, start, shards, hashKey, steps);
   if (archive) await eraseArchive(appUserId, start, perShard, shards, hashKey, archive, steps);

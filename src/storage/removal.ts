@@ -25,7 +25,7 @@ export interface RemovalShard {
 
 /**
  * Deletes the receipt `notice` names if every field matches, in one D1 round trip for a live
- * receipt; an archived one whose owner row matches costs an R2 read and a second batch. Every
+ * receipt; an archived one whose owner row matches costs a second batch, and no R2 call. Every
  * refusal is answered from D1.
  *
  * @param userKey the pseudonym of the request's app_user_id, which names them in erasure fences.
@@ -33,7 +33,6 @@ export interface RemovalShard {
  */
 export async function removeReceipt(
   shard: RemovalShard,
-  archive: R2Bucket,
   notice: DeletionNotice,
   userKey: string,
   requestId: string,
@@ -42,7 +41,7 @@ export async function removeReceipt(
   if (live.deleted) return { outcome: "deleted" };
   if (live.receipt === null) return { outcome: "no receipt" };
   if (!live.archived || !sameOwner(live.receipt, notice)) return { outcome: "fields differ", receipt: live.receipt };
-  const archived = await deleteArchivedReceipt(shard.db, archive, shard.name, notice, userKey, requestId);
+  const archived = await deleteArchivedReceipt(shard.db, shard.name, notice, userKey, requestId);
   return archived.deleted ? { outcome: "deleted", archivedObject: archived.objectKey } : { outcome: "no receipt" };
 }
 

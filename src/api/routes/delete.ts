@@ -36,7 +36,7 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   c.set("shard", shard.name);
   const notice = newDeletionNotice(headers, shard);
   const userKey = await userKeyOf(c.get("isolate"), c.get("config"), headers.app_user_id);
-  const removal = await onShard(shard.name, () => removeReceipt(shard, c.env.ARCHIVE, notice, userKey, c.get("requestId"))).catch(
+  const removal = await onShard(shard.name, () => removeReceipt(shard, notice, userKey, c.get("requestId"))).catch(
     overloadRefused("delete"),
   );
   if (removal.outcome === "no receipt") throw refusal(headers, null);

@@ -20,7 +20,7 @@ export async function status(c: ApiContext): Promise<Response> {
   await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, OPS_SCOPE);
   const config = c.get("config");
   const report = await healthReport(
-    { shards: shardsOf(c.env), shardStates: c.env.SHARD_STATES, clients: c.env.CLIENTS, config, thresholds: statusThresholds(c.env) },
+    { shards: shardsOf(c.env), shardStates: c.env.SHARD_STATES, clients: c.env.CLIENTS, archive: c.env.ARCHIVE, config, thresholds: statusThresholds(c.env) },
     c.get("isolate").health,
   );
   if (report.healthy) return jsonResponse({ data: report, status: "OK", status_code: 200 }, 200);

@@ -13,6 +13,7 @@
 import { isShardOpen, timeOfId, type ShardState } from "../../shared/shard-ids.ts";
 import type { ApiConfig, StatusThresholds } from "../../shared/config.ts";
 import { describeError } from "../../shared/log.ts";
+import { LEGACY_PREFIX, shardOfObjectKey } from "../../storage/archive/layout.ts";
 import { EXPECTED_MIGRATION, HEALTH_COUNT_CAP, shardHealth, type ShardHealthRow } from "../../storage/health.ts";
 import { readShardStates } from "../../storage/shard-states.ts";
 import type { Shard } from "../../storage/shards.ts";
@@ -53,6 +54,8 @@ export interface HealthSources {
   shards: readonly Shard[];
   shardStates: KVNamespace;
   clients: KVNamespace;
+  /** The archive's bucket: the status names the shards whose objects of the first layout are left. */
+  archive: Pick<R2Bucket, "list">;
   config: Pick<ApiConfig, "shardFillBytes" | "archiveAfterMs">;
   thresholds: StatusThresholds;
 }
@@ -68,7 +71,11 @@ export async function healthReport(sources: HealthSources, memory: HealthMemory,
 
 async function computeHealth(sources: HealthSources, memory: HealthMemory, now: Date): Promise<HealthReport> {
   const { shards, config, thresholds } = sources;
-  const [states, clients] = await Promise.all([readShardStates(sources.shardStates, shards), clientCounts(sources.clients, memory, now)]);
+  const [states, clients, firstLayout] = await Promise.all([
+    readShardStates(sources.shardStates, shards),
+    clientCounts(sources.clients, memory, now),
+    firstLayoutShards(sources.archive),
+  ]);
   // The shards never read first, then those read longest ago.
   const due = [...shards]
     .sort((a, b) => (memory.reads.get(a.name)?.at ?? -1) - (memory.reads.get(b.name)?.at ?? -1))
@@ -91,6 +98,13 @@ async function computeHealth(sources: HealthSources, memory: HealthMemory, now: 
   }
   if (failed >= thresholds.failedNotices) {
     reasons.push({ code: "failed_notices", message: `${failed} failed notice(s) wait for a replay (npm run notices -- failed).` });
+  }
+  for (const shard of firstLayout) {
+    reasons.push({
+      code: "first_layout_left",
+      shard,
+      message: `The archive holds objects of shard ${shard} in its first layout, named by app_user_id: erasures refuse to start until the archive's runs rename them (npm run archive -- run).`,
+    });
   }
   // The home shard (the first) holds the notifier's view of the push service.
   const home = shards[0] ? memory.reads.get(shards[0].name)?.row : undefined;
@@ -128,6 +142,14 @@ async function clientCounts(kv: KVNamespace, memory: HealthMemory, now: Date): P
   const value = await countClients(kv);
   memory.clients = { value, until: now.getTime() + CLIENT_COUNT_MS };
   return value;
+}
+
+// The shards named by the first page of the first layout's objects: one list, of a prefix that
+// names nobody (the keys it answers never reach a trace). A page of 1,000 names every shard in
+// practice; one it misses is named once the rename took the objects before it.
+async function firstLayoutShards(archive: Pick<R2Bucket, "list">): Promise<string[]> {
+  const { objects } = await archive.list({ prefix: LEGACY_PREFIX, limit: 1000 });
+  return [...new Set(objects.map(({ key }) => shardOfObjectKey(key)))].sort();
 }
 
 async function readShard(shard: Shard, now: Date): Promise<ShardRead> {

@@ -14,6 +14,8 @@ export interface HealthReason {
     | "failed_notices"
     | "endpoint_down"
     | "archive_behind"
+    /** Objects of the archive's first layout are left: erasures refuse to start. */
+    | "first_layout_left"
     /** Added by `npm run status`, which can list the erasure's Workflow instances. */
     | "erasure_failed";
   message: string;

@@ -22,6 +22,7 @@ import { describeError, logLine } from "../../shared/log.ts";
 import { addHeaders } from "../../shared/schemas.ts";
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { ErasureParams } from "../../shared/types.ts";
+import { checkFirstLayoutRenamed } from "../../storage/archive/legacy.ts";
 import { readErasureRequest, recordErasureRequest } from "../../storage/erasure-requests.ts";
 import { beginErasure, eraseArchive, eraseShards, recordErasure, type Erasure } from "../../storage/erasure.ts";
 import type { JobShard, StepRunner } from "../../storage/steps.ts";
@@ -63,7 +64,8 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
     }
   }
 
-  // The erasure itself: `begin`, its parts, then, once every shard is erased, `record and send`.
+  // The erasure itself: the archive's layout checked, `begin`, its parts, then, once every shard
+  // is erased, `record and send`.
   // Work on the app user's data outside the shards belongs between the two, after the parts.
   private async erase(
     id: string,
@@ -75,6 +77,7 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
   ): Promise<Erasure> {
     const first = shards[0]!;
     const { auditHashKey, erasurePartShards } = apiConfig(this.env);
+    await checkFirstLayoutRenamed(this.env.ARCHIVE, steps, (message) => new NonRetryableError(message));
     const start = await beginErasure(first, steps);
     const parts = await startParts(this.env.ERASURE, step, id, requestId, start, shards, erasurePartShards);
     const outputs = await waitForParts(this.env.ERASURE, step, parts);

@@ -1,19 +1,20 @@
 /**
  * Delete of an archived receipt (docs/api.md#delete, docs/storage.md#archive-tombstones): a
- * receipt the move took out of its shard, whose owner row matches the request's headers, is read
- * from the object they name, and its deletion is the same answer, the same `receipt.deleted` event
+ * receipt the move took out of its shard, whose owner row matches the request's headers, is
+ * deleted with the same answer, the same `receipt.deleted` event
  * and the same audit record as a live receipt's, in one D1 batch on its shard with the tombstone
  * that makes it gone at once.
  * Its line leaves the object right after the answer ({@link purgeArchivedLines}), or at the
  * cron's next sweep ({@link sweepTombstones}).
  */
+import { timeOfId } from "../../shared/shard-ids.ts";
 import type { DeletionNotice } from "../../shared/types.ts";
 import { auditArchivedDeletionIfOwned } from "../audit.ts";
 import { eventRecorded, recordDeletedIfArchivedOwned } from "../outbox/statements.ts";
 import type { DeleteOutcome } from "../receipts.ts";
 import { bound, runBatch, statement } from "../statement.ts";
 import { retryTransient } from "../transient.ts";
-import { archiveObjectKey, archiveText, archivedReceipts, legacyObjectKey, type ArchivedReceipt } from "./layout.ts";
+import { archiveObjectKey, archiveText, archivedReceipts } from "./layout.ts";
 import { forgetTombstonedOwner } from "./owners.ts";
 import { insertTombstone, markPurged, objectsToPurge, deleteOldTombstones, runInFlight, unpurgedOfObject } from "./tombstones.ts";
 
@@ -27,46 +28,36 @@ export type ArchivedDeleteOutcome = DeleteOutcome & { objectKey?: string };
  * record and the tombstone and drops the owner row in one batch, the first three under the
  * condition that the owner row is still there and no erasure's fence of `userKey` (the app user's
  * pseudonym) covers the receipt, so that of two racing deletes exactly one writes them, and a
- * delete that an erasure overtook, or is on its way to, writes nothing. The owner row matching,
- * the object the headers name holds the line: one R2 read (two while the first layout's object
- * is not renamed yet, src/storage/archive/legacy.ts), whose fields the event and record carry.
+ * delete that an erasure overtook, or is on its way to, writes nothing. No R2 call: the owner row
+ * answers for the receipt, its created_at is its ID's time, and the tombstone names the object
+ * from the headers and the ID. So a delete never names an object of the first layout, whose key
+ * names the app user (src/storage/archive/legacy.ts): a line still there is renamed with its
+ * tombstone unpurged, and leaves at the next sweep.
  */
 export async function deleteArchivedReceipt(
   db: D1Database,
-  archive: R2Bucket,
   shardName: string,
   notice: DeletionNotice,
   userKey: string,
   requestId: string,
 ): Promise<ArchivedDeleteOutcome> {
-  const found =
-    (await archivedLine(archive, archiveObjectKey(userKey, notice.chain_id, notice.receipt_id, shardName), notice.receipt_id)) ??
-    (await archivedLine(archive, legacyObjectKey(notice.app_user_id, notice.chain_id, notice.receipt_id, shardName), notice.receipt_id));
-  // The owner row matched, yet the line is gone: a racing delete purged it, or an erasure deleted
-  // its object, since; the receipt is gone, as a live one would be.
-  if (!found) return { deleted: false, receipt: null };
-  const { key, line } = found;
-  const owner = { ...notice, user_key: userKey, created_at: line.created_at };
+  const key = archiveObjectKey(userKey, notice.chain_id, notice.receipt_id, shardName);
+  const createdAt = new Date(timeOfId(notice.receipt_id)).toISOString();
+  const owner = { ...notice, user_key: userKey, created_at: createdAt };
   return retryTransient(async () => {
     const [before, , , tombstone] = await runBatch(db, [
       statement(`SELECT ${eventRecorded("?1")} AS recorded`, notice.event_id),
-      recordDeletedIfArchivedOwned(notice, userKey, line.created_at),
+      recordDeletedIfArchivedOwned(notice, userKey, createdAt),
       auditArchivedDeletionIfOwned(owner, notice.occurred_at, requestId),
       insertTombstone(owner, key, notice.occurred_at),
       // The tombstone answers for the receipt from now on: its owner is no longer kept.
       forgetTombstonedOwner(notice.receipt_id),
     ]);
     const recorded = (before!.results[0] as { recorded: number }).recorded === 1;
-    // A second delete, or one that lost a race: the receipt is gone, as a live one would be.
+    // A second delete, or one that lost a race or an erasure: the receipt is gone, as a live one would be.
     if (tombstone!.meta.changes !== 1 && !recorded) return { deleted: false, receipt: null };
     return { deleted: true, objectKey: key };
   });
-}
-
-async function archivedLine(archive: R2Bucket, key: string, receiptId: string): Promise<{ key: string; line: ArchivedReceipt } | undefined> {
-  const object = await archive.get(key);
-  const line = object ? archivedReceipts(await object.text()).find(({ receipt_id }) => receipt_id === receiptId) : undefined;
-  return line && { key, line };
 }
 
 /**

@@ -3,8 +3,8 @@
  * under the app user's prefix is read, its receipts counted and audited as erased on their shard,
  * with every copy D1 still holds of them (their Idempotency-Key answers, their events), then
  * deleted, so that when the erasure completes no byte of the user's receipts is left in R2 or D1.
- * The user's objects of the first layout are renamed first (src/storage/archive/legacy.ts), so
- * that no step's result holds a key that names them. A page of objects then takes two steps: the
+ * Every R2 call names the user by their keyed hash alone: the erasure started only once no object
+ * of the first layout was left (src/storage/archive/legacy.ts). A page of objects takes two steps: the
  * first reads, records and drops the receipts' owner rows (run again, it counts the same lines and
  * adds no record), the second deletes what the first counted, and the tombstones that kept deleted
  * lines out of the count. This file stays free of Workers types: the erasure runs on Node too.
@@ -12,8 +12,8 @@
 import { auditErasedArchived, countErasedAmong } from "../audit.ts";
 import { eraseCopiesOfArchived } from "../personal-data.ts";
 import type { JobShard, StepRunner } from "../steps.ts";
-import { archiveUserPrefix, archivedReceipts, legacyUserPrefix, shardOfObjectKey, type ArchivedReceipt } from "./layout.ts";
-import { renameLegacyObjects, type LegacyBucket } from "./legacy.ts";
+import { archiveUserPrefix, archivedReceipts, shardOfObjectKey, type ArchivedReceipt } from "./layout.ts";
+import type { LegacyBucket } from "./legacy.ts";
 import { eraseTombstonesUnder } from "./tombstones.ts";
 
 /** What the erasure needs of the archive's R2 bucket (the ARCHIVE binding, or Miniflare's). */
@@ -48,8 +48,6 @@ export async function eraseArchivedReceipts(
   steps: StepRunner,
 ): Promise<Record<string, number>> {
   const erased: Record<string, number> = {};
-  const scope = { prefix: legacyUserPrefix(user.id), step: "erase archive legacy page", maxPages: Number.POSITIVE_INFINITY };
-  await renameLegacyObjects(archive, shards, async () => user.pseudonym, steps, scope);
   for (let page = 0; ; page += 1) {
     const found = await steps(`erase archive page ${page}`, () => countPage(archive, user, shards));
     if (found.keys.length > 0) {

@@ -10,8 +10,14 @@
  * again finishes the job. A delete that purged a line from the new object while a rename was
  * still copying it could see the line come back: the rename marks the moved lines' tombstones
  * unpurged, so the cron's sweep takes such a line out again. A step's result is a count, never a
- * key or a cursor: either would name an app user in the Workflow's stored state. This file stays
- * free of Workers types.
+ * key or a cursor: either would name an app user in the Workflow's stored state.
+ *
+ * The rename is the only code that calls R2 with a key of the first layout: such a key names its
+ * app user, and every R2 call records its key or prefix in the Worker's trace, where no erasure
+ * reaches. So delete and erasure never look in the first layout: delete needs no object to
+ * answer, and an erasure refuses to start while any object of the first layout is left
+ * ({@link checkFirstLayoutRenamed}); the status names that as a reason. This file stays free of
+ * Workers types.
  */
 import type { JobShard, StepRunner } from "../steps.ts";
 import { LEGACY_PREFIX, archiveObjectKey, archivedReceipts, shardOfObjectKey } from "./layout.ts";
@@ -22,15 +28,6 @@ import { retargetTombstones } from "./tombstones.ts";
 export interface LegacyBucket extends ArchiveBucket {
   list(options: { prefix: string; limit: number }): Promise<{ objects: { key: string }[]; truncated: boolean }>;
   delete(keys: string | string[]): Promise<void>;
-}
-
-/** Which objects a rename takes, and how its steps are named and bounded. */
-export interface RenameScope {
-  /** The objects under this prefix: every one of the first layout, or one app user's. */
-  prefix: string;
-  /** The steps' name before their number. */
-  step: string;
-  maxPages: number;
 }
 
 /**
@@ -46,9 +43,6 @@ export const LEGACY_PAGE = 50;
  */
 export const LEGACY_MAX_PAGES = 10;
 
-/** The move's rename: every object of the first layout, {@link LEGACY_MAX_PAGES} pages a run. */
-export const EVERY_LEGACY_OBJECT: RenameScope = { prefix: LEGACY_PREFIX, step: "rename legacy page", maxPages: LEGACY_MAX_PAGES };
-
 /**
  * Renames the objects of the first layout, whatever their shard, a page a step (`rename legacy
  * page <n>`), up to {@link LEGACY_MAX_PAGES} pages: each step lists the first page under the old
@@ -61,11 +55,10 @@ export async function renameLegacyObjects(
   shards: readonly JobShard[],
   userKey: (appUserId: string) => Promise<string>,
   steps: StepRunner,
-  scope: RenameScope = EVERY_LEGACY_OBJECT,
 ): Promise<number> {
   let renamed = 0;
-  for (let page = 0; page < scope.maxPages; page += 1) {
-    const done = await steps(`${scope.step} ${page}`, () => renamePage(bucket, shards, userKey, scope.prefix));
+  for (let page = 0; page < LEGACY_MAX_PAGES; page += 1) {
+    const done = await steps(`rename legacy page ${page}`, () => renamePage(bucket, shards, userKey));
     renamed += done.renamed;
     if (!done.more) break;
   }
@@ -76,9 +69,8 @@ async function renamePage(
   bucket: LegacyBucket,
   shards: readonly JobShard[],
   userKey: (appUserId: string) => Promise<string>,
-  prefix: string,
 ): Promise<{ renamed: number; more: boolean }> {
-  const listing = await bucket.list({ prefix, limit: LEGACY_PAGE });
+  const listing = await bucket.list({ prefix: LEGACY_PREFIX, limit: LEGACY_PAGE });
   let renamed = 0;
   for (const { key } of listing.objects) {
     const object = await bucket.get(key);
@@ -96,4 +88,25 @@ async function renamePage(
     renamed += 1;
   }
   return { renamed, more: listing.truncated };
+}
+
+/** Why an erasure does not start: the first layout's objects are out of its reach. */
+export const FIRST_LAYOUT_LEFT =
+  "The archive still holds objects of its first layout, named by app_user_id, which an erasure cannot reach without naming the app user: run `npm run archive -- run` until `npm run status` no longer reports first_layout_left, then erase again.";
+
+/** Whether any object of the first layout is left: one list of its whole prefix, which names nobody. */
+export async function firstLayoutLeft(bucket: Pick<LegacyBucket, "list">): Promise<boolean> {
+  return (await bucket.list({ prefix: LEGACY_PREFIX, limit: 1 })).objects.length > 0;
+}
+
+/**
+ * An erasure's first step, `check the archive's layout`: throws {@link FIRST_LAYOUT_LEFT} (the
+ * error `refusal` makes) while any object of the first layout is left, before anything is erased.
+ */
+export async function checkFirstLayoutRenamed(
+  bucket: Pick<LegacyBucket, "list">,
+  steps: StepRunner,
+  refusal: (message: string) => Error = (message) => new Error(message),
+): Promise<void> {
+  if (await steps("check the archive's layout", () => firstLayoutLeft(bucket))) throw refusal(FIRST_LAYOUT_LEFT);
 }

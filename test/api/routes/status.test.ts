@@ -16,6 +16,7 @@ import { PATHS } from "../../../src/shared/paths.ts";
 import { shardStateKey } from "../../../src/shared/shard-ids.ts";
 import { APP_SCOPE, OPS_SCOPE, type DeletionNotice } from "../../../src/shared/types.ts";
 import { createNotifier } from "../../../src/notifier/index.ts";
+import { LEGACY_PREFIX } from "../../../src/storage/archive/layout.ts";
 import { EXPECTED_MIGRATION } from "../../../src/storage/health.ts";
 import { BASE, call, expectErrorShape, issueClient, loginHeadersFor, loginToken, uniqueId } from "../../support/api.ts";
 import { TEST_PUSH_SECRET } from "../../support/keys.ts";
@@ -145,6 +146,21 @@ describe("docs/api.md#status GET /receipts/v2/status", () => {
     expect((oneClosed.body.data as HealthReport).reasons.filter((reason) => reason.code === "shard_filling").map((reason) => reason.shard)).toEqual(
       SHARDS.slice(1).map((shard) => shard.name),
     );
+  });
+
+  it("an object of the archive's first layout left names its shard as first_layout_left, the reason erasures refuse to start; gone, healthy again", async () => {
+    const headers = await opsHeaders();
+    const key = `${LEGACY_PREFIX}${encodeURIComponent(uniqueId("shopper"))}/c1/2026-01/${SHARDS[1]!.name}.ndjson`;
+    await env.ARCHIVE.put(key, "");
+    try {
+      const left = await statusOf(headers);
+      expect(left.status).toBe(503);
+      expect(left.body.message).toContain("first_layout_left");
+      expect((left.body.data as HealthReport).reasons.filter((reason) => reason.code === "first_layout_left").map((reason) => reason.shard)).toEqual([SHARDS[1]!.name]);
+    } finally {
+      await env.ARCHIVE.delete(key);
+    }
+    expect((await statusOf(headers)).status).toBe(200);
   });
 
   it("reused within STATUS_CACHE_SECONDS: a second call in the same isolate reads no shard", async () => {

@@ -8,7 +8,12 @@ import { describe, expect, it } from "vitest";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { ARCHIVE_ERASURE_OBJECTS, type ErasureBucket } from "../../../src/storage/archive/erasure.ts";
-import { archiveObjectKey, archiveText, archiveUserPrefix } from "../../../src/storage/archive/layout.ts";
+import { LEGACY_PREFIX, archiveObjectKey, archiveText, archiveUserPrefix, legacyObjectKey } from "../../../src/storage/archive/layout.ts";
+import { firstLayoutLeft, renameLegacyObjects } from "../../../src/storage/archive/legacy.ts";
+import { startErasure } from "../../../src/api/workflows/erasure-workflow.ts";
+import { introspectWorkflowInstance } from "cloudflare:test";
+import { pseudonymWith, importAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
+import { runAtOnce } from "../../../src/storage/steps.ts";
 import { eraseAppUser, pseudonym } from "../../../src/storage/erasure.ts";
 import type { JobShard } from "../../../src/storage/steps.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
@@ -55,14 +60,17 @@ function erasureShards(): JobShard[] {
   return SHARDS.map((shard) => ({ ...shard, run: async (statements) => (await runBatch(shard.db, statements)).map(({ results }) => results) }));
 }
 
-/** The archive bucket with its calls counted by method. */
-function countedBucket(calls: Record<string, number>): ErasureBucket {
-  const count = (method: string) => (calls[method] = (calls[method] ?? 0) + 1);
+/** The archive bucket with its calls counted by method, and every key and prefix they named. */
+function countedBucket(calls: Record<string, number>, named: string[] = []): ErasureBucket {
+  const count = (method: string, ...names: string[]) => {
+    calls[method] = (calls[method] ?? 0) + 1;
+    named.push(...names);
+  };
   return {
-    list: (options) => (count("list"), env.ARCHIVE.list(options)),
-    get: (key) => (count("get"), env.ARCHIVE.get(key)),
-    delete: (keys) => (count("delete"), env.ARCHIVE.delete(keys)),
-    put: (key, value, options) => (count("put"), env.ARCHIVE.put(key, value, options)),
+    list: (options) => (count("list", options.prefix), env.ARCHIVE.list(options)),
+    get: (key) => (count("get", key), env.ARCHIVE.get(key)),
+    delete: (keys) => (count("delete", ...[keys].flat()), env.ARCHIVE.delete(keys)),
+    put: (key, value, options) => (count("put", key), env.ARCHIVE.put(key, value, options)),
   };
 }
 
@@ -132,20 +140,54 @@ describe("docs/api.md#erasure reaches archived receipts", () => {
       await env.ARCHIVE.put(archiveObjectKey(await testUserKey(victim), `c${chain}`, receipts[0]!.receipt_id, shard.name), archiveText(receipts));
     }
     const calls: Record<string, number> = {};
-    const erasure = await eraseAppUser(victim, erasureShards(), HASH_KEY, { archive: countedBucket(calls) });
+    const named: string[] = [];
+    const erasure = await eraseAppUser(victim, erasureShards(), HASH_KEY, { archive: countedBucket(calls, named) });
     const receipts = chains * perObject;
     expect(erasure.receipts_erased).toBe(receipts);
     expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
     // A list and a delete per page of objects, a get per object, and one list of the first
-    // layout's objects under the app user's ID, none of which are left to rename.
+    // layout's whole prefix, which finds nothing left to rename.
     const pages = Math.ceil(chains / ARCHIVE_ERASURE_OBJECTS);
     expect(calls).toEqual({ list: pages + 1, get: chains, delete: pages });
+    // Every key and prefix a trace records names the app user by their keyed hash alone.
+    expect(named.filter((name) => name.includes(victim) || name.includes(encodeURIComponent(victim)))).toEqual([]);
+    expect(named).toContain(LEGACY_PREFIX);
     // The figures of docs/storage.md#archive: lists are class A, gets class B, deletes free.
     console.info(
       `archive erasure: ${chains} objects, ${receipts} receipts: ${JSON.stringify(calls)}; per receipt ` +
         `lists ${(calls.list! / receipts).toFixed(4)}, gets ${(calls.get! / receipts).toFixed(4)}, deletes ${(calls.delete! / receipts).toFixed(4)}`,
     );
   }, 60_000);
+});
+
+describe("docs/storage.md#archive an erasure never names the app user to R2, so it waits for the first layout's rename", () => {
+  it("refuses to start while an object of the first layout is left, erasing nothing; once the archive's run renamed it, it erases the user's objects of both layouts", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    const erased = await archivedUser(caller, victim);
+    // One more archived receipt, in an object as the first layout named it.
+    const old = await seedReceipt(caller.client, { app_user_id: victim, receipt_id: idOn(SHARDS[2]) });
+    const key = await archiveReceipt(old.receipt_id);
+    const legacy = legacyObjectKey(victim, old.chain_id, old.receipt_id, SHARDS[2]!.name);
+    await env.ARCHIVE.put(legacy, await (await env.ARCHIVE.get(key))!.text());
+    await env.ARCHIVE.delete(key);
+    const before = await archiveTraces(victim);
+
+    const id = uniqueId("erasure");
+    await using instance = await introspectWorkflowInstance(env.ERASURE, id);
+    await instance.modify((m) => m.disableRetryDelays());
+    await startErasure(env, victim, id);
+    // Failed at its first step, which the job's error log line explains (FIRST_LAYOUT_LEFT).
+    await instance.waitForStatus("errored");
+    expect(await archiveTraces(victim)).toEqual(before);
+    expect(await rowsOnEveryShard("SELECT 1 FROM receipts WHERE app_user_id = ?", victim)).toHaveLength(1);
+
+    const hashKey = await importAuditHashKey(HASH_KEY);
+    while (await firstLayoutLeft(env.ARCHIVE)) await renameLegacyObjects(env.ARCHIVE, erasureShards(), (user) => pseudonymWith(hashKey, user), runAtOnce);
+    expect((await erase(victim)).receipts_erased).toBe(erased + 1);
+    expect(await archiveTraces(victim)).toEqual({ objects: 0, tombstones: 0, owners: 0 });
+    expect(await env.ARCHIVE.head(legacy)).toBeNull();
+  });
 });
 
 describe("docs/api.md#erasure what D1 still holds of archived receipts", () => {
