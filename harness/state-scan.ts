@@ -293,3 +293,20 @@ function eventType(payload: string): unknown {
     return undefined;
   }
 }
+
+/**
+ * Spans of the archive's rename of its first layout (src/storage/archive/legacy.ts) made before
+ * `before` (ms): an R2 call on a first-layout key names the app user by their ID, since that key
+ * does, and lands in the trace store as every binding call's key does. The rename runs before any
+ * erasure may start, so these spans are older than the erasure and out of its reach; they age out
+ * with the traces' retention (docs/storage.md#archive). Any other span naming the user is a finding.
+ */
+export function firstLayoutRename(appUserId: string, before: number): Explain {
+  const firstLayoutKey = `receipts/${encodeURIComponent(appUserId)}/`;
+  return ({ table, row }) => {
+    const early = typeof row.start_ms === "number" || typeof row.start_ms === "bigint" ? Number(row.start_ms) < before : false;
+    const r2Call = typeof row.name === "string" && row.name.startsWith("r2_");
+    const named = typeof row.attributes === "string" && row.attributes.includes(firstLayoutKey);
+    return table === "spans" && early && r2Call && named ? "a span of the first layout's rename, before any erasure" : undefined;
+  };
+}

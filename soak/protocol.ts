@@ -56,3 +56,10 @@ export const TRANSIENT_D1_MESSAGE = "D1_ERROR: Network connection lost.";
  * run; GET answers `{"held": [<key>...]}`, a key being `<instance id> <step name>`. Off unless told.
  */
 export const STEPS_PATH = "/__soak/steps";
+
+/**
+ * The path on the API wrapper that makes one R2 call naming the POSTed `{"value"}` (a head of it
+ * as a key): a span that holds a value on purpose, so that a test shows the erasure scans read the
+ * trace store.
+ */
+export const SPAN_PATH = "/__soak/span";

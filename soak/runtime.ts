@@ -143,6 +143,10 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     host: LOOPBACK,
     port: 0,
     resourcePersistencePath: storage,
+    // Traces on, as `[observability]` deploys them and `npm start` keeps them locally: the trace
+    // store (spans with each binding call's keys, and the log lines) persists beside the other
+    // stores, where the erasure scans read it.
+    unsafeObservability: true,
     handleStructuredLogs: ({ level, message }) => {
       // The failures the soak injects itself would crowd out the ones that explain a problem.
       if ((level !== "warn" && level !== "error") || INJECTED_MESSAGES.some((text) => message.includes(text))) return;

@@ -12,7 +12,7 @@ import type { ErasureParams, SweepMessage } from "../../src/shared/types.ts";
 import { recordErasureRequest } from "../../src/storage/erasure-requests.ts";
 import { shardsOf } from "../../src/storage/shards.ts";
 import { bound } from "../../src/storage/statement.ts";
-import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH, STEPS_PATH } from "../protocol.ts";
+import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH, SPAN_PATH, STEPS_PATH } from "../protocol.ts";
 import { deployedModule, deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";
 import { StepGate } from "./step-gate.ts";
@@ -29,6 +29,7 @@ export default {
     if (pathname === ERASE_PATH && request.method === "POST") return startErasure(env, request);
     if (pathname === ERASE_PATH) return job(env.ERASURE, request, searchParams.get("id"));
     if (pathname === ARCHIVE_PATH) return job(env.ARCHIVING, request, searchParams.get("id"));
+    if (pathname === SPAN_PATH) return Response.json({ found: (await env.ARCHIVE.head(((await request.json()) as { value: string }).value)) !== null });
     return (await api).fetch!(request, faults.wrap(env), ctx);
   },
   async scheduled(controller, env, ctx): Promise<void> {
