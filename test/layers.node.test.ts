@@ -4,7 +4,8 @@
  * Worker, the modules its subfolders build on (context.ts, refusals.ts, …) import nothing from
  * those subfolders; and no module reaches itself through its imports. src/storage's subfolders
  * group a tier's tables (archive/, outbox/), whose plain statements the shard's own modules build
- * on and whose steps build on those, so there the cycle check is the rule.
+ * on and whose steps build on those, so there the cycle check is the rule. SQL on the outbox's
+ * tables is written in src/storage/outbox/ alone.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -24,12 +25,14 @@ const MAY_IMPORT: Record<string, string[]> = {
 // `import … from`, `export … from`, a bare `import "…"` and a dynamic `import("…")`.
 const IMPORT = /(?:(?:^|\n)\s*(?:import|export)\s[^;]*?\sfrom\s*|(?:^|\n)\s*import\s*|\bimport\(\s*)["'](\.[^"']+)["']/g;
 
-/** Every relative import of a module of src/ that lands in src/, as paths from the repository's root. */
+/** The modules of src/, as paths from the repository's root. */
+const MODULES = readdirSync(path.join(ROOT, "src"), { recursive: true, encoding: "utf8" })
+  .filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))
+  .map((file) => path.join("src", file));
+
+/** Every relative import of a module of src/ that lands in src/. */
 function importsOfSrc(): { from: string; to: string }[] {
-  const files = readdirSync(path.join(ROOT, "src"), { recursive: true, encoding: "utf8" })
-    .filter((file) => file.endsWith(".ts") && !file.endsWith(".d.ts"))
-    .map((file) => path.join("src", file));
-  return files.flatMap((from) =>
+  return MODULES.flatMap((from) =>
     [...readFileSync(path.join(ROOT, from), "utf8").matchAll(IMPORT)]
       .map((match) => path.normalize(path.join(path.dirname(from), match[1] ?? "")))
       .filter((to) => to.startsWith("src/"))
@@ -71,5 +74,13 @@ describe("src/ imports run downward", () => {
     };
     for (const file of next.keys()) visit(file, []);
     expect(cycles).toEqual([]);
+  });
+});
+
+describe("src/ keeps a table's SQL with the module that owns it", () => {
+  it("SQL on the outbox's tables is written only in src/storage/outbox/", () => {
+    const outboxSql = /\b(?:FROM|INTO|UPDATE|JOIN)\s+(?:notice_outbox|failed_notices|push_endpoint|event_records)\b/;
+    const elsewhere = MODULES.filter((file) => !file.startsWith("src/storage/outbox/") && outboxSql.test(readFileSync(path.join(ROOT, file), "utf8")));
+    expect(elsewhere).toEqual([]);
   });
 });
