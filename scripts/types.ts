@@ -1,9 +1,14 @@
 /**
- * `npm run types`: generates each Worker's binding types, and the Workers runtime's, from its
- * wrangler.toml (`wrangler types`), into a .d.ts beside its code (api-worker.d.ts and
- * notifier-worker.d.ts, named apart so that no two files under src/ share a name); src/shared/env.ts
- * derives the Workers' env from them. `npm run types -- --check` fails when a file is stale, which
- * `npm run typecheck` runs first, so a config changed without regenerating is caught.
+ * `npm run types`: generates each Worker's binding types from its wrangler.toml (`wrangler types`
+ * with `--include-runtime=false`) into a .d.ts at the repository's root, as Cloudflare's templates
+ * keep it: worker-configuration.d.ts for the API and notifier-configuration.d.ts for the notifier.
+ * src/shared/env.ts derives the Workers' env from them. The runtime's own types come from
+ * `@cloudflare/workers-types` (tsconfig.json), so that `src/` holds only what the team wrote.
+ * That package types the newest stable runtime as of the date in its version, not a
+ * compatibility_date (version 5 has no dated entries): keep its date at or past the configs' when
+ * bumping either, or the types lack what the runtime offers.
+ * `npm run types -- --check` fails when a file is stale, which `npm run typecheck` runs first, so
+ * a config changed without regenerating is caught.
  *
  * One command for both Workers, so that whoever changes a config (a merge adding a binding among
  * them) reruns just this.
@@ -14,14 +19,13 @@ import path from "node:path";
 const ROOT = path.resolve(import.meta.dirname, "..");
 
 const WORKERS = [
-  { config: "wrangler.toml", out: "src/api/api-worker.d.ts", envInterface: "ApiBindings", runtime: true },
-  // The runtime's types once: both Workers share one TypeScript program and one compatibility date.
-  { config: "src/notifier/wrangler.toml", out: "src/notifier/notifier-worker.d.ts", envInterface: "NotifierBindings", runtime: false },
+  { config: "wrangler.toml", out: "worker-configuration.d.ts", envInterface: "ApiBindings" },
+  { config: "src/notifier/wrangler.toml", out: "notifier-configuration.d.ts", envInterface: "NotifierBindings" },
 ];
 
 const extra = process.argv.slice(2);
 let failed = false;
-for (const { config, out, envInterface, runtime } of WORKERS) {
+for (const { config, out, envInterface } of WORKERS) {
   const args = [
     "types",
     out,
@@ -32,7 +36,7 @@ for (const { config, out, envInterface, runtime } of WORKERS) {
     // config.ts reads vars as strings and checks them itself; literal types would tie the code to
     // wrangler.toml's example values.
     "--strict-vars=false",
-    `--include-runtime=${runtime}`,
+    "--include-runtime=false",
     // Without this, wrangler adds every secret of a local .dev.vars, and each machine would
     // generate different files; config.ts declares the secrets.
     "--env-file",

@@ -3,7 +3,7 @@
  * monitor does (`GET /receipts/v2/status`, an ops client's token), adds what only an operator's
  * machine can read (the erasures, Workflow instances that a Worker cannot list), and prints it.
  */
-import type { HealthReport } from "../../src/api/status/report.ts";
+import type { HealthReport } from "../../src/shared/health-report.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { OPS_SCOPE } from "../../src/shared/types.ts";
 import { table } from "./cli.ts";

@@ -1,15 +1,18 @@
 import type { Context } from "hono";
 import type { ApiConfig, ApiSettings, SettingsMemory } from "../shared/config.ts";
+import type { HealthReport } from "../shared/health-report.ts";
 import type { RatePolicy } from "../shared/rate-limits.ts";
+import type { ClientRecord } from "../shared/types.ts";
 import type { ApiEnv } from "../shared/env.ts";
+import type { ShardHealthRow } from "../storage/health.ts";
 import { newPlacementMemory, type PlacementMemory } from "../storage/placement.ts";
-import type { ClientCache } from "./auth/clients.ts";
-import { newHealthMemory, type HealthMemory } from "./status/health.ts";
 
 /**
  * Everything the API Worker keeps in memory between requests of one isolate, in one place:
  * src/api/index.ts makes one beside the app, and a test that wants a cold isolate makes its own.
  * Token keys imported for signing are kept in src/api/auth/tokens.ts, keyed by the key itself.
+ * The shapes of this memory live here, below the modules that fill it (auth/, status/), so that
+ * what every route imports depends on none of them.
  */
 export interface IsolateState {
   /** The settings, parsed once. */
@@ -26,7 +29,39 @@ export interface IsolateState {
 
 /** A fresh isolate's state: nothing read, nothing remembered. */
 export function newIsolateState(): IsolateState {
-  return { settings: {}, clients: new Map(), placement: newPlacementMemory(), health: newHealthMemory() };
+  return { settings: {}, clients: new Map(), placement: newPlacementMemory(), health: { reads: new Map() } };
+}
+
+/** An isolate's copies of client records, by client_id (src/api/auth/clients.ts reads and fills it). */
+export type ClientCache = Map<string, CachedClientRecord>;
+
+/** One client record as this isolate read it. */
+export interface CachedClientRecord {
+  record: ClientRecord | null;
+  /**
+   * When the KV read began. A token issued later came from a login that read KV later, through
+   * the same edge cache, so this copy may be older than the record that login saw.
+   */
+  readAt: number;
+  until: number;
+}
+
+/**
+ * What an isolate keeps of the status (src/api/status/health.ts computes it): the last report,
+ * each shard's last read, the client counts.
+ */
+export interface HealthMemory {
+  report?: { value: HealthReport; until: number };
+  reads: Map<string, ShardRead>;
+  clients?: { value: HealthReport["clients"]; until: number };
+}
+
+/** A shard's last read for the status, kept in the isolate between computations. */
+export interface ShardRead {
+  row: ShardHealthRow | null;
+  bytes: number | null;
+  error?: string;
+  at: number;
 }
 
 /** What the request-log middleware and the routes share about one request. */

@@ -91,12 +91,13 @@ export async function deliverBatch(
 ): Promise<void> {
   // A bundle's events go as messages of their own; its message is settled as they went.
   const { events: messages, settle } = eventMessages(batch);
+  const run: BatchRun = { env, target, timing, now };
   try {
     const home = shardsOf(env)[0];
     endpoint.checkedAt ??= now.getTime();
     const ask = endpoint.down || now.getTime() - endpoint.checkedAt >= timing.probeMs;
     if (target.kind !== "push" || !home || !ask) {
-      await deliverWatching(messages, env, target, timing, endpoint, now);
+      await deliverWatching(messages, run, endpoint);
       return;
     }
     let gate: ProbeGate;
@@ -106,14 +107,14 @@ export async function deliverBatch(
       // The home shard unreachable: an isolate that saw the push service up goes on delivering;
       // one that saw it down tries the batch again later, pushing nothing meanwhile.
       logLine("error", "push-endpoint", { outcome: "probe slot not read", cause: describeError(error) });
-      if (!endpoint.down) await deliverWatching(messages, env, target, timing, endpoint, now);
+      if (!endpoint.down) await deliverWatching(messages, run, endpoint);
       else for (const message of messages) retryAfterError(message, timing, error);
       return;
     }
     endpoint.checkedAt = now.getTime();
     if (gate === "up") {
       endpoint.down = false;
-      await deliverWatching(messages, env, target, timing, endpoint, now);
+      await deliverWatching(messages, run, endpoint);
       return;
     }
     endpoint.down = true;
@@ -121,7 +122,7 @@ export async function deliverBatch(
     // not to be sent) is dealt with as always and the next one tried.
     let next = 0;
     while (gate === "probe" && next < messages.length) {
-      const pushes = await deliverMessages(messages.slice(next, next + 1), env, target, timing, now);
+      const pushes = await deliverMessages(messages.slice(next, next + 1), run);
       next += 1;
       if (pushes.length === 0) continue;
       if (pushes[0]!.ok) {
@@ -133,7 +134,7 @@ export async function deliverBatch(
           // A shard whose write failed learns it from its own next push that gets through.
           logLine("error", "push-endpoint", { outcome: "up not recorded", cause: describeError(error) });
         }
-        await deliverWatching(messages.slice(next), env, target, timing, endpoint, now);
+        await deliverWatching(messages.slice(next), run, endpoint);
         return;
       }
       gate = "wait";
@@ -154,15 +155,9 @@ interface PushOutcome {
 }
 
 // Delivers, then records the push service as down once DOWN_AFTER_FAILURES pushes in a row failed.
-async function deliverWatching(
-  messages: readonly Message<QueuedNotice>[],
-  env: NotifierEnv,
-  target: PushTarget,
-  timing: DeliveryTiming,
-  endpoint: EndpointView,
-  now: Date,
-): Promise<void> {
-  const pushes = await deliverMessages(messages, env, target, timing, now);
+async function deliverWatching(messages: readonly Message<QueuedNotice>[], run: BatchRun, endpoint: EndpointView): Promise<void> {
+  const { env, timing, now } = run;
+  const pushes = await deliverMessages(messages, run);
   for (const push of pushes) endpoint.failuresInARow = push.ok ? 0 : push.retryable ? endpoint.failuresInARow + 1 : endpoint.failuresInARow;
   const home = shardsOf(env)[0];
   if (endpoint.down || endpoint.failuresInARow < DOWN_AFTER_FAILURES || !home) return;
@@ -176,14 +171,17 @@ async function deliverWatching(
   }
 }
 
+/** What every push of one batch shares: the Worker's bindings, where pushes go, the timing, the batch's time. */
+interface BatchRun {
+  env: NotifierEnv;
+  target: PushTarget;
+  timing: DeliveryTiming;
+  now: Date;
+}
+
 // Delivers every message, grouped by shard; returns how each push went.
-async function deliverMessages(
-  messages: readonly Message<QueuedNotice>[],
-  env: NotifierEnv,
-  target: PushTarget,
-  timing: DeliveryTiming,
-  now: Date,
-): Promise<PushOutcome[]> {
+async function deliverMessages(messages: readonly Message<QueuedNotice>[], run: BatchRun): Promise<PushOutcome[]> {
+  const { env, timing, now } = run;
   const byShard = new Map<Shard, Message<QueuedNotice>[]>();
   for (const message of messages) {
     if (heldErasureNotice(message, timing, now)) continue;
@@ -196,7 +194,7 @@ async function deliverMessages(
     if (group) group.push(message);
     else byShard.set(shard, [message]);
   }
-  const outcomes = await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, env, target, timing, now)));
+  const outcomes = await Promise.all([...byShard].map(([shard, group]) => deliverOnShard(shard, group, run)));
   return outcomes.flat();
 }
 
@@ -205,14 +203,8 @@ type Settled =
   | { message: Message<QueuedNotice>; done: true; outcome: string; status?: number }
   | { message: Message<QueuedNotice>; done: false; error: string; next: NextAttempt };
 
-async function deliverOnShard(
-  shard: Shard,
-  messages: readonly Message<QueuedNotice>[],
-  env: NotifierEnv,
-  target: PushTarget,
-  timing: DeliveryTiming,
-  now: Date,
-): Promise<PushOutcome[]> {
+async function deliverOnShard(shard: Shard, messages: readonly Message<QueuedNotice>[], run: BatchRun): Promise<PushOutcome[]> {
+  const { env, target, timing, now } = run;
   let claims: Claim[];
   try {
     claims = await claimEvents(shard.db, messages.map((message) => message.body.event_id), now, timing.claimMs);

@@ -1,7 +1,7 @@
 /**
  * What each Worker may touch. The bindings come from the types `npm run types` generates from
- * each Worker's wrangler.toml (src/api/ and src/notifier/notifier-worker.d.ts), so that a
- * binding renamed or dropped there fails the typecheck; this file adds only what the configs
+ * each Worker's wrangler.toml (worker-configuration.d.ts and notifier-configuration.d.ts at the
+ * repository's root), so that a binding renamed or dropped there fails the typecheck; this file adds only what the configs
  * cannot say: the shards beyond the two placeholders, each queue's message, and the settings as
  * src/shared/config.ts reads them. Kept apart from types.ts because the operator scripts, which
  * run on Node, share those types but not the Workers runtime's.

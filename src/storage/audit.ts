@@ -52,18 +52,7 @@ export function auditDeletionIfOwned(
   requestId: string,
 ): Statement {
   const condition = liveOwned({ receiptId: "?1", clientId: "?2", chainId: "?3", appUserId: "?4", userKey: "?7" });
-  return recordAudit(
-    statement(
-      `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE ${condition}`,
-      owner.receipt_id,
-      owner.client_id,
-      owner.chain_id,
-      owner.app_user_id,
-      at,
-      requestId,
-      userKey,
-    ),
-  );
+  return deletionIf(condition, owner, at, requestId, userKey);
 }
 
 /**
@@ -76,6 +65,18 @@ export function auditArchivedDeletionIfOwned(
   requestId: string,
 ): Statement {
   const condition = archivedOwned({ receiptId: "?1", clientId: "?2", chainId: "?3", appUserId: "?4", userKey: "?7", createdAt: "?8" });
+  return deletionIf(condition, owner, at, requestId, owner.user_key, owner.created_at);
+}
+
+// The record of a delete under `condition`, which may name the owner's fields as ?1 to ?4 and
+// its own `conditionParams` from ?7 on.
+function deletionIf(
+  condition: string,
+  owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string },
+  at: string,
+  requestId: string,
+  ...conditionParams: string[]
+): Statement {
   return recordAudit(
     statement(
       `SELECT ?5, 'receipt.deleted', ?1, ?3, ?2, ?4, ?6 WHERE ${condition}`,
@@ -85,8 +86,7 @@ export function auditArchivedDeletionIfOwned(
       owner.app_user_id,
       at,
       requestId,
-      owner.user_key,
-      owner.created_at,
+      ...conditionParams,
     ),
   );
 }

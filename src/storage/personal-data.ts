@@ -189,11 +189,7 @@ export const D1_TABLES = {
         },
       },
     },
-    erasure: {
-      receiptPage: ({ receipts }) => [eraseEventsOfReceipts(receipts)[0]],
-      leftoverPage: (page) => leftoverEvents(page, 0),
-      archivedPage: ({ receipts }) => [eraseEventsOfReceipts(archivedIds(receipts))[0]],
-    },
+    erasure: eventsErasure(0),
   },
   failed_notices: {
     columns: {
@@ -205,11 +201,7 @@ export const D1_TABLES = {
       attempts: NOT_PERSONAL,
       last_error: NOT_PERSONAL,
     },
-    erasure: {
-      receiptPage: ({ receipts }) => [eraseEventsOfReceipts(receipts)[1]],
-      leftoverPage: (page) => leftoverEvents(page, 1),
-      archivedPage: ({ receipts }) => [eraseEventsOfReceipts(archivedIds(receipts))[1]],
-    },
+    erasure: eventsErasure(1),
   },
   archive_tombstones: {
     columns: {
@@ -403,13 +395,18 @@ export function eraseCopiesOfArchived(receipts: ArchivedPage["receipts"], at: st
   return erasureStatements("archivedPage", { receipts: receipts.map(({ receipt_id, client_id }) => ({ receipt_id, client_id })), at });
 }
 
-// The receipts the app user's audit records name (their deleted ones) and their earlier erasures,
-// whose events sit in the outbox (0) and the failed events (1).
-function leftoverEvents({ user, limit }: LeftoverPage, table: 0 | 1): Statement[] {
-  return [
-    eraseLeftoverEventsOfReceipts(receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at), limit)[table],
-    eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), limit)[table],
-  ];
+// The erasure of the events of the app user's receipts, in the outbox (0) or the failed events (1):
+// the outbox's statements come in pairs, one a table. Leftovers are the events of the receipts
+// the user's audit records name (their deleted ones) and of their earlier erasures.
+function eventsErasure(table: 0 | 1): TableErasure {
+  return {
+    receiptPage: ({ receipts }) => [eraseEventsOfReceipts(receipts)[table]],
+    leftoverPage: ({ user, limit }) => [
+      eraseLeftoverEventsOfReceipts(receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at), limit)[table],
+      eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), limit)[table],
+    ],
+    archivedPage: ({ receipts }) => [eraseEventsOfReceipts(archivedIds(receipts))[table]],
+  };
 }
 
 function archivedIds(receipts: ArchivedPage["receipts"]): Statement {

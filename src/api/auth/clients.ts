@@ -3,24 +3,11 @@
  * Worker only reads.
  */
 import { clientKey, type ClientRecord } from "../../shared/types.ts";
+import type { ClientCache } from "../context.ts";
 
 // KV's own edge cache is kept at its minimum, so that with the isolate cache below a disabled
 // client is refused within about a minute of the operator's write (docs/api.md says so).
 const KV_CACHE_TTL_SECONDS = 30;
-
-// One client record as this isolate read it.
-interface CachedRecord {
-  record: ClientRecord | null;
-  /**
-   * When the KV read began. A token issued later came from a login that read KV later, through
-   * the same edge cache, so this copy may be older than the record that login saw.
-   */
-  readAt: number;
-  until: number;
-}
-
-/** An isolate's copies of client records, by client_id (the isolate's state object holds it). */
-export type ClientCache = Map<string, CachedRecord>;
 
 /**
  * Reads a client record straight from KV. Login uses this: a rotated or disabled secret must

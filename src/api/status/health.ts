@@ -18,36 +18,15 @@ import { EXPECTED_MIGRATION, HEALTH_COUNT_CAP, shardHealth, type ShardHealthRow 
 import { readShardStates } from "../../storage/shard-states.ts";
 import type { Shard } from "../../storage/shards.ts";
 import { bound } from "../../storage/statement.ts";
+import type { HealthReason, HealthReport, ShardHealth } from "../../shared/health-report.ts";
 import { countClients } from "../auth/clients.ts";
-import type { HealthReason, HealthReport, ShardHealth } from "./report.ts";
-
-export type { HealthReason, HealthReport, ShardHealth } from "./report.ts";
+import type { HealthMemory, ShardRead } from "../context.ts";
 
 /** The most shards one computation reads, a statement each, under D1's 1,000 queries an invocation. */
 export const STATUS_SHARD_BUDGET = 900;
 
-/** A shard's last read, kept in the isolate between computations. */
-interface ShardRead {
-  row: ShardHealthRow | null;
-  bytes: number | null;
-  error?: string;
-  at: number;
-}
-
-/** What an isolate keeps of the status: the last report, each shard's last read, the client counts. */
-export interface HealthMemory {
-  report?: { value: HealthReport; until: number };
-  reads: Map<string, ShardRead>;
-  clients?: { value: HealthReport["clients"]; until: number };
-}
-
 /** Clients change rarely, and counting them reads every record: their counts are reused this long. */
 const CLIENT_COUNT_MS = 10 * 60 * 1000;
-
-/** A fresh isolate's: nothing read. */
-export function newHealthMemory(): HealthMemory {
-  return { reads: new Map() };
-}
 
 /** What the status reads from. */
 export interface HealthSources {

@@ -480,6 +480,32 @@ export function feedPage(from: string, before: string, limit: number): Statement
   );
 }
 
+/** The outbox's part of a shard's health, columns of {@link outboxHealthColumns}. */
+export interface OutboxHealth {
+  /** Events not delivered yet, at most the cap. */
+  undelivered: number;
+  oldest_undelivered_at: string | null;
+  /** Failed notices waiting for a replay, at most the cap. */
+  failed_notices: number;
+  /** This shard's copy of the push service's state (the notifier writes every shard). */
+  endpoint_down_since: string | null;
+  endpoint_up_since: string | null;
+}
+
+/**
+ * The columns of {@link OutboxHealth}, for a SELECT list: the status reads them in one statement
+ * with the rest of a shard's health (src/storage/health.ts), one query a shard. Each reads an
+ * index's end, one row, or at most `capParam` rows (a parameter such as `?1`): a count of every
+ * undelivered event would read every one.
+ */
+export function outboxHealthColumns(capParam: string): string {
+  return `(SELECT COUNT(*) FROM (SELECT 1 FROM notice_outbox WHERE delivered_at IS NULL LIMIT ${capParam})) AS undelivered,
+      (SELECT MIN(created_at) FROM notice_outbox WHERE delivered_at IS NULL) AS oldest_undelivered_at,
+      (SELECT COUNT(*) FROM (SELECT 1 FROM failed_notices LIMIT ${capParam})) AS failed_notices,
+      (SELECT down_since FROM push_endpoint WHERE id = 1) AS endpoint_down_since,
+      (SELECT up_since FROM push_endpoint WHERE id = 1) AS endpoint_up_since`;
+}
+
 /** How many events are not delivered yet. Row: `n`. */
 export function countUndelivered(): Statement {
   return statement("SELECT COUNT(*) AS n FROM notice_outbox WHERE delivered_at IS NULL");

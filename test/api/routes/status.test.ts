@@ -10,7 +10,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createApp } from "../../../src/api/app.ts";
 import { newIsolateState, type IsolateState } from "../../../src/api/context.ts";
-import type { HealthReport } from "../../../src/api/status/health.ts";
+import type { HealthReport } from "../../../src/shared/health-report.ts";
 import type { NotifierEnv } from "../../../src/shared/env.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { shardStateKey } from "../../../src/shared/shard-ids.ts";

@@ -1,0 +1,71 @@
+/**
+ * The shape of the status (docs/api.md#status): what src/api/status/health.ts computes, the
+ * isolate keeps between computations (src/api/context.ts), the endpoint answers and
+ * `npm run status` prints. Kept free of Workers types, for the script.
+ */
+
+/** A threshold passed: a code an alert matches, and what it means. */
+export interface HealthReason {
+  code:
+    | "no_open_shard"
+    | "shard_filling"
+    | "shard_unreadable"
+    | "migrations_lagging"
+    | "delivery_late"
+    | "failed_notices"
+    | "endpoint_down"
+    | "archive_behind"
+    /** Objects of the archive's first layout are left: erasures refuse to start. */
+    | "first_layout_left"
+    /** Added by `npm run status`, which can list the erasure's Workflow instances. */
+    | "erasure_failed";
+  message: string;
+  shard?: string;
+}
+
+/** One shard as the status shows it. */
+export interface ShardHealth {
+  name: string;
+  state: "open" | "closed";
+  /** When the fill check recorded it past SHARD_FILL_BYTES, if it did. */
+  full_at: string | null;
+  bytes: number | null;
+  /** bytes ÷ SHARD_FILL_BYTES. */
+  fill: number | null;
+  latest_migration: string | null;
+  migrations_lagging: boolean;
+  undelivered: number | null;
+  oldest_undelivered_at: string | null;
+  failed_notices: number | null;
+  oldest_receipt_at: string | null;
+  /** How far the oldest receipt in D1 is past the archive age, in hours (0: not past it). */
+  archive_behind_hours: number | null;
+  last_archive_started_at: string | null;
+  last_archive_finished_at: string | null;
+  read_at: string | null;
+  error?: string;
+}
+
+/** The whole status. */
+export interface HealthReport {
+  healthy: boolean;
+  reasons: HealthReason[];
+  checked_at: string;
+  shards: ShardHealth[];
+  delivery: {
+    undelivered: number;
+    oldest_undelivered_at: string | null;
+    oldest_undelivered_age_seconds: number | null;
+    failed_notices: number;
+    endpoint: { down: boolean; down_since: string | null; up_since: string | null };
+  };
+  clients: { active: number; disabled: number };
+  thresholds: {
+    delivery_late_seconds: number;
+    failed_notices: number;
+    endpoint_down_seconds: number;
+    fill_share: number;
+    archive_behind_hours: number;
+    expected_migration: string;
+  };
+}
