@@ -180,7 +180,8 @@ async function add(statesOf: StatesOf, argv: string[]): Promise<void> {
   writeFileSync(staged, newApi);
   try {
     console.log(`Applying the migrations to ${databaseName}...`);
-    wrangler(["d1", "migrations", "apply", databaseName, "-c", staged, ...targetFlags(target)]);
+    // Not blocking: the local state this process holds open keeps answering meanwhile.
+    await wranglerAsync(["d1", "migrations", "apply", databaseName, "-c", staged, ...targetFlags(target)]);
   } catch (error) {
     throw new Error(
       `${(error as Error).message}\nNo config binds shard ${name} yet; fix the cause and run the same add again.`,
