@@ -43,7 +43,7 @@ export interface Locking {
 /** Thrown for a local state whose shards have no tables: the one line a newcomer needs. */
 export class NoLocalState extends Error {}
 
-const open = new Map<string, Miniflare>();
+const open = new Map<string, Promise<Miniflare>>();
 
 /**
  * The local state a command acts on: `--persist-to`'s directory, else `.wrangler/state` beside
@@ -53,30 +53,43 @@ const open = new Map<string, Miniflare>();
 export function localState(target: Target, config: string): LocalState {
   const persist = target.persistTo ? path.resolve(PROJECT_ROOT, target.persistTo) : path.join(path.dirname(config), ".wrangler", "state");
   const key = `${persist}\n${config}`;
-  let mf = open.get(key);
-  if (!mf) {
-    mf = new Miniflare(
-      convertV4MiniflareOptions({
-        modules: true,
-        script: "export default {}",
-        resourcePersistencePath: path.join(persist, "v3"),
-        d1Databases: Object.fromEntries(readShards(config).map((shard) => [shard.binding, shard.database_id])),
-        kvNamespaces: kvNamespacesOf(config),
-      }),
-    );
-    open.set(key, mf);
+  let runtime = open.get(key);
+  if (!runtime) {
+    const options = convertV4MiniflareOptions({
+      modules: true,
+      script: "export default {}",
+      resourcePersistencePath: path.join(persist, "v3"),
+      d1Databases: Object.fromEntries(readShards(config).map((shard) => [shard.binding, shard.database_id])),
+      kvNamespaces: kvNamespacesOf(config),
+      // The runtime runs no code of ours: what it logs is a failed start, which its error carries.
+      handleStructuredLogs: () => undefined,
+    });
+    // The runtime opens the state's files as it starts, and can find them locked like any call.
+    runtime = whileLocked(async () => {
+      const mf = new Miniflare(options);
+      try {
+        await mf.ready;
+        return mf;
+      } catch (error) {
+        await mf.dispose().catch(() => undefined);
+        throw error;
+      }
+    }, {});
+    // A start that failed fails the first call on it; it must not end the process before that.
+    runtime.catch(() => undefined);
+    open.set(key, runtime);
     atCommandEnd(closeLocalStates);
   }
-  const runtime = mf;
+  const started = runtime;
   return {
     async batch<Row>(shard: ConfigShard, statements: readonly Statement[], options: Locking = {}) {
       try {
-        return (await whileLocked(async () => runBatch(await runtime.getD1Database(shard.binding), statements), options)) as BatchResult<Row>[];
+        return (await whileLocked(async () => runBatch(await (await started).getD1Database(shard.binding), statements), options)) as BatchResult<Row>[];
       } catch (error) {
         throw withoutTables(error, persist, target);
       }
     },
-    kv: async (binding, call, options = {}) => whileLocked(async () => call(await runtime.getKVNamespace(binding)), options),
+    kv: async (binding, call, options = {}) => whileLocked(async () => call(await (await started).getKVNamespace(binding)), options),
   };
 }
 
@@ -84,7 +97,7 @@ export function localState(target: Target, config: string): LocalState {
 export async function closeLocalStates(): Promise<void> {
   const runtimes = [...open.values()];
   open.clear();
-  await Promise.all(runtimes.map((runtime) => runtime.dispose()));
+  await Promise.all(runtimes.map(async (runtime) => (await runtime.catch(() => undefined))?.dispose()));
 }
 
 /**
@@ -100,6 +113,9 @@ function withoutTables(error: unknown, persist: string, target: Target): unknown
   );
 }
 
+// D1 names the lock; the local KV answers a call that found its SQLite file locked with a bare 500
+// ("KV GET failed: 500 Internal Server Error"), and nothing else makes it answer so.
+const LOCKED = /SQLITE_BUSY|^KV [A-Z]+ failed: 500/;
 const LOCKED_ATTEMPTS = 5;
 const LOCKED_PAUSE_MS = 400;
 
@@ -108,7 +124,7 @@ async function whileLocked<T>(call: () => Promise<T>, { retryLocked = true }: Lo
     try {
       return await call();
     } catch (error) {
-      if (!retryLocked || attempt >= LOCKED_ATTEMPTS || !String((error as Error).message).includes("SQLITE_BUSY")) throw error;
+      if (!retryLocked || attempt >= LOCKED_ATTEMPTS || !LOCKED.test(String((error as Error).message))) throw error;
       await sleep(LOCKED_PAUSE_MS * attempt);
     }
   }

@@ -291,6 +291,18 @@ describe("docs/operations.md#shards list, close and open as processes, through w
     return (JSON.parse(result.stdout) as Row[]).map(({ name, state }) => [name, state]);
   };
 
+  it("before the first npm start, a command that reads the shards says in one line what to run first: exit 1", () => {
+    const fresh = freshState();
+    for (const [name, args] of [["shards", ["list"]], ["notices", ["failed"]], ["audit", ["chain", "c1"]]] as const) {
+      const result = runScript(name, [...args, "--persist-to", fresh]);
+      expect(result.status, `${name}: ${result.stderr}`).toBe(1);
+      expect(result.stdout).toBe("");
+      expect(result.stderr.trim().split("\n")).toEqual([
+        `No local state yet in ${fresh}: run \`npm start -- --persist-to ${fresh}\` (or \`npm run shards -- migrate --persist-to ${fresh}\`) first.`,
+      ]);
+    }
+  });
+
   it("close writes the local SHARD_STATES and list reads it; open reopens; bad arguments exit 2", async () => {
     const closed = spawned("close", "s1");
     expect(closed.status, closed.stderr).toBe(0);
