@@ -50,8 +50,8 @@ async function erase(argv: string[]): Promise<void> {
   const [first] = targetShards(storage);
   if (!first) throw new Error("No shards in the configs to erase from.");
   const requestId = crypto.randomUUID();
-  execute(storage, first, [recordErasureRequest(requestId, appUserId, new Date())]);
-  const job = startJob("erasure", { request_id: requestId }, target);
+  await execute(storage, first, [recordErasureRequest(requestId, appUserId, new Date())]);
+  const job = await startJob("erasure", { request_id: requestId }, target);
   if (values["no-wait"]) {
     console.log(values.json ? JSON.stringify({ app_user_id: appUserId, job }) : `Started erasure job ${job}: npm run jobs -- show ${job}`);
     return;

@@ -40,7 +40,8 @@ async function run(argv: string[]): Promise<void> {
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const shards = chosenShards(values.remote ?? false, values.shard);
   const target = await jobTargetOf(values);
-  const jobs = shards.map(({ name }) => ({ shard: name, job: startJob("archive", { shard: name }, target) }));
+  const jobs = [];
+  for (const { name } of shards) jobs.push({ shard: name, job: await startJob("archive", { shard: name }, target) });
   const results = [];
   for (const { shard, job } of jobs) {
     const ended = await waitForJob("archive", job, target);
@@ -75,15 +76,15 @@ interface StatusRow {
   last_receipts: number | null;
 }
 
-function status(argv: string[]): void {
+async function status(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { json: { type: "boolean" }, ...TARGET_OPTIONS });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
   const shards = targetShards(target);
   const beforeId = firstIdAt(new Date(Date.now() - archiveAgeMs(shards[0]!, target.remote)));
   const rows: ({ shard: string } & StatusRow)[] = [];
-  const failures = onEachShard(shards, (shard) => {
-    const [row] = execute<StatusRow>(target, shard, [archiveStatus(beforeId)])[0]!;
+  const failures = await onEachShard(shards, async (shard) => {
+    const [row] = (await execute<StatusRow>(target, shard, [archiveStatus(beforeId)]))[0]!;
     rows.push({ shard: shard.name, ...row! });
   });
   const shown = rows.map(({ shard, due, archived, objects, bytes, ...last }) => ({

@@ -1,11 +1,12 @@
 /**
  * Operators read the audit trail (docs/api.md#audit, docs/operations.md "Who removed this
  * receipt?"): the records of one receipt, client or chain on every shard, newest first, with the
- * queries of src/storage/audit.ts run through `wrangler d1 execute`. The command is
+ * queries of src/storage/audit.ts run on the local state in-process, or through `wrangler d1
+ * execute` on the deployment. The command is
  * scripts/lib/audit-command.ts.
  */
 import { AUDIT_USAGE, auditCommand } from "./lib/audit-command.ts";
 import { runCli } from "./lib/cli.ts";
 import { execute } from "./lib/d1.ts";
 
-await runCli(AUDIT_USAGE, auditCommand(async (target, shard, statements) => execute(target, shard, statements)));
+await runCli(AUDIT_USAGE, auditCommand(execute));

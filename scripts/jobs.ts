@@ -39,7 +39,9 @@ async function list(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { json: { type: "boolean" }, ...JOB_TARGET_OPTIONS });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = await jobTargetOf(values);
-  const jobs = newestFirst(kinds().flatMap((kind) => listJobIds(kind, target).map((id) => summary(kind, describeJob(kind, id, target)))));
+  const found: JobSummary[] = [];
+  for (const kind of kinds()) for (const id of await listJobIds(kind, target)) found.push(summary(kind, await describeJob(kind, id, target)));
+  const jobs = newestFirst(found);
   console.log(values.json ? JSON.stringify(jobs) : table(HEADER, jobs.map(row)));
 }
 
@@ -49,7 +51,7 @@ async function show(argv: string[]): Promise<void> {
   const id = positionals[0]!;
   if (!/^[A-Za-z0-9_-]{1,100}$/.test(id)) throw new UsageError(`Not a job ID: ${JSON.stringify(id)}`);
   const target = await jobTargetOf(values);
-  const found = findJob(id, target);
+  const found = await findJob(id, target);
   if (!found) throw new Error(`No job ${id}.`);
   const { job } = found;
   if (values.json) {
@@ -75,10 +77,10 @@ function kinds(): JobKind[] {
 // that kind, and the next kind is asked, only if this one did not know it (a local Workflow lists
 // the ID of every describe it was asked for, found or not). Any other failure (no `npm start`, no
 // network) is the answer.
-function findJob(id: string, target: Parameters<typeof describeJob>[2]): { kind: JobKind; job: JobSummary } | undefined {
+async function findJob(id: string, target: Parameters<typeof describeJob>[2]): Promise<{ kind: JobKind; job: JobSummary } | undefined> {
   for (const kind of kinds()) {
     try {
-      return { kind, job: summary(kind, describeJob(kind, id, target)) };
+      return { kind, job: summary(kind, await describeJob(kind, id, target)) };
     } catch (error) {
       if (!/not found/i.test((error as Error).message)) throw error;
     }

@@ -1,7 +1,7 @@
 /**
  * Operators list the events that could not be delivered and send them again
  * (docs/api.md#operators-list-and-replay). Both act on every shard's D1 database (the shards of
- * wrangler.toml) through `wrangler d1 execute`, with the outbox's statements
+ * wrangler.toml: the local state's in-process, the deployment's through `wrangler d1 execute`), with the outbox's statements
  * (src/storage/outbox/statements.ts), which the Workers run too. An event_id names its shard, so
  * a replay goes straight to it.
  */
@@ -38,14 +38,14 @@ interface FailedNotice {
 
 await runCommands(USAGE, { failed, replay });
 
-function failed(argv: string[]): void {
+async function failed(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, { ...TARGET_OPTIONS, json: { type: "boolean" } });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
   const notices: FailedNotice[] = [];
   // A shard that cannot be read keeps none of the others from being listed.
-  const failures = onEachShard(targetShards(target), (shard) => {
-    for (const row of execute<Omit<FailedNotice, "shard">>(target, shard, [listFailed()]).at(-1) ?? []) {
+  const failures = await onEachShard(targetShards(target), async (shard) => {
+    for (const row of (await execute<Omit<FailedNotice, "shard">>(target, shard, [listFailed()])).at(-1) ?? []) {
       notices.push({ event_id: row.event_id, type: row.type, shard: shard.name, receipt_id: row.receipt_id, failed_at: row.failed_at, attempts: row.attempts, last_error: row.last_error });
     }
   });
@@ -59,7 +59,7 @@ function failed(argv: string[]): void {
   if (failures.length > 0) throw new Error(failures.map((failure) => failure.message).join("\n"));
 }
 
-function replay(argv: string[]): void {
+async function replay(argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, TARGET_OPTIONS);
   const bad = positionals.find((id) => !EVENT_ID_PATTERN.test(id));
   if (bad !== undefined) throw new UsageError(`Not an event_id: ${JSON.stringify(bad)} (a UUIDv7 as 'failed' lists them).`);
@@ -77,9 +77,9 @@ function replay(argv: string[]): void {
   const moved: { event_id: string; receipt_id: string; shard: string }[] = [];
   // Shards that may hold more failed notices than one run replays.
   const fuller: string[] = [];
-  const failures = onEachShard(wanted.length === 0 ? all : [...byShard.keys()], (shard) => {
+  const failures = await onEachShard(wanted.length === 0 ? all : [...byShard.keys()], async (shard) => {
     // The last statement of the batch returns the events it moved.
-    const rows = execute<{ event_id: string; receipt_id: string }>(target, shard, replayFailed(byShard.get(shard) ?? [])).at(-1) ?? [];
+    const rows = (await execute<{ event_id: string; receipt_id: string }>(target, shard, replayFailed(byShard.get(shard) ?? []))).at(-1) ?? [];
     moved.push(...rows.map((row) => ({ ...row, shard: shard.name })));
     if (wanted.length === 0 && rows.length === REPLAY_PAGE) fuller.push(shard.name);
   });

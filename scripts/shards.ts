@@ -7,6 +7,6 @@
  */
 import { runCommands } from "./lib/cli.ts";
 import { SHARDS_USAGE, shardCommands } from "./lib/shard-commands.ts";
-import { wranglerShardStates } from "./lib/shard-states.ts";
+import { shardStatesOf } from "./lib/shard-states.ts";
 
-await runCommands(SHARDS_USAGE, shardCommands(wranglerShardStates));
+await runCommands(SHARDS_USAGE, shardCommands(shardStatesOf));

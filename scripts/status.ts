@@ -39,15 +39,15 @@ await runCli(USAGE, async (argv) => {
   } catch (error) {
     throw new Error(`No status from ${baseUrl}: ${(error as Error).message}`);
   }
-  const full = withErasures(answer, erasures(target));
+  const full = withErasures(answer, await erasures(target));
   if (values.json) console.log(JSON.stringify(full));
   else console.log(statusText(full));
   if (!full.data.healthy) throw new Error(full.message ?? "Unhealthy.");
 });
 
-function erasures(target: Parameters<typeof listJobs>[1]): ErasureJobs {
+async function erasures(target: Parameters<typeof listJobs>[1]): Promise<ErasureJobs> {
   try {
-    const jobs = listJobs("erasure", target);
+    const jobs = await listJobs("erasure", target);
     return {
       running: jobs.filter((job) => ["queued", "running", "waiting", "waitingForPause", "paused"].includes(job.status)).length,
       failed: jobs.filter((job) => job.status === "errored").map((job) => job.id),

@@ -51,7 +51,19 @@ export function usableId(flag: string, value: string, { optionLike = false } = {
  */
 export async function runCli(usage: string, main: (args: string[]) => Promise<void> | void): Promise<void> {
   const status = await cliStatus(usage, main, process.argv.slice(2));
+  // What a command opened (a local state's runtime) would otherwise keep the process running.
+  await Promise.all(closers.splice(0).map((close) => close()));
   if (status !== 0) process.exit(status);
+}
+
+const closers: (() => Promise<void>)[] = [];
+
+/**
+ * Has `runCli` call `close` when the command ends, whatever its outcome. Commands run in-process
+ * by the tests (`cliStatus`) leave it open for the next one; the tests close it themselves.
+ */
+export function atCommandEnd(close: () => Promise<void>): void {
+  if (!closers.includes(close)) closers.push(close);
 }
 
 /**

@@ -59,6 +59,9 @@ const COMMON = {
 
 // How long a remote KV write may take to be seen everywhere (Cloudflare documents up to 60 s).
 const KV_PROPAGATION_MS = 60_000;
+// A rival's check and write may be slowed by what ours was not (its runtime starting, the other
+// core busy): in-process they take milliseconds, so a margin of this much covers its delay.
+const RACE_MARGIN_MS = 500;
 
 async function issue(storeOf: StoreOf, argv: string[]): Promise<void> {
   const { values, positionals } = parse(argv, {
@@ -80,10 +83,10 @@ async function issue(storeOf: StoreOf, argv: string[]): Promise<void> {
   usableId("--client-id", clientId);
   const target = targetOf(values);
   const store = storeOf(target);
+  const checkStarted = Date.now();
   if (await store.read(clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
 
   const { record, secret } = await newClientRecord({ client_id: clientId, chains, ...(service && { scopes: [service === "app" ? APP_SCOPE : OPS_SCOPE] }) });
-  const writeStarted = Date.now();
   // Not made again if the local state is locked: a late write could land after a rival's check.
   try {
     await store.write(record, { retryLocked: false });
@@ -91,21 +94,21 @@ async function issue(storeOf: StoreOf, argv: string[]): Promise<void> {
     throw new Error(`Client ${clientId} was not issued; no secret is valid. ${(error as Error).message}`);
   }
   // A made client_id is 72 random bits: no other issue can be racing for it.
-  if (values["client-id"] !== undefined) await confirmStillOurs(store, target, record, Date.now() - writeStarted);
+  if (values["client-id"] !== undefined) await confirmStillOurs(store, target, record, Date.now() - checkStarted);
   printSecret(values.json, record, secret, "Issued");
 }
 
 /**
  * KV has no compare-and-set, so two issues for one --client-id can both find it free and both
  * write; the last write stands. A rival that found the ID free before our write landed has its own
- * write still to make, which takes about as long as ours did (a wrangler start, under the same
- * load), plus remotely up to KV's 60 s propagation, over which its read may have missed ours. We
- * wait that long, then read back (one more wrangler start of margin): the one whose record KV does
+ * write still to make, which takes at most about as long as our read and write did (the same
+ * calls, under the same load), plus remotely up to KV's 60 s propagation, over which its read may
+ * have missed ours. We wait that long and a margin, then read back: the one whose record KV does
  * not hold has lost, and its secret was never valid. docs/operations.md#clients says what this can
  * and cannot promise.
  */
-async function confirmStillOurs(store: ClientStore, target: Target, record: ClientRecord, writeMs: number): Promise<void> {
-  const waitMs = (target.remote ? KV_PROPAGATION_MS : 0) + writeMs;
+async function confirmStillOurs(store: ClientStore, target: Target, record: ClientRecord, checkMs: number): Promise<void> {
+  const waitMs = (target.remote ? KV_PROPAGATION_MS : 0) + checkMs + RACE_MARGIN_MS;
   if (target.remote) {
     console.error(`Waiting ${Math.ceil(waitMs / 1000)} s to confirm that no other issue for ${record.client_id} raced this one.`);
   }

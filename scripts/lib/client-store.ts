@@ -1,11 +1,13 @@
 /**
- * Where `npm run clients` keeps client records: the CLIENTS KV namespace, locally or deployed,
- * through `wrangler kv`.
+ * Where `npm run clients` keeps client records: the CLIENTS KV namespace of the local state,
+ * opened in-process (scripts/lib/local-state.ts), or the deployed one through `wrangler kv`.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { clientKey, type ClientRecord } from "../../src/shared/types.ts";
+import { localState, type LocalState } from "./local-state.ts";
+import { localConfigPaths } from "./shards.ts";
 import { targetFlags, wrangler, type Target } from "./wrangler.ts";
 
 /** The client records of one target, by client_id. */
@@ -13,15 +15,44 @@ export interface ClientStore {
   read(clientId: string): Promise<ClientRecord | null>;
   /** Every record, in the order of their keys. */
   readAll(): Promise<ClientRecord[]>;
-  /** `retryLocked: false`: a write whose timing decides a race is not made again (see `wrangler`). */
+  /** `retryLocked: false`: a write whose timing decides a race is not made again (see `Locking`). */
   write(record: ClientRecord, options?: { retryLocked?: boolean }): Promise<void>;
 }
 
 // KV's bulk read takes at most 100 keys a call.
 const BULK_GET_LIMIT = 100;
 
-/** The target's CLIENTS namespace through wrangler, one wrangler run a call. */
-export function wranglerClientStore(target: Target): ClientStore {
+/** The target's CLIENTS namespace: the local state's in-process, the deployment's through wrangler. */
+export function clientStore(target: Target): ClientStore {
+  return target.remote ? wranglerClientStore(target) : localClientStore(localState(target, localConfigPaths().api));
+}
+
+/** The CLIENTS namespace of a local state opened in this process. */
+export function localClientStore(state: LocalState): ClientStore {
+  const read = async (key: string) => {
+    const text = await state.kv("CLIENTS", (namespace) => namespace.get(key, "text"));
+    return text === null ? null : (JSON.parse(text) as ClientRecord);
+  };
+  return {
+    read: (clientId) => read(clientKey(clientId)),
+    async readAll() {
+      const keys: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await state.kv("CLIENTS", (namespace) => namespace.list({ prefix: clientKey(""), ...(cursor && { cursor }) }));
+        keys.push(...page.keys.map(({ name }) => name));
+        cursor = page.list_complete ? undefined : page.cursor;
+      } while (cursor);
+      return (await Promise.all(keys.map(read))).filter((record) => record !== null);
+    },
+    async write(record, options = {}) {
+      await state.kv("CLIENTS", (namespace) => namespace.put(clientKey(record.client_id), JSON.stringify(record)), options);
+    },
+  };
+}
+
+/** The target's CLIENTS namespace through wrangler, one wrangler run a call: the deployment's. */
+function wranglerClientStore(target: Target): ClientStore {
   return {
     async read(clientId) {
       const flags = ["--binding", "CLIENTS", "--text", ...targetFlags(target)];

@@ -1,6 +1,7 @@
 /**
- * The service's Workflow instances ("jobs") through `wrangler workflows`: start one, describe
- * one, list them, locally against `npm start` (`--local --port`) or against the deployment.
+ * The service's Workflow instances ("jobs"): start one, describe one, list them, locally in
+ * `npm start` (through the local API that `wrangler workflows --local --port` calls) or in the
+ * deployment (through `wrangler workflows`).
  * Shared by `npm run app-users -- erase`, `npm run archive -- run` and `npm run jobs`.
  */
 import { once } from "node:events";
@@ -109,40 +110,66 @@ export interface JobSummary {
 const ENDED = new Set(["complete", "errored", "terminated"]);
 
 /** Starts an instance of `kind` with `params`; returns its ID. */
-export function startJob(kind: JobKind, params: unknown, target: JobTarget): string {
-  const output = wrangler(["workflows", "trigger", JOB_WORKFLOWS[kind], JSON.stringify(params), "--json", ...flags(target)], { retryLocked: false });
+export async function startJob(kind: JobKind, params: unknown, target: JobTarget): Promise<string> {
+  if (!target.remote) {
+    const body = JSON.stringify({ params });
+    return (await localWorkflows<{ id: string }>(target, `/${JOB_WORKFLOWS[kind]}/instances`, { method: "POST", headers: { "Content-Type": "application/json" }, body })).id;
+  }
+  const output = wrangler(["workflows", "trigger", JOB_WORKFLOWS[kind], JSON.stringify(params), "--json"], { retryLocked: false });
   return (JSON.parse(jsonPart(output)) as { id: string }).id;
 }
 
 /** An instance of `kind` as wrangler describes it. */
-export function describeJob(kind: JobKind, id: string, target: JobTarget): DescribedJob {
-  const output = wrangler(["workflows", "instances", "describe", JOB_WORKFLOWS[kind], id, "--json", ...flags(target)]);
+export async function describeJob(kind: JobKind, id: string, target: JobTarget): Promise<DescribedJob> {
+  if (!target.remote) {
+    return { ...(await localWorkflows<Omit<DescribedJob, "id">>(target, `/${JOB_WORKFLOWS[kind]}/instances/${encodeURIComponent(id)}`)), id };
+  }
+  const output = wrangler(["workflows", "instances", "describe", JOB_WORKFLOWS[kind], id, "--json"]);
   return JSON.parse(jsonPart(output)) as DescribedJob;
 }
 
 /** Polls an instance until it ended (complete, errored or terminated) and returns it. */
 export async function waitForJob(kind: JobKind, id: string, target: JobTarget, pauseMs = 1000): Promise<DescribedJob> {
   for (;;) {
-    const job = describeJob(kind, id, target);
+    const job = await describeJob(kind, id, target);
     if (ENDED.has(job.status)) return job;
     await sleep(pauseMs);
   }
 }
 
 /**
- * The IDs of every instance of `kind` wrangler lists, newest first. A local Workflow also lists,
- * without a status, an ID it was only asked to describe and never ran: no job, left out.
+ * The IDs of every instance of `kind`, newest first. A local Workflow also lists, without a
+ * status, an ID it was only asked to describe and never ran: no job, left out.
  */
-export function listJobIds(kind: JobKind, target: JobTarget): string[] {
-  return listJobs(kind, target).map((instance) => instance.id);
+export async function listJobIds(kind: JobKind, target: JobTarget): Promise<string[]> {
+  return (await listJobs(kind, target)).map((instance) => instance.id);
 }
 
-/** Every instance of `kind` wrangler lists, newest first, with its status (as {@link listJobIds} filters them). */
-export function listJobs(kind: JobKind, target: JobTarget): { id: string; status: string }[] {
-  const output = wrangler(["workflows", "instances", "list", JOB_WORKFLOWS[kind], "--json", ...flags(target)]);
-  return (JSON.parse(jsonPart(output)) as { id: string; status?: string }[]).flatMap((instance) =>
-    instance.status === undefined ? [] : [{ id: instance.id, status: instance.status }],
-  );
+/** Every instance of `kind`, newest first, with its status (as {@link listJobIds} filters them). */
+export async function listJobs(kind: JobKind, target: JobTarget): Promise<{ id: string; status: string }[]> {
+  const instances = target.remote
+    ? (JSON.parse(jsonPart(wrangler(["workflows", "instances", "list", JOB_WORKFLOWS[kind], "--json"]))) as Listed[])
+    : (await localWorkflows<Listed[]>(target, `/${JOB_WORKFLOWS[kind]}/instances`)).sort((a, b) => (b.created_on ?? "").localeCompare(a.created_on ?? ""));
+  return instances.flatMap((instance) => (instance.status === undefined ? [] : [{ id: instance.id, status: instance.status }]));
+}
+
+/** An instance as a listing shows it. */
+interface Listed {
+  id: string;
+  status?: string;
+  created_on?: string;
+}
+
+/**
+ * A call on the Workflows of a local `npm start`, through the API its runtime serves for
+ * `wrangler workflows --local` (what that command calls, without a wrangler start each time);
+ * its answer's result. Fails as wrangler does: "Local API error: <the runtime's message>".
+ */
+async function localWorkflows<T>(target: { port: number }, workflowPath: string, init?: RequestInit): Promise<T> {
+  const response = await fetch(`http://localhost:${target.port}/cdn-cgi/local/explorer/api/workflows${workflowPath}`, init);
+  const body = (await response.json().catch(() => null)) as { success?: boolean; result?: T; errors?: { message: string }[] } | null;
+  if (!response.ok || !body?.success) throw new Error(`Local API error: ${body?.errors?.[0]?.message ?? `HTTP ${response.status}`}`);
+  return body.result as T;
 }
 
 /** An instance in the terms `npm run jobs` prints. Steps done: the steps that succeeded. */
@@ -175,10 +202,6 @@ export function newestFirst(jobs: readonly JobSummary[]): JobSummary[] {
 /** What an operator runs to start a failed instance again (docs/operations.md). */
 export function restartCommand(kind: JobKind, id: string, target: JobTarget): string {
   return `npx wrangler workflows instances restart ${JOB_WORKFLOWS[kind]} ${id}${target.remote ? "" : ` --local --port ${target.port}`}`;
-}
-
-function flags(target: JobTarget): string[] {
-  return target.remote ? [] : ["--local", "--port", String(target.port)];
 }
 
 // Wrangler may print a banner or a warning before the JSON it was asked for.

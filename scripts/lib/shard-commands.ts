@@ -1,12 +1,12 @@
 /**
  * The commands of `npm run shards` (docs/operations.md#shards), on the shard states that a
- * {@link StatesOf} gives: the script's are SHARD_STATES through `wrangler kv`; the tests run most
- * cases in-process on the same local namespace through Miniflare.
+ * {@link StatesOf} gives: SHARD_STATES of the local state in-process, or the deployment's
+ * through `wrangler kv`.
  */
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { isShardOpen, shardBinding, type ShardState } from "../../src/shared/shard-ids.ts";
+import { statement } from "../../src/storage/statement.ts";
 import { UsageError, parse, positiveInteger, type Commands } from "./cli.ts";
 import {
   addConflict,
@@ -25,6 +25,7 @@ import {
   type ConfigPaths,
   type ConfigShard,
 } from "./shards.ts";
+import { NoLocalState, localState } from "./local-state.ts";
 import type { ShardStates } from "./shard-states.ts";
 import { PROJECT_ROOT, TARGET_OPTIONS, targetFlags, targetOf, wrangler, wranglerAsync, type Target } from "./wrangler.ts";
 
@@ -69,7 +70,7 @@ interface ShardRow {
 
 const COUNT_SQL = "SELECT COUNT(*) AS n FROM receipts";
 
-/** The states of a target's shards: SHARD_STATES through wrangler for the script. */
+/** The states of a target's shards (scripts/lib/shard-states.ts). */
 export type StatesOf = (target: Target, configs: ConfigPaths) => ShardStates;
 
 /** The commands by name, reading and writing shard states where `statesOf` says. */
@@ -179,7 +180,8 @@ async function add(statesOf: StatesOf, argv: string[]): Promise<void> {
   writeFileSync(staged, newApi);
   try {
     console.log(`Applying the migrations to ${databaseName}...`);
-    wrangler(["d1", "migrations", "apply", databaseName, "-c", staged, ...targetFlags(target)]);
+    // Not blocking: the local state this process holds open keeps answering meanwhile.
+    await wranglerAsync(["d1", "migrations", "apply", databaseName, "-c", staged, ...targetFlags(target)]);
   } catch (error) {
     throw new Error(
       `${(error as Error).message}\nNo config binds shard ${name} yet; fix the cause and run the same add again.`,
@@ -303,39 +305,22 @@ function remoteSizes(configs: ConfigPaths, shards: readonly ConfigShard[]): Map<
 }
 
 /**
- * Each local shard's count and size. `wrangler d1 execute --local` keeps only the duration of a
- * result's meta, and the local D1 refuses `PRAGMA page_count`, so this opens the local databases
- * as wrangler does (Miniflare, the same persistence directory and database IDs), where every
- * result carries `size_after` as it does remotely; one start for all shards.
+ * Each local shard's count and size, on the local state opened in-process, where every result
+ * carries `size_after` as it does remotely (`wrangler d1 execute --local` keeps only the
+ * duration of a result's meta, and the local D1 refuses `PRAGMA page_count`). A state without
+ * tables ends the command with the one line that says what to run first.
  */
 async function localSizes(target: Target, configs: ConfigPaths, shards: readonly ConfigShard[]): Promise<Map<string, Size>> {
   const sizes = new Map<string, Size>();
-  if (shards.length === 0) return sizes;
-  // As wrangler resolves it: --persist-to against its working directory (the project root),
-  // otherwise .wrangler/state beside the config.
-  const persist = target.persistTo
-    ? path.resolve(PROJECT_ROOT, target.persistTo)
-    : path.join(path.dirname(configs.api), ".wrangler", "state");
-  const mf = new Miniflare(
-    convertV4MiniflareOptions({
-      modules: true,
-      script: "export default {}",
-      resourcePersistencePath: path.join(persist, "v3"),
-      d1Databases: Object.fromEntries(shards.map((shard) => [shard.binding, shard.database_id])),
-    }),
-  );
-  try {
-    for (const shard of shards) {
-      try {
-        const db = await mf.getD1Database(shard.binding);
-        const { results, meta } = await db.prepare(COUNT_SQL).run<{ n: number }>();
-        sizes.set(shard.name, { receipts: results[0]?.n ?? 0, bytes: (meta as { size_after: number }).size_after });
-      } catch (error) {
-        sizes.set(shard.name, { error: errorGist(error) });
-      }
+  const state = localState(target, configs.api);
+  for (const shard of shards) {
+    try {
+      const [result] = await state.batch<{ n: number }>(shard, [statement(COUNT_SQL)]);
+      sizes.set(shard.name, { receipts: result!.results[0]?.n ?? 0, bytes: result!.meta.size_after as number });
+    } catch (error) {
+      if (error instanceof NoLocalState) throw error;
+      sizes.set(shard.name, { error: errorGist(error) });
     }
-  } finally {
-    await mf.dispose();
   }
   return sizes;
 }

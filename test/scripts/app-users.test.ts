@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../harness/ports.ts";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
+import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { pseudonym } from "../../src/storage/erasure.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
@@ -23,22 +24,22 @@ let dev: ChildProcess | undefined;
 const appUsers = (args: string[]) => runScript("app-users", [...args.slice(0, 1), "--port", String(port), "--persist-to", state, ...args.slice(1)]);
 const jobs = (args: string[]) => runScript("jobs", [...args, "--port", String(port)]);
 
-/** Puts one receipt of each app user on each shard, with IDs that name the shard: one wrangler run a shard. */
-function seed(appUserIds: readonly string[]): void {
+/** Puts one receipt of each app user on each shard, with IDs that name the shard: one batch a shard. */
+async function seed(appUserIds: readonly string[]): Promise<void> {
   for (const shard of LOCAL_SHARDS) {
     const rows = appUserIds.map((appUserId, index) => {
       const id = stampShardTag(`019aa8a4-3c1e-7000-8000-${String(index + 1).padStart(12, "0")}`, shardTag(shard));
       return `('${id}', 'chain-1', 'pos-1', ${sqlLiteral(appUserId)}, '{}', '2026-11-22T10:00:00.000Z')`;
     });
-    localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES ${rows.join(", ")}`);
+    await localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES ${rows.join(", ")}`);
   }
 }
 
 /** Every app_user_id the receipts hold, on both shards, with its count. */
-function holders(): Record<string, number> {
+async function holders(): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   for (const shard of LOCAL_SHARDS) {
-    for (const { app_user_id } of localD1(state, shard, "SELECT app_user_id FROM receipts") as { app_user_id: string }[]) {
+    for (const { app_user_id } of (await localD1(state, shard, "SELECT app_user_id FROM receipts")) as { app_user_id: string }[]) {
       counts[app_user_id] = (counts[app_user_id] ?? 0) + 1;
     }
   }
@@ -54,11 +55,12 @@ const NEIGHBOURS = ["o'brien", `O'BRIEN"; DELETE FROM RECEIPTS; --`, "anyone", "
 
 beforeAll(async () => {
   migrateLocalShards(state);
-  seed([HOSTILE, WILDCARD, LONG, DASHED, ...NEIGHBOURS]);
+  await seed([HOSTILE, WILDCARD, LONG, DASHED, ...NEIGHBOURS]);
   ({ child: dev, port } = await startNpmStart(state));
 }, 180_000);
 
 afterAll(async () => {
+  await closeLocalStates();
   if (dev) await endGroup(dev);
 });
 
@@ -134,15 +136,15 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     ["a LIKE wildcard", WILDCARD, [WILDCARD]],
     ["256 characters of quotes", LONG, [LONG]],
     ["a leading hyphen, after --", DASHED, ["--", DASHED]],
-  ])("an app_user_id with %s: --json prints the count and the job, and exactly their receipts are gone from both shards", (_label, appUserId, args) => {
+  ])("an app_user_id with %s: --json prints the count and the job, and exactly their receipts are gone from both shards", async (_label, appUserId, args) => {
     // What the previous case found after its erasure, read again only when this case runs alone.
-    const before = heldAfterLastErasure ?? holders();
+    const before = heldAfterLastErasure ?? (await holders());
     const result = appUsers(["erase", "--json", ...args]);
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({ app_user_id: appUserId, receipts_erased: 2, job: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     const { [appUserId]: erased, ...others } = before;
     expect(erased).toBe(2);
-    heldAfterLastErasure = holders();
+    heldAfterLastErasure = await holders();
     expect(heldAfterLastErasure).toEqual(others);
   });
 
@@ -157,11 +159,11 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     const devVars = readFileSync(path.join(ROOT, ".dev.vars"), "utf8");
     const key = /^AUDIT_HASH_KEY='?([A-Za-z0-9_-]+)'?$/m.exec(devVars)![1]!;
     const hashed = await pseudonym(HOSTILE, parseAuditHashKey(key));
-    const records = LOCAL_SHARDS.flatMap((shard) => localD1(state, shard, `SELECT * FROM audit_log WHERE app_user = '${hashed}'`));
+    const records = (await Promise.all(LOCAL_SHARDS.map((shard) => localD1(state, shard, `SELECT * FROM audit_log WHERE app_user = '${hashed}'`)))).flat();
     expect(records.filter((record) => record.receipt_id !== null)).toHaveLength(2);
     expect(records.filter((record) => record.receipt_id === null)).toHaveLength(2);
     expect(JSON.stringify(records)).not.toContain("brien");
-    const events = localD1(state, "s1", "SELECT payload FROM notice_outbox WHERE json_extract(payload, '$.type') = 'app_user.erased'")
+    const events = (await localD1(state, "s1", "SELECT payload FROM notice_outbox WHERE json_extract(payload, '$.type') = 'app_user.erased'"))
       .map((row) => JSON.parse(row.payload as string))
       .filter((event) => event.app_user_id === HOSTILE);
     expect(events.map((event) => event.receipts)).toEqual([0]);

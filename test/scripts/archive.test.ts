@@ -5,6 +5,7 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
 import { endGroup, expectNpmStartStopsOn, startNpmStart } from "../support/processes.ts";
@@ -29,12 +30,13 @@ beforeAll(async () => {
     const rows = ([[1, old], [2, old], [3, young]] as const).map(
       ([serial, at]) => `('${idAt(at, serial, shard)}', 'chain-1', 'pos-1', 'au-${serial}', '{"n":${serial}}', '${new Date(at).toISOString()}')`,
     );
-    localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES ${rows.join(", ")}`);
+    await localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES ${rows.join(", ")}`);
   }
   ({ child: dev, port } = await startNpmStart(state));
 }, 180_000);
 
 afterAll(async () => {
+  await closeLocalStates();
   if (dev) await endGroup(dev);
 });
 
@@ -47,7 +49,7 @@ describe("docs/operations.md npm run archive", () => {
     }
   });
 
-  it("status shows what waits; run moves it on one shard, then on all; status then shows it archived", () => {
+  it("status shows what waits; run moves it on one shard, then on all; status then shows it archived", async () => {
     const status = () => JSON.parse(archive(["status", "--json", "--persist-to", state]).stdout) as Record<string, unknown>[];
     expect(status()).toEqual(LOCAL_SHARDS.map((shard) => ({ shard, due: 2, archived: 0, objects: 0, bytes: 0, last_run: null })));
 
@@ -63,7 +65,7 @@ describe("docs/operations.md npm run archive", () => {
       expect(shard).toMatchObject({ due: 0, archived: 2, objects: 2, bytes: expect.any(Number), last_run: expect.objectContaining({ receipts: expect.any(Number) }) });
       expect(shard.bytes).toBeGreaterThan(200);
     }
-    for (const shard of LOCAL_SHARDS) expect(localD1(state, shard, "SELECT COUNT(*) AS n FROM receipts")).toEqual([{ n: 1 }]);
+    for (const shard of LOCAL_SHARDS) expect(await localD1(state, shard, "SELECT COUNT(*) AS n FROM receipts")).toEqual([{ n: 1 }]);
 
     const jobs = runScript("jobs", ["list", "--json", "--port", String(port)]);
     expect(JSON.parse(jobs.stdout)).toEqual(expect.arrayContaining([expect.objectContaining({ kind: "archive", state: "complete" })]));

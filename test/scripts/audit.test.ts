@@ -1,24 +1,22 @@
 /**
  * docs/api.md#audit, docs/operations.md "Who removed this receipt?": `npm run audit` on the two
- * shards of a throwaway local state. Most cases run the command in-process on those databases
- * through Miniflare (a wrangler start per shard and query would cost seconds each); the last
- * block runs it as a real process, through wrangler.
+ * shards of a throwaway local state. Most cases run the command in-process on those databases;
+ * the last block runs it as a real process.
  */
-import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AUDIT_USAGE, auditCommand, type RunOnShard } from "../../scripts/lib/audit-command.ts";
+import { AUDIT_USAGE, auditCommand } from "../../scripts/lib/audit-command.ts";
+import { execute } from "../../scripts/lib/d1.ts";
+import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import type { AuditRecord } from "../../src/storage/audit.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
-import { localD1, localStateMiniflare, migrateLocalShards } from "../support/local-d1.ts";
+import { localD1, migrateLocalShards } from "../support/local-d1.ts";
 import { freshState, runInProcess, runScript } from "../support/run-script.ts";
 
 const state = freshState();
-let mf: Miniflare | undefined;
-let run: RunOnShard;
 /** `npm run audit` in-process, on the test's local state. */
-const audit = (...args: string[]) => runInProcess(AUDIT_USAGE, auditCommand(run), [...args, "--persist-to", state]);
-/** `npm run audit` as an operator runs it: a process, and wrangler for each shard. */
+const audit = (...args: string[]) => runInProcess(AUDIT_USAGE, auditCommand(execute), [...args, "--persist-to", state]);
+/** `npm run audit` as an operator runs it: a process of its own. */
 const spawned = (...args: string[]) => runScript("audit", [...args, "--persist-to", state]);
 
 const ON_S1 = stampShardTag("019aa8a4-3c1e-7000-8000-000000000001", shardTag("s1"));
@@ -44,11 +42,10 @@ beforeAll(async () => {
       ({ at, action, receipt_id, chain_id, client_id, app_user, request_id }) =>
         `(${[at, action, receipt_id, chain_id, client_id, app_user, request_id].map(sqlLiteral).join(", ")})`,
     );
-    localD1(state, shard, `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) VALUES ${values.join(", ")}`);
+    await localD1(state, shard, `INSERT INTO audit_log (at, action, receipt_id, chain_id, client_id, app_user, request_id) VALUES ${values.join(", ")}`);
   }
-  ({ mf, run } = localStateMiniflare(state));
 }, 120_000);
-afterAll(() => mf?.dispose());
+afterAll(() => closeLocalStates());
 
 describe("docs/api.md#audit npm run audit: bad arguments, usage and exit 2", () => {
   it.each([

@@ -1,17 +1,18 @@
 /**
  * docs/api.md#operators: `npm run clients`. Most cases run the script's commands in-process on the
- * CLIENTS namespace of a throwaway local state, reached through Miniflare (a wrangler start per
- * KV call would cost seconds each); the last block runs every command as a real process, through
- * wrangler, on that same namespace. The API Worker runs on it too, for logins.
+ * CLIENTS namespace of a throwaway local state; the last block runs every command as a real
+ * process on that same namespace, read back through wrangler. The API Worker runs on it too, for
+ * logins.
  */
 import { spawnSync } from "node:child_process";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENTS_USAGE, clientCommands } from "../../scripts/lib/client-commands.ts";
+import { clientStore } from "../../scripts/lib/client-store.ts";
+import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { dispatch } from "../../scripts/lib/cli.ts";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
-import { miniflareClientStore } from "../support/client-store.ts";
 import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
@@ -19,11 +20,14 @@ let mf: Miniflare;
 beforeAll(() => {
   mf = startApiWorker(state);
 }, 60_000);
-afterAll(() => mf?.dispose());
+afterAll(async () => {
+  await closeLocalStates();
+  await mf?.dispose();
+});
 
 /** A command of `npm run clients`, in-process, on the test's local state. */
 const clients = (...args: string[]): Promise<ScriptResult> =>
-  runInProcess(CLIENTS_USAGE, (argv) => dispatch(clientCommands(() => miniflareClientStore(mf)), argv), [...args, "--persist-to", state]);
+  runInProcess(CLIENTS_USAGE, (argv) => dispatch(clientCommands(clientStore), argv), [...args, "--persist-to", state]);
 
 /** A command of `npm run clients` as an operator runs it: a process, and wrangler for KV. */
 const spawned = (...args: string[]): ScriptResult => runScript("clients", [...args, "--persist-to", state]);

@@ -2,29 +2,16 @@
  * Two `issue` commands racing for one --client-id never both succeed. KV has no
  * compare-and-set, so the loser finds out by reading back and exits non-zero without its secret.
  */
-import { spawn, spawnSync } from "node:child_process";
-import path from "node:path";
+import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
-import { ROOT, type ScriptResult, freshState } from "../support/run-script.ts";
+import { ROOT, type ScriptResult, freshState, runScriptAsync } from "../support/run-script.ts";
 
 const state = freshState();
 
-/** `runScript`, but without blocking, so that two commands run at once. */
+/** An issue for `clientId`, without blocking, so that two commands run at once. */
 function issueAsync(clientId: string, chain: string): Promise<ScriptResult> {
-  const args = ["issue", "--chain", chain, "--client-id", clientId, "--json", "--persist-to", state];
-  const child = spawn(process.execPath, [path.join(ROOT, "scripts", "clients.ts"), ...args], {
-    cwd: ROOT,
-    env: { ...process.env, NO_COLOR: "1" },
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (status) => resolve({ status, stdout, stderr }));
-  });
+  return runScriptAsync("clients", ["issue", "--chain", chain, "--client-id", clientId, "--json", "--persist-to", state]);
 }
 
 function storedRecord(clientId: string): { secret_hash: string; chains: string[] } {

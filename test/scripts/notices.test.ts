@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, replayFailed } from "../../src/storage/outbox/statements.ts";
 import { inlined } from "../../src/storage/statement.ts";
@@ -22,16 +23,16 @@ function documentedFields(command: string): string[] {
   return [...fields.matchAll(/"([a-z_]+)"/g)].map((match) => match[1]!);
 }
 
-/** Runs SQL on a shard of the throwaway local D1, as an operator's shell would; returns the last statement's rows. */
+/** Runs SQL on a shard of the throwaway local D1; returns its rows. */
 const d1 = (shard: string, sql: string) => localD1(state, shard, sql);
 
-/** Dead letters as the notifier's dead-letter consumer stores them on a shard, in one wrangler call. */
-function storeFailed(shard: string, ...notices: [eventId: string, type: string, receiptId: string, failedAt: string, lastError: string][]): void {
+/** Dead letters as the notifier's dead-letter consumer stores them on a shard, in one statement. */
+async function storeFailed(shard: string, ...notices: [eventId: string, type: string, receiptId: string, failedAt: string, lastError: string][]): Promise<void> {
   const rows = notices.map(([eventId, type, receiptId, failedAt, lastError]) => {
     const payload = JSON.stringify({ event_id: eventId, type, receipt_id: receiptId });
     return `('${eventId}', '${receiptId}', '${payload}', '2026-11-22T10:00:00.000Z', '${failedAt}', 11, '${lastError}')`;
   });
-  d1(shard, `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES ${rows.join(", ")}`);
+  await d1(shard, `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES ${rows.join(", ")}`);
 }
 
 const UUID = "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a1";
@@ -42,11 +43,11 @@ const THIRD = stampShardTag(`${UUID}9`, shardTag("s1"));
 /** A well-formed event_id whose tag is no shard's. */
 const NOWHERE = `${UUID}7`;
 
-// Applying the migrations starts wrangler, which can take longer than the default hook timeout.
 beforeAll(async () => {
   expect([shardTag("s1"), shardTag("s2")]).not.toContain(0xd2b);
   migrateLocalShards(state);
 }, 120_000);
+afterAll(() => closeLocalStates());
 
 describe("docs/api.md#operators npm run notices: bad arguments", () => {
   it.each([
@@ -74,13 +75,13 @@ describe("docs/api.md#operators npm run notices: bad arguments", () => {
 });
 
 describe("docs/api.md#operators npm run notices: failed and replay across shards", () => {
-  it("failed lists the failed notices of every shard, naming each one's shard; replay moves one back to its shard's outbox", () => {
-    storeFailed(
+  it("failed lists the failed notices of every shard, naming each one's shard; replay moves one back to its shard's outbox", async () => {
+    await storeFailed(
       "s1",
       [FIRST, "receipt.deleted", "r-first", "2026-11-22T10:50:00.000Z", "HTTP 410 from the push service"],
       [THIRD, "receipt.created", "r-third", "2026-11-22T10:52:00.000Z", "HTTP 400 from the push service"],
     );
-    storeFailed("s2", [SECOND, "receipt.deleted", "r-second", "2026-11-22T10:51:00.000Z", "HTTP 503 from the push service"]);
+    await storeFailed("s2", [SECOND, "receipt.deleted", "r-second", "2026-11-22T10:51:00.000Z", "HTTP 503 from the push service"]);
     const listed = notices("failed", "--json");
     expect(listed.status, listed.stderr).toBe(0);
     expect(JSON.parse(listed.stdout)).toEqual([
@@ -94,7 +95,7 @@ describe("docs/api.md#operators npm run notices: failed and replay across shards
     expect(replayed.status, replayed.stderr).toBe(0);
     expect(replayed.stdout).toContain(`${FIRST}\tshard=s1`);
     expect(replayed.stdout).toContain("within a minute");
-    expect(d1("s1", "SELECT event_id, enqueued_at, delivered_at, attempts FROM notice_outbox")).toEqual([
+    expect(await d1("s1", "SELECT event_id, enqueued_at, delivered_at, attempts FROM notice_outbox")).toEqual([
       { event_id: FIRST, enqueued_at: null, delivered_at: null, attempts: 0 },
     ]);
     const text = notices("failed");

@@ -8,11 +8,12 @@
 import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { appliedMigrations } from "../../scripts/lib/shard-commands.ts";
 import { withShardBlock } from "../../scripts/lib/shards.ts";
 import { localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { ROOT, freshState, runScript } from "../support/run-script.ts";
+import { ROOT, freshState, runScriptAsync } from "../support/run-script.ts";
 
 const state = freshState();
 const configDir = mkdtempSync(path.join(tmpdir(), "receipts-migrate-"));
@@ -22,9 +23,10 @@ const S3_ID = "00000000-0000-4000-8000-000000000399";
 
 /** SQL on a shard of the copy's configs, which also bind s3. */
 const sql = (shard: string, text: string) => localD1(state, shard, text, API_CONFIG);
-const migrate = (...args: string[]) => runScript("shards", ["migrate", "--persist-to", state, "--config-dir", configDir, ...args]);
+// Not blocking: this process holds the state open for `sql` meanwhile.
+const migrate = (...args: string[]) => runScriptAsync("shards", ["migrate", "--persist-to", state, "--config-dir", configDir, ...args]);
 
-beforeAll(() => {
+beforeAll(async () => {
   // s1 and s2 migrated as `npm start` leaves them; s3 a new, empty database.
   migrateLocalShards(state);
   cpSync(path.join(ROOT, "migrations"), path.join(configDir, "migrations"), { recursive: true });
@@ -33,12 +35,13 @@ beforeAll(() => {
   mkdirSync(path.join(configDir, "src/notifier"), { recursive: true });
   copyFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), path.join(configDir, "src/notifier/wrangler.toml"));
   // What makes s2 fail part-way: a table in the way of the new migration.
-  sql("s2", "CREATE TABLE migrate_probe (id INTEGER PRIMARY KEY)");
+  await sql("s2", "CREATE TABLE migrate_probe (id INTEGER PRIMARY KEY)");
 }, 120_000);
+afterAll(() => closeLocalStates());
 
 describe("docs/operations.md npm run shards -- migrate", () => {
-  it("migrates every shard but the one that fails, says which, and exits 1", () => {
-    const result = migrate("--parallel", "3");
+  it("migrates every shard but the one that fails, says which, and exits 1", async () => {
+    const result = await migrate("--parallel", "3");
     expect(result.status, result.stderr).toBe(1);
     const lines = result.stdout.split("\n");
     expect(result.stdout).toContain("Migrating 3 shard(s) (local), 3 at once...");
@@ -51,12 +54,12 @@ describe("docs/operations.md npm run shards -- migrate", () => {
     expect(result.stderr).toContain("Shard(s) s2 failed");
     expect(result.stderr).toContain("run the same command again");
     // The failed migration left s2 as it was: not recorded, so the next run applies it.
-    expect(sql("s2", `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 0 }]);
+    expect(await sql("s2", `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 0 }]);
   }, 180_000);
 
-  it("run again after the fix: only the shard that failed is migrated, exit 0", () => {
-    sql("s2", "DROP TABLE migrate_probe");
-    const result = migrate();
+  it("run again after the fix: only the shard that failed is migrated, exit 0", async () => {
+    await sql("s2", "DROP TABLE migrate_probe");
+    const result = await migrate();
     expect(result.status, result.stderr).toBe(0);
     const lines = result.stdout.split("\n");
     expect(lines).toContain("s1\tup to date");
@@ -64,13 +67,13 @@ describe("docs/operations.md npm run shards -- migrate", () => {
     expect(lines).toContain("s3\tup to date");
     expect(result.stdout).toContain("1 shard(s) migrated, 2 up to date, 0 failed.");
     for (const shard of ["s1", "s2", "s3"]) {
-      expect(sql(shard, `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 1 }]);
+      expect(await sql(shard, `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 1 }]);
     }
   }, 180_000);
 
-  it("bad arguments: exit 2, nothing run", () => {
+  it("bad arguments: exit 2, nothing run", async () => {
     for (const args of [["--parallel", "0"], ["--parallel", "17"], ["s1"]]) {
-      const result = migrate(...args);
+      const result = await migrate(...args);
       expect(result.status, args.join(" ")).toBe(2);
     }
   });

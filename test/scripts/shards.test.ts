@@ -1,18 +1,18 @@
 /**
  * `npm run shards` (docs/operations.md#shards) against a throwaway local state and a copy of both
  * Workers' configs (--config-dir), so that no test ever edits the project's wrangler.toml files.
- * Most cases run the commands in-process, their shard states in the local SHARD_STATES through
- * Miniflare (a wrangler start per KV call would cost seconds each); the last block runs list,
- * close and open as real processes through wrangler, and add runs so where its migrations fail.
+ * Most cases run the commands in-process, their shard states in the local SHARD_STATES; the last
+ * block runs list, close and open as real processes, and add runs so where its migrations fail.
  */
 import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dispatch } from "../../scripts/lib/cli.ts";
-import { SHARDS_USAGE, shardCommands, type StatesOf } from "../../scripts/lib/shard-commands.ts";
+import { closeLocalStates, localState } from "../../scripts/lib/local-state.ts";
+import { SHARDS_USAGE, shardCommands } from "../../scripts/lib/shard-commands.ts";
+import { shardStatesOf } from "../../scripts/lib/shard-states.ts";
 import { shardTag } from "../../src/shared/shard-ids.ts";
 import {
   addConflict,
@@ -22,7 +22,7 @@ import {
   targetShards,
   withShardBlock,
 } from "../../scripts/lib/shards.ts";
-import { localStateMiniflare, migrateLocalShards } from "../support/local-d1.ts";
+import { migrateLocalShards } from "../support/local-d1.ts";
 import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
@@ -38,16 +38,13 @@ symlinkSync(path.join(ROOT, "migrations"), path.join(configDir, "migrations"));
 const ORIGINAL_API = readFileSync(API_CONFIG, "utf8");
 const ORIGINAL_NOTIFIER = readFileSync(NOTIFIER_CONFIG, "utf8");
 
-let mf: Miniflare | undefined;
-let shardStates: StatesOf;
-
 /** `shards <command> --persist-to <state> --config-dir <copy> <args>`: the flags before any `--` in args. */
 const argsOf = (command?: string, ...args: string[]) =>
   command === undefined ? [] : [command, "--persist-to", state, "--config-dir", configDir, ...args];
 /** A command of `npm run shards`, in-process. */
 const shards = (command?: string, ...args: string[]): Promise<ScriptResult> =>
-  runInProcess(SHARDS_USAGE, (argv) => dispatch(shardCommands(shardStates), argv), argsOf(command, ...args));
-/** A command of `npm run shards` as an operator runs it: a process, and wrangler for KV. */
+  runInProcess(SHARDS_USAGE, (argv) => dispatch(shardCommands(shardStatesOf), argv), argsOf(command, ...args));
+/** A command of `npm run shards` as an operator runs it: a process of its own. */
 const spawned = (command?: string, ...args: string[]): ScriptResult => runScript("shards", argsOf(command, ...args));
 
 interface Row {
@@ -80,9 +77,8 @@ function wranglerAsync(args: string[]): Promise<string> {
 beforeAll(async () => {
   // What `npm start` does first: the tables on both shards.
   migrateLocalShards(state);
-  ({ mf, shardStates } = localStateMiniflare(state));
 }, 120_000);
-afterAll(() => mf?.dispose());
+afterAll(() => closeLocalStates());
 
 /** A valid name whose ID tag is s1's: add must refuse it. */
 function nameWithTagOf(shard: string): string {
@@ -146,7 +142,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     expect(closed.status, closed.stderr).toBe(0);
     expect(closed.stdout).toContain("s1 is now closed");
     expect(closed.stdout).toContain("65 s");
-    const record = JSON.parse((await (await mf!.getKVNamespace("SHARD_STATES")).get("shard:s1", "text"))!) as {
+    const record = JSON.parse((await localState({ remote: false, persistTo: state }, API_CONFIG).kv("SHARD_STATES", (namespace) => namespace.get("shard:s1", "text")))!) as {
       state: string;
       changed_at: string;
       by: string;
@@ -294,6 +290,18 @@ describe("docs/operations.md#shards list, close and open as processes, through w
     expect(result.status, result.stderr).toBe(0);
     return (JSON.parse(result.stdout) as Row[]).map(({ name, state }) => [name, state]);
   };
+
+  it("before the first npm start, a command that reads the shards says in one line what to run first: exit 1", () => {
+    const fresh = freshState();
+    for (const [name, args] of [["shards", ["list"]], ["notices", ["failed"]], ["audit", ["chain", "c1"]]] as const) {
+      const result = runScript(name, [...args, "--persist-to", fresh]);
+      expect(result.status, `${name}: ${result.stderr}`).toBe(1);
+      expect(result.stdout).toBe("");
+      expect(result.stderr.trim().split("\n")).toEqual([
+        `No local state yet in ${fresh}: run \`npm start -- --persist-to ${fresh}\` (or \`npm run shards -- migrate --persist-to ${fresh}\`) first.`,
+      ]);
+    }
+  });
 
   it("close writes the local SHARD_STATES and list reads it; open reopens; bad arguments exit 2", async () => {
     const closed = spawned("close", "s1");

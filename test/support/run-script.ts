@@ -1,5 +1,5 @@
 /** Runs an operator script the way `npm run <name> --` does, against a throwaway local state, or in-process. */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -24,17 +24,32 @@ export function freshState(): string {
  * test's environment and `env` over it (undefined removes a variable).
  */
 export function runScript(name: string, args: string[], input?: string, env: Record<string, string | undefined> = {}): ScriptResult {
-  const result = spawnSync(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], {
-    cwd: ROOT,
-    encoding: "utf8",
-    input,
-    // Cast: the generated Workers types declare the API Worker's vars on process.env, which a
-    // script's environment does not carry.
-    env: Object.fromEntries(
-      Object.entries({ ...process.env, NO_COLOR: "1", ...env }).filter(([, value]) => value !== undefined),
-    ) as NodeJS.ProcessEnv,
-  });
+  const result = spawnSync(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], { cwd: ROOT, encoding: "utf8", input, env: scriptEnv(env) });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/**
+ * {@link runScript} without blocking this process: for two commands at once, and for a long
+ * command while this process holds a local state open (workerd closes a connection left idle
+ * while the process is blocked, and the next call on it fails).
+ */
+export function runScriptAsync(name: string, args: string[], env: Record<string, string | undefined> = {}): Promise<ScriptResult> {
+  const child = spawn(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], { cwd: ROOT, env: scriptEnv(env) });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/** The test's environment with `env` over it (undefined removes a variable), and no colours. */
+function scriptEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  // Cast: the generated Workers types declare the API Worker's vars on process.env, which a
+  // script's environment does not carry.
+  return Object.fromEntries(Object.entries({ ...process.env, NO_COLOR: "1", ...env }).filter(([, value]) => value !== undefined)) as NodeJS.ProcessEnv;
 }
 
 /**

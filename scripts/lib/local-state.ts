@@ -1,0 +1,145 @@
+/**
+ * The local state of `npm start` opened in the operator command's own process, once: one
+ * Miniflare over the config's shards and KV namespaces, persisted where `wrangler dev` and
+ * `wrangler d1|kv --local --persist-to` keep them (`<state>/v3/d1`, `<state>/v3/kv`, keyed by the
+ * IDs of the config), so that a command and `npm start` read what the other wrote. A wrangler
+ * start per call cost seconds each; this costs one Miniflare start (about a second) a command.
+ * `runCli` closes it when the command ends.
+ */
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { runBatch, type Statement } from "../../src/storage/statement.ts";
+import { atCommandEnd } from "./cli.ts";
+import { readShards, type ConfigShard } from "./shards.ts";
+import { PROJECT_ROOT, type Target } from "./wrangler.ts";
+
+/** One statement's result in a batch: its rows and D1's meta. */
+export interface BatchResult<Row> {
+  results: Row[];
+  meta: Record<string, unknown>;
+}
+/** A KV namespace of the local state, as Miniflare hands it to Node. */
+export type LocalNamespace = Awaited<ReturnType<Miniflare["getKVNamespace"]>>;
+
+/** A local state's shards and namespaces, reached in-process. */
+export interface LocalState {
+  /** Runs statements on a shard as one batch; returns each statement's rows and meta (D1's `size_after` among them). */
+  batch<Row>(shard: ConfigShard, statements: readonly Statement[], options?: Locking): Promise<BatchResult<Row>[]>;
+  /** A call on a KV namespace of the config, made again while the state is locked (see {@link Locking}). */
+  kv<T>(binding: string, call: (namespace: LocalNamespace) => Promise<T>, options?: Locking): Promise<T>;
+}
+
+/**
+ * Two commands on one local state, or a command beside `npm start`, can find its SQLite files
+ * locked by the other's runtime (SQLITE_BUSY): such a call is made again after a short pause,
+ * unless `retryLocked` is false (a write whose timing decides a race).
+ */
+export interface Locking {
+  retryLocked?: boolean;
+}
+
+/** Thrown for a local state whose shards have no tables: the one line a newcomer needs. */
+export class NoLocalState extends Error {}
+
+const open = new Map<string, Promise<Miniflare>>();
+
+/**
+ * The local state a command acts on: `--persist-to`'s directory, else `.wrangler/state` beside
+ * the config (as wrangler resolves them), with the shards and KV namespaces that `config` binds.
+ * Opened at the first call of a process and shared by the later ones.
+ */
+export function localState(target: Target, config: string): LocalState {
+  const persist = target.persistTo ? path.resolve(PROJECT_ROOT, target.persistTo) : path.join(path.dirname(config), ".wrangler", "state");
+  const key = `${persist}\n${config}`;
+  let runtime = open.get(key);
+  if (!runtime) {
+    const options = convertV4MiniflareOptions({
+      modules: true,
+      script: "export default {}",
+      resourcePersistencePath: path.join(persist, "v3"),
+      d1Databases: Object.fromEntries(readShards(config).map((shard) => [shard.binding, shard.database_id])),
+      kvNamespaces: kvNamespacesOf(config),
+      // The runtime runs no code of ours: what it logs is a failed start, which its error carries.
+      handleStructuredLogs: () => undefined,
+    });
+    // The runtime opens the state's files as it starts, and can find them locked like any call.
+    runtime = whileLocked(async () => {
+      const mf = new Miniflare(options);
+      try {
+        await mf.ready;
+        return mf;
+      } catch (error) {
+        await mf.dispose().catch(() => undefined);
+        throw error;
+      }
+    }, {});
+    // A start that failed fails the first call on it; it must not end the process before that.
+    runtime.catch(() => undefined);
+    open.set(key, runtime);
+    atCommandEnd(closeLocalStates);
+  }
+  const started = runtime;
+  return {
+    async batch<Row>(shard: ConfigShard, statements: readonly Statement[], options: Locking = {}) {
+      try {
+        return (await whileLocked(async () => runBatch(await (await started).getD1Database(shard.binding), statements), options)) as BatchResult<Row>[];
+      } catch (error) {
+        throw withoutTables(error, persist, target);
+      }
+    },
+    kv: async (binding, call, options = {}) => whileLocked(async () => call(await (await started).getKVNamespace(binding)), options),
+  };
+}
+
+/** Closes every local state this process opened; the next call opens it again. */
+export async function closeLocalStates(): Promise<void> {
+  const runtimes = [...open.values()];
+  open.clear();
+  await Promise.all(runtimes.map(async (runtime) => (await runtime.catch(() => undefined))?.dispose()));
+}
+
+/**
+ * The error a call on a shard failed with, or, when the shard has no tables, what to run first:
+ * a command before the first `npm start` would otherwise print D1's "no such table" per shard.
+ */
+function withoutTables(error: unknown, persist: string, target: Target): unknown {
+  if (!/no such table/i.test((error as Error).message)) return error;
+  const flag = target.persistTo ? ` --persist-to ${target.persistTo}` : "";
+  return new NoLocalState(
+    `No local state yet in ${target.persistTo ?? path.relative(PROJECT_ROOT, persist)}: ` +
+      `run \`npm start${flag ? ` --${flag}` : ""}\` (or \`npm run shards -- migrate${flag}\`) first.`,
+  );
+}
+
+// D1 names the lock; the local KV answers a call that found its SQLite file locked with a bare 500
+// ("KV GET failed: 500 Internal Server Error"), and nothing else makes it answer so.
+const LOCKED = /SQLITE_BUSY|^KV [A-Z]+ failed: 500/;
+const LOCKED_ATTEMPTS = 5;
+const LOCKED_PAUSE_MS = 400;
+
+async function whileLocked<T>(call: () => Promise<T>, { retryLocked = true }: Locking): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!retryLocked || attempt >= LOCKED_ATTEMPTS || !LOCKED.test(String((error as Error).message))) throw error;
+      await sleep(LOCKED_PAUSE_MS * attempt);
+    }
+  }
+}
+
+// One `[[kv_namespaces]]` table per namespace, `binding` and `id` lines in it: the form our configs use.
+const KV_BLOCK = /^\s*\[\[\s*kv_namespaces\s*\]\]\s*$([\s\S]*?)(?=^\s*\[|(?![\s\S]))/gm;
+
+/** The KV namespaces a config binds, binding → id, as wrangler keys their local storage. */
+function kvNamespacesOf(config: string): Record<string, string> {
+  const namespaces: Record<string, string> = {};
+  for (const [, body] of readFileSync(config, "utf8").matchAll(KV_BLOCK)) {
+    const binding = /^\s*binding\s*=\s*"([^"]+)"/m.exec(body!)?.[1];
+    const id = /^\s*id\s*=\s*"([^"]+)"/m.exec(body!)?.[1];
+    if (binding && id) namespaces[binding] = id;
+  }
+  return namespaces;
+}
