@@ -9,7 +9,7 @@ import { createServer, type Server } from "node:http";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../harness/ports.ts";
-import type { HealthReport } from "../../src/api/status/report.ts";
+import type { HealthReport } from "../../src/shared/health-report.ts";
 import { statusText, withErasures, type StatusAnswer } from "../../scripts/lib/status.ts";
 import { ROOT, type ScriptResult } from "../support/run-script.ts";
 
