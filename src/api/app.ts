@@ -15,6 +15,7 @@ import { jsonResponse } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
 import { feed } from "./routes/feed.ts";
+import { jobExport, jobState, startAppUserJob } from "./routes/jobs.ts";
 import { login } from "./routes/login.ts";
 import { status } from "./routes/status.ts";
 import { apiReference } from "./routes/docs.ts";
@@ -35,7 +36,15 @@ export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBi
   const app = new Hono<ApiBindings>();
   app.use(requestLog, releaseUnreadBody);
   // Before the settings are read, so that a 500 from a broken setting carries the fields too.
-  for (const [path, route] of [[PATHS.add, "add"], [PATHS.delete, "delete"], [PATHS.events, "events"]] as const) {
+  for (const [path, route] of [
+    [PATHS.add, "add"],
+    [PATHS.delete, "delete"],
+    [PATHS.events, "events"],
+    [PATHS.exportAppUser, "jobs"],
+    [PATHS.eraseAppUser, "jobs"],
+    [PATHS.job, "jobs"],
+    [PATHS.jobExport, "jobs"],
+  ] as const) {
     app.use(path, rateLimitFields(route));
   }
   app.use(loadIsolate(isolate));
@@ -43,8 +52,19 @@ export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBi
     app.post(path, handler);
     app.all(path, methodNotAllowed("POST"));
   }
+  for (const [path, handler] of [[PATHS.exportAppUser, startAppUserJob("export")], [PATHS.eraseAppUser, startAppUserJob("erasure")]] as const) {
+    app.post(path, handler);
+    app.all(path, methodNotAllowed("POST"));
+  }
   // Hono answers HEAD with the GET handler, so Allow names both (docs/api.md "OpenAPI document").
-  for (const [path, handler] of [[PATHS.openapi, openApiDocument], [PATHS.docs, apiReference], [PATHS.events, feed], [PATHS.status, status]] as const) {
+  for (const [path, handler] of [
+    [PATHS.openapi, openApiDocument],
+    [PATHS.docs, apiReference],
+    [PATHS.events, feed],
+    [PATHS.status, status],
+    [PATHS.job, jobState],
+    [PATHS.jobExport, jobExport],
+  ] as const) {
     app.get(path, handler);
     app.all(path, methodNotAllowed("GET", "GET, HEAD"));
   }

@@ -4,11 +4,13 @@ import { missingHeaders, refuse, unusableHeaders } from "./refusals.ts";
 /**
  * Reads the headers a schema names from a request, case-insensitively, and validates them.
  * Every absent required header is named in one 400; then every unusable value in one 406
- * (docs/api.md#common-rules), so a client fixes all of them in one round.
+ * (docs/api.md#common-rules), so a client fixes all of them in one round; a header in
+ * `malformedIs400` that is unusable is a 400 instead.
  */
 export function readHeaders<Shape extends Record<string, z.ZodMiniType>>(
   request: Request,
   schema: z.ZodMiniObject<Shape>,
+  { malformedIs400 = [] }: { malformedIs400?: readonly (keyof Shape & string)[] } = {},
 ): z.output<z.ZodMiniObject<Shape>> {
   const present: Record<string, string> = {};
   const missing: string[] = [];
@@ -27,5 +29,8 @@ export function readHeaders<Shape extends Record<string, z.ZodMiniType>>(
     const name = String(issue.path[0]);
     if (!reasons.has(name)) reasons.set(name, `Header ${name} ${issue.message}`);
   }
+  // A route whose documents call a malformed value of these headers a bad request (docs/api.md#jobs).
+  const bad = [...reasons].filter(([name]) => (malformedIs400 as readonly string[]).includes(name));
+  if (bad.length > 0) throw refuse({ ...unusableHeaders(bad.map(([, reason]) => reason)), status: 400 });
   throw refuse(unusableHeaders([...reasons.values()]));
 }

@@ -9,6 +9,7 @@ import { consumeSweeps, dispatchSweeps, startDailyArchives, startsArchives } fro
 
 export { ArchiveWorkflow } from "./workflows/archive-workflow.ts";
 export { ErasureWorkflow } from "./workflows/erasure-workflow.ts";
+export { ExportWorkflow } from "./workflows/export-workflow.ts";
 
 // One isolate serves many requests and cron ticks; what it remembers between them lives here.
 const isolate = newIsolateState();

@@ -110,6 +110,12 @@ export const REFUSALS = {
       "Query parameter after names no event of the feed: not an event_id, unknown, erased, or older than the feed's window; start again without after.",
   },
   feedLimit: { status: 406, detail: "Query parameter limit must be a whole number from 1 to 100." },
+  jobConflict: {
+    status: 409,
+    detail: "Header Idempotency-Key was used by this client for another job (another app_user_id, or another kind of job); use a new key for a new job.",
+  },
+  noJob: { status: 404, detail: "Path names no job this client started, or its record is gone (kept EXPORT_KEPT_DAYS)." },
+  exportNotComplete: { status: 409, detail: "Path: the job is not a complete export; read the job until its state is complete." },
 } as const satisfies Record<string, Refusal>;
 
 /**
@@ -127,7 +133,7 @@ export function rateLimited(policy: RatePolicy, route: LimitedRoute): Refusal {
 }
 
 /** How a 429's message names each limited route. */
-const ROUTE_WORDS: Record<LimitedRoute, string> = { add: "add", delete: "delete", events: "event feed" };
+const ROUTE_WORDS: Record<LimitedRoute, string> = { add: "add", delete: "delete", events: "event feed", jobs: "app-user job" };
 
 /** Every header of `names` is absent (400), all named in one message. */
 export function missingHeaders(names: readonly string[]): Refusal {

@@ -13,6 +13,7 @@ import type { NoticeMessage, QueuedNotice, SweepMessage } from "../shared/types.
 import { SWEEP_TOMBSTONE_QUERIES, purgeOldTombstones, sweepTombstones } from "../storage/archive/deletion.ts";
 import { PURGED_TOMBSTONE_KEPT_MS } from "../storage/archive/tombstones.ts";
 import { purgeExpiredAudit } from "../storage/audit.ts";
+import { purgeExpiredJobs } from "../storage/export.ts";
 import { FENCE_KEPT_MS, purgeFences } from "../storage/fences.ts";
 import {
   endpointState,
@@ -27,7 +28,7 @@ import { MAX_ROUNDS, deleteInRounds } from "../storage/rounds.ts";
 import { shardsOf, type Shard } from "../storage/shards.ts";
 import { DELIVERED_RETENTION_MS, apiConfig, type ApiConfig } from "../shared/config.ts";
 import { dailyArchiveId } from "./workflows/archive-workflow.ts";
-import { startOnce } from "./workflows/durable.ts";
+import { jobShardsOf, startOnce } from "./workflows/durable.ts";
 
 /**
  * The most D1 queries one invocation of the sweeps may issue: half of Cloudflare's 1,000 per
@@ -89,6 +90,15 @@ const JOBS: Record<string, ScheduledJob> = {
       purged: await purgeOldTombstones(shard.db, new Date(now.getTime() - PURGED_TOMBSTONE_KEPT_MS), PURGE_PAGE),
     }),
     maxQueries: 1,
+  },
+  // Its records live on the first shard alone (docs/api.md#jobs).
+  "app-user-jobs.purge-expired": {
+    run: async (env, shard, now, config): Promise<Record<string, number>> => {
+      if (shard.name !== shardsOf(env)[0]?.name) return {};
+      const [first] = jobShardsOf(env);
+      return { purged: await purgeExpiredJobs(first!, env.ARCHIVE, new Date(now.getTime() - config.exportKeptMs)) };
+    },
+    maxQueries: 2,
   },
   "erasure-fences.purge": {
     run: async (_env, shard, now) => {

@@ -29,6 +29,8 @@ export interface ApiSettings {
   BODY_DEADLINE_SECONDS: string;
   /** How long audit records are kept, in days, before the cron job purges them. */
   AUDIT_RETENTION_DAYS: string;
+  /** How long an app user's export file, and the record of each app-user job, is kept, in days. */
+  EXPORT_KEPT_DAYS: string;
   /** How old a receipt is, in days, when the archive moves it from its shard to R2; 0 moves every receipt. */
   ARCHIVE_AFTER_DAYS: string;
   /** Base64url of 32 or more random bytes: the key of the hash that stands for an app user in fences and the audit trail. */
@@ -118,6 +120,8 @@ export interface ApiConfig {
   feedSettleMs: number;
   /** How many shards one part of an erasure erases. */
   erasurePartShards: number;
+  /** How long an export's file and a job's record are kept after the job was started. */
+  exportKeptMs: number;
 }
 
 /** How long a push may take, how long a delivery holds its notice, and when a failed one is tried again. */
@@ -172,6 +176,7 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     eventFeedMs: eventFeedDays(settings) * DAY_MS,
     feedSettleMs: feedSettleSeconds(settings) * 1000,
     erasurePartShards: erasurePartShards(settings),
+    exportKeptMs: positiveNumber(settings, "EXPORT_KEPT_DAYS") * DAY_MS,
   }));
 }
 

@@ -21,7 +21,7 @@ export type ShardBindings = { [binding: `DB_${string}`]: D1Database };
 type Generated<Bindings, Settings, Queues extends string> = Omit<Bindings, `DB_${string}` | Queues | keyof Settings>;
 
 /** Bindings and settings of the API Worker (see wrangler.toml). */
-export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE" | "ARCHIVING" | "METRICS"> {
+export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE" | "EXPORT" | "ARCHIVING" | "METRICS"> {
   /** Producer side of the notices queue: receipt.created and receipt.deleted events, one or a bundle a message. */
   NOTICES: Queue<NoticeMessage>;
   /** The cron's sweeps, a group of shards per message, consumed by this Worker (api/scheduled.ts). */
@@ -31,6 +31,8 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
    * -- erase`, and by an erasure for each of its parts.
    */
   ERASURE: Workflow<ErasureParams>;
+  /** The export of an app user's data (src/api/workflows/export-workflow.ts), started by the app's client and by `npm run app-users -- export`. */
+  EXPORT: Workflow<{ request_id: string }>;
   /** The archive's move (src/api/workflows/archive-workflow.ts), started daily by the cron and by `npm run archive -- run`. */
   ARCHIVING: Workflow<{ shard: string; part?: number }>;
   /** A data point per request (src/shared/metrics.ts); absent from a test's bare env, which then writes none. */

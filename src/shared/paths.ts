@@ -10,4 +10,13 @@ export const PATHS = {
   docs: "/receipts/v2/docs",
   events: "/receipts/v2/events",
   status: "/receipts/v2/status",
+  exportAppUser: "/receipts/v2/app-users/export",
+  eraseAppUser: "/receipts/v2/app-users/erase",
+  job: "/receipts/v2/jobs/:job_id",
+  jobExport: "/receipts/v2/jobs/:job_id/export",
 } as const;
+
+/** A job's path, with its ID in place of the parameter. */
+export function jobPath(jobId: string, file: "state" | "export" = "state"): string {
+  return (file === "state" ? PATHS.job : PATHS.jobExport).replace(":job_id", encodeURIComponent(jobId));
+}

@@ -1,5 +1,5 @@
 /**
- * The limits per client on add, delete and the event feed (docs/api.md#rate-limits): one Workers
+ * The limits per client on add, delete, the event feed and the app-user jobs (docs/api.md#rate-limits): one Workers
  * Rate Limiting binding per route and tier, keyed by client_id. A binding's limit is fixed in
  * wrangler.toml and the binding does not tell it, so the numbers are written here too, for the
  * answers' RateLimit-Policy field and the 429's message; test/api/rate-limits.test.ts holds the
@@ -10,8 +10,8 @@
 export const RATE_TIERS = ["standard", "large", "xlarge"] as const;
 export type RateTier = (typeof RATE_TIERS)[number];
 
-/** The routes limited per client. */
-export type LimitedRoute = "add" | "delete" | "events";
+/** The routes limited per client; `jobs` counts the app-user jobs' routes together (docs/api.md#jobs). */
+export type LimitedRoute = "add" | "delete" | "events" | "jobs";
 
 /** One route's limit in one tier. */
 export interface RatePolicy {
@@ -26,7 +26,7 @@ export interface RatePolicy {
 }
 
 /** Requests per 10 s of each route in the standard tier; `large` is 5 times, `xlarge` 10 times. */
-const STANDARD_QUOTAS: Record<LimitedRoute, number> = { add: 1200, delete: 300, events: 100 };
+const STANDARD_QUOTAS: Record<LimitedRoute, number> = { add: 1200, delete: 300, events: 100, jobs: 100 };
 const TIER_FACTORS: Record<RateTier, number> = { standard: 1, large: 5, xlarge: 10 };
 
 /** The policy of a route in a tier. */

@@ -361,6 +361,40 @@ export const feedHeaders = z.object({
 });
 export type FeedHeaders = z.infer<typeof feedHeaders>;
 
+/** Headers of the app-user jobs' starts (docs/api.md#jobs): the app push service's client asks for one app user. */
+export const appUserJobHeaders = z.object({
+  Authorization: authorizationHeader,
+  client_id: identifyingHeader("Client ID of the app push service's client, issued with --app", "app-push-01"),
+  app_user_id: identifyingHeader("Internal ID of the app user whose data the job is for", "au-7f3c9e"),
+  "Idempotency-Key": identifying(usableHeader(255)).check(
+    z.meta({
+      description:
+        "1–255 printable ASCII characters but the comma, chosen by the client and sent once. The same key again, for the same app user and kind of job, answers the same job while its record is kept (EXPORT_KEPT_DAYS, 7 days).",
+      example: "forget-au-7f3c9e-1",
+    }),
+  ),
+});
+export type AppUserJobHeaders = z.infer<typeof appUserJobHeaders>;
+
+/** Headers of a job's reads (docs/api.md#jobs). */
+export const jobHeaders = feedHeaders;
+
+/** A job's state as the app reads it (docs/api.md#jobs): never the app user. */
+export const jobState = z.object({
+  job_id: z.string().check(z.meta({ description: "The job's ID, made by the service", example: "5b0a9f6e-3f1c-4d2a-9c1e-7a2b3c4d5e6f" })),
+  kind: z.enum(["export", "erasure"]),
+  state: z.enum(["running", "complete", "failed"]).check(
+    z.meta({ description: "running until the job ends; complete; or failed (start it again with a new Idempotency-Key)" }),
+  ),
+  occurred_at: z.optional(z.string().check(z.meta({ description: "The job's instant, once complete: an export holds what was committed before it; an erasure took effect at it" }))),
+  counts: z.optional(
+    z.record(z.string(), z.union([z.number(), z.boolean(), z.record(z.string(), z.number())])).check(
+      z.meta({ description: "Once complete. An export: receipts, archived_receipts, audit_records, by_chain and archive_read. An erasure: receipts_erased" }),
+    ),
+  ),
+});
+export type JobState = z.infer<typeof jobState>;
+
 /** Success body of the status (docs/api.md#status): the report in `data`; a 503 carries it too, beside its message. */
 export const statusResponse = z.object({
   data: z.looseObject({

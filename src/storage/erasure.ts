@@ -22,6 +22,7 @@ import { auditErasure, countErasedBy, erasureEventId, erasureRecorded } from "./
 import { eraseArchivedReceipts, type ErasureBucket } from "./archive/erasure.ts";
 import { checkFirstLayoutRenamed } from "./archive/legacy.ts";
 import { forgetErasureRequest } from "./erasure-requests.ts";
+import { eraseExports } from "./export.ts";
 import { writeFence } from "./fences.ts";
 import { recordErasedEvent } from "./outbox/statements.ts";
 import { erasureStatements, type ErasedUser } from "./personal-data.ts";
@@ -142,6 +143,7 @@ export async function eraseArchive(
   for (const [name, count] of Object.entries(await eraseArchivedReceipts(archive, user, shards, steps))) {
     perShard[name] = (perShard[name] ?? 0) + count;
   }
+  await eraseExports(shards[0]!, archive, user.pseudonym, steps);
 }
 
 /**

@@ -20,6 +20,7 @@ import { forgetOwners } from "./archive/owners.ts";
 import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts } from "./outbox/statements.ts";
 import { RATE_TIERS, ratePolicy } from "../shared/rate-limits.ts";
+import { eraseExportCopies, eraseExportHolds } from "./export.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
 
 /** What a place can hold of an app user. */
@@ -253,6 +254,54 @@ export const D1_TABLES = {
       requested_at: NOT_PERSONAL,
     },
   },
+  app_user_jobs: {
+    columns: {
+      job_id: NOT_PERSONAL,
+      kind: NOT_PERSONAL,
+      client_id: NOT_PERSONAL,
+      idempotency_key: NOT_PERSONAL,
+      user_key: { holds: ["app_user_id"], reach: { how: "never readable", why: "the keyed hash of src/shared/audit-hash-key.ts; the erasure finds the user's exports by it and deletes their files" } },
+      created_at: NOT_PERSONAL,
+    },
+  },
+  export_requests: {
+    columns: {
+      request_id: NOT_PERSONAL,
+      app_user_id: {
+        holds: ["app_user_id"],
+        reach: { how: "removed", when: "by the export's last step; by the erasure's leftover page, every request of the app user, so that no export of theirs starts after it" },
+      },
+      requested_at: NOT_PERSONAL,
+    },
+    erasure: {
+      leftoverPage: ({ user }) => [statement("DELETE FROM export_requests WHERE app_user_id = ?1 RETURNING 1", user.id)],
+    },
+  },
+  export_copies: {
+    columns: {
+      job_id: NOT_PERSONAL,
+      receipt_id: NOT_PERSONAL,
+      deleted_at: NOT_PERSONAL,
+      line: {
+        holds: ["app_user_id", "receipt"],
+        reach: { how: "removed", when: "by the export's release steps, once its file is written; by the erasure's leftover page on each shard, with the holds of the app user" },
+      },
+    },
+    erasure: {
+      // Before export_holds' rows go: the copies are found through them.
+      leftoverPage: ({ user }) => [eraseExportCopies(user.pseudonym)],
+    },
+  },
+  export_holds: {
+    columns: {
+      job_id: NOT_PERSONAL,
+      user_key: { holds: ["app_user_id"], reach: { how: "removed", when: "by the export's release steps; by the erasure's leftover page on each shard" } },
+    },
+    erasure: {
+      leftoverPage: ({ user }) => [eraseExportHolds(user.pseudonym)],
+    },
+  },
+  export_seen: { columns: { job_id: NOT_PERSONAL, receipt_id: NOT_PERSONAL } },
   archive_runs: {
     columns: {
       run_id: NOT_PERSONAL,
@@ -314,6 +363,13 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
       holds: ["app_user_id", "receipt"],
       reach: { how: "removed", when: "in the erasure's archive pass, after every shard's pages: each object under the user's prefix is read, its lines audited, then deleted" },
     },
+    "export files": {
+      holds: ["receipt"],
+      reach: {
+        how: "removed",
+        when: "exports/<job_id>/…, named by the job alone: the erasure's `erase exports` step deletes every export of the user (app_user_jobs by keyed hash); an export that finds the user erased since its instant deletes its own; the cron deletes each EXPORT_KEPT_DAYS after it was made",
+      },
+    },
   },
   CLIENTS: NOT_PERSONAL,
   SHARD_STATES: NOT_PERSONAL,
@@ -330,6 +386,10 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
     messages: { holds: ["app_user_id"], reach: { how: "removed", when: "the notifier moves each dead letter into failed_notices and acks it; the erasure removes it there" } },
   },
   SWEEPS: NOT_PERSONAL,
+  EXPORT: {
+    params: { holds: ["app_user_id"], reach: { how: "never readable", why: "an instance starts with the ID of its request (export_requests), never the app_user_id" } },
+    "step results and output": { holds: ["app_user_id"], reach: { how: "never readable", why: "counts, cursors of receipt and audit IDs, the instant and R2 list cursors of the hashed prefix" } },
+  },
   ERASURE: {
     params: { holds: ["app_user_id"], reach: { how: "never readable", why: "an instance starts with the ID of its request (erasure_requests), never the app_user_id" } },
     "step results and output": { holds: ["app_user_id"], reach: { how: "never readable", why: "counts, instants, event IDs and hashed object keys only" } },
@@ -341,7 +401,7 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
   LOGIN_LIMITER: NOT_PERSONAL,
   // Keyed by client_id, per route and tier (src/shared/rate-limits.ts).
   ...Object.fromEntries(
-    (["add", "delete", "events"] as const).flatMap((route) => RATE_TIERS.map((tier) => [ratePolicy(route, tier).binding, NOT_PERSONAL])),
+    (["add", "delete", "events", "jobs"] as const).flatMap((route) => RATE_TIERS.map((tier) => [ratePolicy(route, tier).binding, NOT_PERSONAL])),
   ),
   METRICS: {
     "data points": {

@@ -2,9 +2,11 @@
  * How the service's Workflows run: their steps' retries, the shards as their steps take them, and
  * starting an instance under an ID that a re-run of the same step, or another tick, may have taken.
  */
+import { NonRetryableError } from "cloudflare:workflows";
 import type { WorkflowStep, WorkflowStepConfig } from "cloudflare:workers";
+import { addHeaders } from "../../shared/schemas.ts";
 import { shardsOf } from "../../storage/shards.ts";
-import { runBatch } from "../../storage/statement.ts";
+import { runBatch, type Statement } from "../../storage/statement.ts";
 import type { JobShard, StepRunner } from "../../storage/steps.ts";
 
 /**
@@ -53,3 +55,39 @@ async function exists<P>(workflow: Workflow<P>, id: string): Promise<boolean> {
     return false;
   }
 }
+
+/**
+ * The app user a job's request names (erasure_requests, export_requests on the first shard, read
+ * by `read`), and the steps the job runs with: durable ones; or, once the request is gone, steps
+ * that return what ran before from storage and fail the instance on one that would run now (an
+ * instance replayed after its last step needs no ID; one that would work without it cannot).
+ * An instance's params name the request alone: a Workflow keeps them where no erasure reaches.
+ */
+export async function requestedJob(
+  step: WorkflowStep,
+  shards: readonly JobShard[],
+  requestId: unknown,
+  read: (requestId: string) => Statement,
+): Promise<{ appUserId: string; steps: StepRunner }> {
+  if (typeof requestId !== "string" || requestId.length > REQUEST_ID_CHARS) throw new NonRetryableError("request_id is not a job's request");
+  const first = shards[0];
+  if (!first) throw new NonRetryableError("no shards to work on");
+  const [rows] = (await first.run([read(requestId)])) as [{ app_user_id: string }[]];
+  const requested = rows[0]?.app_user_id;
+  const steps: StepRunner =
+    requested === undefined
+      ? (name) =>
+          step.do(name, STEP_CONFIG, async () => {
+            throw new NonRetryableError("the job's request is gone: start the job again");
+          })
+      : durableSteps(step);
+  const appUserId = addHeaders.shape.app_user_id.safeParse(requested ?? UNREQUESTED);
+  if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
+  return { appUserId: appUserId.data, steps };
+}
+
+// Request IDs are UUIDs; anything much longer was never made by a request.
+const REQUEST_ID_CHARS = 100;
+
+// Stands for the app user of a request that is gone: an ID add accepts, never used by a step.
+const UNREQUESTED = "request-gone";

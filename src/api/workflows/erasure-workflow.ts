@@ -19,7 +19,6 @@ import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloud
 import { apiConfig } from "../../shared/config.ts";
 import type { ApiEnv } from "../../shared/env.ts";
 import { describeError, logLine } from "../../shared/log.ts";
-import { addHeaders } from "../../shared/schemas.ts";
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { ErasureParams } from "../../shared/types.ts";
 import { checkFirstLayoutRenamed } from "../../storage/archive/legacy.ts";
@@ -28,7 +27,7 @@ import { beginErasure, eraseArchive, eraseShards, recordErasure, type Erasure } 
 import type { JobShard, StepRunner } from "../../storage/steps.ts";
 import { enqueueNotice } from "../events.ts";
 import { startParts, waitForParts, type PartOutput } from "./erasure-parts.ts";
-import { STEP_CONFIG, durableSteps, jobShardsOf } from "./durable.ts";
+import { jobShardsOf, requestedJob } from "./durable.ts";
 
 /** The kind `npm run jobs` shows for an erasure. */
 export const ERASURE_JOB = "erasure";
@@ -46,18 +45,13 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
     const part = event.payload?.part;
     try {
       const shards = jobShardsOf(this.env);
-      const requestId = event.payload?.request_id;
-      if (typeof requestId !== "string" || requestId.length > REQUEST_ID_CHARS) throw new NonRetryableError("request_id is not an erasure's request");
-      const requested = await requestedAppUser(shards, requestId);
       // The request goes in the batch that records the erasure's event: an instance replayed after
-      // that step finds every step's result stored and runs none, so it needs no ID; a step that
-      // would run without one fails at once.
-      const steps = requested === undefined ? stepsWithoutRequest(step) : durableSteps(step);
-      const appUserId = addHeaders.shape.app_user_id.safeParse(requested ?? UNREQUESTED);
-      if (!appUserId.success) throw new NonRetryableError("app_user_id is not one that add accepts");
+      // that step finds every step's result stored and runs none.
+      const requestId = event.payload?.request_id;
+      const { appUserId, steps } = await requestedJob(step, shards, requestId, readErasureRequest);
       const { auditHashKey } = apiConfig(this.env);
-      if (part) return { shards: await eraseShards(appUserId.data, part, shardsNamed(shards, part.shards), auditHashKey, steps) };
-      return await this.erase(event.instanceId, requestId, appUserId.data, shards, step, steps);
+      if (part) return { shards: await eraseShards(appUserId, part, shardsNamed(shards, part.shards), auditHashKey, steps) };
+      return await this.erase(event.instanceId, requestId as string, appUserId, shards, step, steps);
     } catch (error) {
       logLine("error", "job", { job: part ? ERASURE_PART_JOB : ERASURE_JOB, instance_id: event.instanceId, outcome: "failed", cause: describeError(error) });
       throw error;
@@ -104,29 +98,6 @@ export async function requestErasure(env: object, appUserId: string): Promise<st
   const requestId = crypto.randomUUID();
   await first.run([recordErasureRequest(requestId, appUserId, new Date())]);
   return requestId;
-}
-
-// Request IDs are UUIDs; anything much longer was never made by a request.
-const REQUEST_ID_CHARS = 100;
-
-// Stands for the app user of a request that is gone: an ID add accepts, never used by a step.
-const UNREQUESTED = "request-gone";
-
-// The app_user_id of the request on the first shard (by name), undefined once it is gone.
-async function requestedAppUser(shards: readonly JobShard[], requestId: string): Promise<string | undefined> {
-  const first = shards[0];
-  if (!first) throw new NonRetryableError("no shards to erase from");
-  const [rows] = (await first.run([readErasureRequest(requestId)])) as [{ app_user_id: string }[]];
-  return rows[0]?.app_user_id;
-}
-
-// Steps of an instance whose request is gone: those that ran before come back from storage; one
-// that would run now fails the instance.
-function stepsWithoutRequest(step: WorkflowStep): StepRunner {
-  return (name) =>
-    step.do(name, STEP_CONFIG, async () => {
-      throw new NonRetryableError("the erasure's request is gone: start the erasure again");
-    });
 }
 
 // A part names its shards; one this deployment no longer binds cannot be erased by retrying.

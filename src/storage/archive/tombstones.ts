@@ -4,6 +4,7 @@
  * the deletion's event and audit record; its `purged_at` is set once the receipt's line has left
  * its object in R2. This file stays free of Workers types: the erasure runs on Node too.
  */
+import { exportHeld } from "../export.ts";
 import { statement, type Statement } from "../statement.ts";
 import { archivedOwned, type FencedOwner } from "./owners.ts";
 
@@ -45,10 +46,20 @@ export function insertTombstone(owner: FencedOwner, objectKey: string, deletedAt
   );
 }
 
-/** The receipts of an object whose lines still await their purge. Rows: `receipt_id`. */
+/**
+ * The receipts of an object whose lines still await their purge, none while an export holds the
+ * object's app user: an export reads a line deleted after its instant from the object
+ * (src/storage/export.ts), so the purge waits for its hold to go. Rows: `receipt_id`.
+ */
 export function unpurgedOfObject(objectKey: string): Statement {
-  return statement("SELECT receipt_id FROM archive_tombstones WHERE object_key = ?1 AND purged_at IS NULL", objectKey);
+  return statement(
+    `SELECT receipt_id FROM archive_tombstones WHERE object_key = ?1 AND purged_at IS NULL AND NOT ${exportHeld(OBJECT_USER_KEY)}`,
+    objectKey,
+  );
 }
+
+// The user key of the object `object_key` names: the keyed hash's hex is its second part.
+const OBJECT_USER_KEY = "'hmac-sha256:' || substr(object_key, 7, 64)";
 
 /** The purge of these receipts' lines from their object happened at `at`. */
 export function markPurged(receiptIds: readonly string[], at: Date): Statement {
@@ -66,7 +77,7 @@ export function markPurged(receiptIds: readonly string[], at: Date): Statement {
  */
 export function objectsToPurge(deletedBefore: Date, limit: number): Statement {
   return statement(
-    `SELECT object_key FROM archive_tombstones WHERE purged_at IS NULL
+    `SELECT object_key FROM archive_tombstones WHERE purged_at IS NULL AND NOT ${exportHeld(OBJECT_USER_KEY)}
     GROUP BY object_key HAVING MIN(deleted_at) < ?1 LIMIT ?2`,
     deletedBefore.toISOString(),
     limit,
