@@ -6,7 +6,7 @@
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
 import { plainMessage } from "../shared/issue-wording.ts";
-import { findIJsonFault, type IJsonFault } from "./i-json.ts";
+import { MAX_NESTING, findIJsonFault, type IJsonFault } from "./i-json.ts";
 import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
 
 /** docs/api.md#add: a body holds at most 64 KiB. */
@@ -203,7 +203,7 @@ function decodeUtf8(bytes: Uint8Array): string {
 // A path as long as the nesting would make the message as long as the body; the start says where.
 const MAX_PATH_CHARACTERS = 200;
 
-const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name">, string> = {
+const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name" | "nesting">, string> = {
   NUL: "a NUL character",
   "lone surrogate": "a lone surrogate",
   noncharacter: "a Unicode noncharacter",
@@ -212,15 +212,19 @@ const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name">, strin
 // The first fault alone, as for a syntax error: the scan stops there.
 function notIJson({ path, rule, inName }: IJsonFault, schemaNames: ReadonlySet<string>): ApiError {
   const reason =
-    rule === "duplicate name"
-      ? "appears more than once in one object"
-      : inName
-        ? `has ${I_JSON_FAULTS[rule]} in its name`
-        : `holds ${I_JSON_FAULTS[rule]}`;
+    rule === "nesting"
+      ? `nests arrays and objects more than ${MAX_NESTING} deep; a body may hold at most ${MAX_NESTING} levels`
+      : `${iJsonBreach(rule, inName)}; a body must be I-JSON (RFC 7493)`;
   const field = shorten(formatFieldPath(path), MAX_PATH_CHARACTERS);
-  return new ApiError(406, `Body field ${field} ${reason}; a body must be I-JSON (RFC 7493).`, {
-    cause: `not I-JSON: ${shorten(formatFieldPath(path, schemaNames), MAX_PATH_CHARACTERS)} ${rule}`,
+  const logged = shorten(formatFieldPath(path, schemaNames), MAX_PATH_CHARACTERS);
+  return new ApiError(406, `Body field ${field} ${reason}.`, {
+    cause: `${rule === "nesting" ? "too deep" : "not I-JSON"}: ${logged} ${rule}`,
   });
+}
+
+function iJsonBreach(rule: Exclude<IJsonFault["rule"], "nesting">, inName: boolean): string {
+  if (rule === "duplicate name") return "appears more than once in one object";
+  return inName ? `has ${I_JSON_FAULTS[rule]} in its name` : `holds ${I_JSON_FAULTS[rule]}`;
 }
 
 // zod keeps a member named `__proto__` off the objects it builds, and so never checks it: every

@@ -28,6 +28,7 @@ import {
   type ReceiptBody,
   type ReceiptModel,
 } from "../../shared/schemas.ts";
+import { MAX_NESTING } from "../i-json.ts";
 import {
   REFUSALS,
   bodyTooLarge,
@@ -359,7 +360,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "not-i-json": {
         status: 406,
         summary:
-          "The body is not I-JSON (RFC 7493): a name twice in one object, a lone surrogate, a noncharacter or NUL; the message names the first field at fault",
+          `The body is not I-JSON (RFC 7493): a name twice in one object, a lone surrogate, a noncharacter or NUL; or it nests arrays and objects more than ${MAX_NESTING} deep. The message names the first field at fault`,
         detail: "Body field total appears more than once in one object; a body must be I-JSON (RFC 7493).",
       },
       "body-rule": {
