@@ -273,10 +273,12 @@ function fieldsRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: Readonl
   return new ApiError(406, `${named.join("; ")}${tail}.`, { cause });
 }
 
-// Writes a field's path as a JavaScript reader would: `line_items[3].quantity`, or
-// `metadata["till no"]` for a key that is not a plain name. With `onlyNames`, any other name is
-// written `[*]`: it came from the client.
-function formatFieldPath(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
+/**
+ * Writes a field's path as a JavaScript reader would: `line_items[3].quantity`, or
+ * `metadata["till no"]` for a key that is not a plain name. With `onlyNames`, any other name is
+ * written `[*]`: it came from the client.
+ */
+export function formatFieldPath(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
   let text = "";
   for (const key of path) {
     const part = key === PROTO_STAND_IN ? "__proto__" : key;

@@ -379,7 +379,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       },
       "dr-body-rule": {
         status: 406,
-        summary: "A DR Retail body breaks its version's rules, or cannot be mapped exactly; the message names the first field at fault by its JSON pointer",
+        summary: "A DR Retail body breaks its version's rules, cannot be mapped exactly, or maps to a receipt that breaks our model's rules; the message names the first field at fault by its JSON pointer",
         detail: "Body field /items/0/quantity/value must be a number (DR Retail v1.1).",
       },
       "idempotency-conflict": {

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED } from "../../../src/api/openapi/documented-operations.ts";
 import { UNITEMISED } from "../../../src/api/dr-retail-mapping.ts";
 import { receiptModel } from "../../../src/shared/schemas.ts";
-import { expectRefused, loggedRequests, newCaller, postAdd, uniqueId } from "../../support/api.ts";
+import { expectRefused, loggedRequests, newCaller, postAdd, rowCounts, uniqueId } from "../../support/api.ts";
 import { drRetailContentType } from "../../../src/shared/dr-retail-profiles.ts";
 import { drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
 import { storedReceipt } from "../../support/shards.ts";
@@ -185,6 +185,28 @@ describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of
     });
     expect(message).toContain(`Body field ${pointer} holds a full card number`);
     for (const text of [message, JSON.stringify(logs)]) expect(text.replaceAll(" ", "")).not.toContain("4111111111111111");
+  });
+
+  // 2^53 − 1 minor units, in kronor.
+  const LARGEST = 90071992547409.91;
+  const largeSale = (sequence: number) => ({ ...structuredClone(byName("VAT at 25").body.items[0]), sequence_number: sequence, actual_sales_unit_price: LARGEST, extended_gross_amount: LARGEST, extended_amount: LARGEST, quantity: { value: 1, unit: "ea" } });
+  it.each([
+    ["a sale's negative tax_percentage", (b: Record<string, any>) => (b.items[1].tax_percentage = -25), "/items/1/tax_percentage", "line_items[1].vat_rate", "must be a percentage from 0 to 100"],
+    ["a price modifier's negative tax_percentage", (b: Record<string, any>) => (b.retail_price_modifiers = [{ amount: 0, action: "add", tax_percentage: -5 }]), "/retail_price_modifiers/0/tax_percentage", "line_items[3].vat_rate", "must be a percentage from 0 to 100"],
+    ["a sale's tax_percentage above 100", (b: Record<string, any>) => (b.items[0].tax_percentage = 125), "/items/0/tax_percentage", "line_items[0].vat_rate", "must be a percentage from 0 to 100"],
+    ["a VAT sub-total's tax_percentage above 100", (b: Record<string, any>) => (b.totals[1].sub_totals[2].tax_percentage = 600), "/totals/1/sub_totals/2/tax_percentage", "vat[2].rate", "must be a percentage from 0 to 100"],
+    ["a deposit's negative tax_percentage", (b: Record<string, any>) => b.items.push({ type: "deposit", sequence_number: 4, unit_amount: 0, amount: 0, quantity: 1, refund: false, tax_percentage: -12 }), "/items/3/tax_percentage", "line_items[3].vat_rate", "must be a percentage from 0 to 100"],
+    ["two lines of 2^53 − 1 minor units against a paid total of 0", (b: Record<string, any>) => ((b.items = [largeSale(1), largeSale(2)]), (b.totals = [{ type: "paid", amount: 0 }])), "/totals/0/amount", "line_items[2].unit_price", "must be an integer of minor units from -9007199254740991 to 9007199254740991"],
+    ["three lines of 2^53 − 1 minor units against a paid total of 0", (b: Record<string, any>) => ((b.items = [largeSale(1), largeSale(2), largeSale(3)]), (b.totals = [{ type: "paid", amount: 0 }])), "/totals/0/amount", "line_items[3].unit_price", "must be an integer of minor units"],
+  ])("%s maps to a receipt our own rules refuse: 406 naming the DR field, nothing stored", async (_label, change, pointer, modelField, rule) => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    change(body);
+    const { headers } = await newCaller();
+    const before = await rowCounts();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
+    expect(message).toContain(`Body field ${pointer} maps to ${modelField} of our receipt model, which ${rule}`);
+    expect(message).toContain("(DR Retail v1.1)");
+    expect(await rowCounts()).toEqual(before);
   });
 
   it("16 digits that fail the Luhn check are no card number: 200", async () => {
