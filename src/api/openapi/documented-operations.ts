@@ -32,6 +32,7 @@ import { MAX_NESTING } from "../i-json.ts";
 import {
   REFUSALS,
   bodyTooLarge,
+  mediaTypeParameterRepeated,
   missingHeaders,
   rateLimited,
   receiptFieldsDiffer,
@@ -376,6 +377,10 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "unknown-profile": {
         ...REFUSALS.unknownProfile,
         summary: "Content-Type has a profile other than DR Retail v1.0's or v1.1's",
+      },
+      "media-type-parameter": {
+        ...mediaTypeParameterRepeated("profile"),
+        summary: "Content-Type has a parameter more than once, or one without a value (such as a bare profile)",
       },
       "dr-body-rule": {
         status: 406,

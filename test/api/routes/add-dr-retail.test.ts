@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED } from "../../../src/api/openapi/documented-operations.ts";
 import { UNITEMISED } from "../../../src/api/dr-retail-mapping.ts";
 import { receiptModel } from "../../../src/shared/schemas.ts";
-import { expectRefused, loggedRequests, newCaller, postAdd, rowCounts, uniqueId } from "../../support/api.ts";
+import { expectRefused, loggedRequests, newCaller, postAdd, rowCounts, uniqueId, validReceiptBody } from "../../support/api.ts";
 import { drRetailContentType } from "../../../src/shared/dr-retail-profiles.ts";
 import { drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
 import { storedReceipt } from "../../support/shards.ts";
@@ -221,6 +221,43 @@ describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of
     const contentType = "application/json;profile=https://se.receipts.kivra.com/schemas/json/retail/v1.2";
     const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": contentType }, byName("yen").body), 415, "Unsupported Media Type");
     expect(message).toContain("https://se.receipts.kivra.com/schemas/json/retail/v1.1");
+  });
+
+  const V10 = "https://se.digitalreceipts.net/schemas/json/retail/v1.0";
+  const V11 = "https://se.receipts.kivra.com/schemas/json/retail/v1.1";
+  it.each([
+    ["profile twice", `application/json;profile=${V11};profile=${V10}`, "profile"],
+    ["profile twice, once quoted and in upper case", `application/json; profile="${V11}"; PROFILE=${V11}`, "profile"],
+    ["charset twice", `application/json;charset=utf-8;profile=${V11};charset=utf-8`, "charset"],
+    ["another parameter twice", `application/json;profile=${V11};v=1;v=2`, "v"],
+  ])("a media-type parameter sent more than once (%s): 415 naming it, nothing stored", async (_label, contentType, name) => {
+    const { headers } = await newCaller();
+    const before = await rowCounts();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": contentType }, byName("VAT at 25").body), 415, "Unsupported Media Type");
+    expect(message).toContain(`Header Content-Type has the parameter ${name} more than once`);
+    expect(await rowCounts()).toEqual(before);
+  });
+
+  it.each([
+    ["no value", "application/json;profile"],
+    ["an empty value", "application/json; profile="],
+    ["an empty quoted value", 'application/json; profile=""'],
+  ])("a profile with %s: 415 naming profile, not read as our shape", async (_label, contentType) => {
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": contentType }, validReceiptBody()), 415, "Unsupported Media Type");
+    expect(message).toContain("Header Content-Type has the parameter profile without a value");
+    expect(message).toContain(V11);
+  });
+
+  it("a profile quoted with a semicolon inside is one value, not two parameters: 415 as a profile the service does not read", async () => {
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": `application/json;profile="${V11};x"` }, byName("VAT at 25").body), 415, "Unsupported Media Type");
+    expect(message).toContain("names a profile this service does not read");
+  });
+
+  it("an empty parameter, as RFC 9110 allows, changes nothing: 200", async () => {
+    const { headers } = await newCaller();
+    expect((await postAdd({ ...headers, "Content-Type": `application/json;;profile=${V11};` }, byName("VAT at 25").body)).status).toBe(200);
   });
 
   it("a DR body over 64 KiB: 413 as for our shape; at 64 KiB it is stored as sent", async () => {
