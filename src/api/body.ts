@@ -5,6 +5,7 @@
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
+import { FULL_CARD_NUMBER, findCardNumberInText, type CardNumberPlace } from "../shared/card-numbers.ts";
 import { plainMessage } from "../shared/issue-wording.ts";
 import { MAX_NESTING, findIJsonFault, type IJsonFault } from "./i-json.ts";
 import { REFUSALS, bodyTooLarge, mediaTypeParameterRepeated, mediaTypeParameterWithoutValue, refuse } from "./refusals.ts";
@@ -51,7 +52,15 @@ export async function readJsonBody(
   exposeProtoMembers(parsed);
   const result = schema.safeParse(parsed, { error: plainMessage });
   if (!result.success) throw refusal(result.error.issues, fieldNamesOf(schema));
+  const card = findCardNumberInText(parsed);
+  if (card) throw refusal([cardNumberIssue(card)], fieldNamesOf(schema));
   return text;
+}
+
+// A full card number in free text, as the schema would report it: the path, never the value.
+function cardNumberIssue({ path, inName }: CardNumberPlace): z.core.$ZodIssue {
+  const message = inName ? `has a member whose name ${FULL_CARD_NUMBER}` : FULL_CARD_NUMBER;
+  return { code: "custom", path, message, input: undefined };
 }
 
 /** The 406 for a body that breaks its schema's rules, from the issues found and the schema's field names. */

@@ -235,3 +235,39 @@ describe("Content-Encoding other than identity: 415 before the body is read: doc
     expectErrorShape(answer, 403, "Forbidden");
   });
 });
+
+describe("no full card number in any string of the body: docs/api.md#card-numbers", () => {
+  it.each([
+    ["a metadata value", (b: Record<string, any>) => (b.metadata.card = "4111 1111 1111 1111"), "metadata.card"],
+    ["a line's description", (b: Record<string, any>) => (b.line_items[1].description = "Rye bread, card 5555-5555-5555-4444"), "line_items[1].description"],
+    ["a line item's own field", (b: Record<string, any>) => (b.line_items[0].x_card = "４１１１１１１１１１１１１１１１"), "line_items[0].x_card"],
+    ["a payment's own field", (b: Record<string, any>) => (b.payments[0].pan = "378282246310005"), "payments[0].pan"],
+    ["pos_receipt_number", (b: Record<string, any>) => (b.pos_receipt_number = "4111.1111.1111.1111"), "pos_receipt_number"],
+  ])("in %s: 406 naming the field, the number never repeated, nothing stored", async (_label, change, path) => {
+    const body = validReceiptBody();
+    change(body);
+    const { headers } = await newCaller();
+    let message = "";
+    const logs = await loggedRequests(async () => {
+      message = await expectRefused(() => postAdd(headers, body), 406, "Not Acceptable");
+    });
+    expect(message).toContain(`Body field ${path} holds a full card number`);
+    for (const text of [message, JSON.stringify(logs)]) expect(text.replace(/\D/g, "")).not.toMatch(/4111111111111111|5555555555554444|378282246310005/);
+  });
+
+  it("in a metadata key's name: 406 naming metadata, the number never repeated", async () => {
+    const body = validReceiptBody();
+    body.metadata["4111111111111111"] = "card";
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd(headers, body), 406, "Not Acceptable");
+    expect(message).toContain("Body field metadata has a member whose name holds a full card number");
+    expect(message).not.toContain("4111111111111111");
+  });
+
+  it("a GTIN sku that passes the Luhn check, a 16-digit loyalty number led by 1 and a phone number are stored", async () => {
+    const body = validReceiptBody();
+    body.line_items[0].sku = "4006381333924";
+    body.metadata = { loyalty_card: "1111222233334444", phone: "+49 1512 3456704", order: "2026112200427000108" };
+    await expectStoredAsSent(JSON.stringify(body));
+  });
+});

@@ -28,6 +28,7 @@ import {
   type ReceiptBody,
   type ReceiptModel,
 } from "../../shared/schemas.ts";
+import { FULL_CARD_NUMBER } from "../../shared/card-numbers.ts";
 import { MAX_NESTING } from "../i-json.ts";
 import {
   REFUSALS,
@@ -368,6 +369,11 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         status: 406,
         summary: "The body breaks a rule; the message names up to ten fields by their path",
         detail: "Body field currency must be an ISO 4217 code of 3 upper-case letters; Body field line_items[0].quantity must not be 0.",
+      },
+      "card-number": {
+        status: 406,
+        summary: "A string of the body holds a full card number (in a card-number field of DR Retail, in any form); the message names the first such field, never the number",
+        detail: `Body field metadata.card ${FULL_CARD_NUMBER}.`,
       },
       "unknown-field": {
         status: 406,

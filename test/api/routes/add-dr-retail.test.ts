@@ -209,6 +209,69 @@ describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of
     expect(await rowCounts()).toEqual(before);
   });
 
+  // One Luhn-valid number, 4111 1111 1111 1111, written each way a card-number field must see through.
+  const PAN_FORMS = [
+    ["hyphens U+2010", "4111\u20101111\u20101111\u20101111"],
+    ["points", "4111.1111.1111.1111"],
+    ["full-width digits", "４１１１１１１１１１１１１１１１"],
+    ["Arabic-Indic digits", "٤١١١١١١١١١١١١١١١"],
+    ["padded with zeros", "00004111111111111111"],
+    ["a trailing letter", "4111111111111111A"],
+    ["slashes and a no-break space", "4111/1111/1111\u00a01111"],
+  ] as const;
+  const CARD_FIELDS = [
+    ["bank_identification_number", (b: Record<string, any>, pan: string) => (card(b).bank_identification_number = pan), "/payments/0/tender/bank_identification_number"],
+    ["a gift card's card_number", (b: Record<string, any>, pan: string) => (b.payments[0].tender = { type: "giftcard", card_number: pan, current_balance: 0 }), "/payments/0/tender/card_number"],
+  ] as const;
+  describe.each(CARD_FIELDS)("a full card number in %s, however written", (_field, put, pointer) => {
+    it.each(PAN_FORMS)("with %s: 406 naming the field, the number never repeated", async (_form, pan) => {
+      const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+      put(body, pan);
+      const { headers } = await newCaller();
+      let message = "";
+      const logs = await loggedRequests(async () => {
+        message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
+      });
+      expect(message).toContain(`Body field ${pointer} holds a full card number`);
+      for (const text of [message, JSON.stringify(logs)]) expect(text).not.toContain(pan);
+    });
+  });
+
+  it("a masked number whose shown digits would pass the Luhn check joined is no full number: 200", async () => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    card(body).bank_identification_number = "41111111****0002";
+    const { answer } = await addDr({ version: "1.1", body });
+    expect(answer.status).toBe(200);
+  });
+
+  it.each([
+    ["a card token's value", (b: Record<string, any>) => (card(b).card_token.value = "4111111111111111"), "/payments/0/tender/card_token/value"],
+    ["an item's description", (b: Record<string, any>) => (b.items[0].description = "Bryggkaffe, kort 4111 1111 1111 1111"), "/items/0/description"],
+    ["a line of the payment slip", (b: Record<string, any>) => (card(b).payment_slip.collection[1] = "Kort: 5555-5555-5555-4444"), "/payments/0/tender/payment_slip/collection/1"],
+    ["the footer text", (b: Record<string, any>) => (b.footer_text = { type: "array", collection: ["Amex 3782 822463 10005"] }), "/footer_text/collection/0"],
+    ["a free member of customer", (b: Record<string, any>) => (b.customer = { note: "４１１１ １１１１ １１１１ １１１１" }), "/customer/note"],
+  ])("a full card number in free text, in %s: 406 naming it, nothing stored", async (_label, change, pointer) => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    change(body);
+    const { headers } = await newCaller();
+    const before = await rowCounts();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
+    expect(message).toContain(`Body field ${pointer} holds a full card number`);
+    expect(await rowCounts()).toEqual(before);
+  });
+
+  it("what only looks like a card number in free text is stored: a GTIN, a phone number, a date-led receipt number, digits inside a token", async () => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    // Each passes the Luhn check: the GTIN by its own check digit, the rest by chance.
+    body.items[0].identifiers[0].value = "4006381333924";
+    body.items[0].description = "Bryggkaffe EAN 4006381333924";
+    body.business_unit.contact.phone = "+49 1512 3456704";
+    body.receipt_identifier.extended_number.value = "20261122-0042-7-000108";
+    card(body).card_token.value = "0bbe7c68d1b5536ee5b1ef2218a4111111111111111b383bbfbd1b4bf17c";
+    const { answer } = await addDr({ version: "1.1", body });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  });
+
   it("16 digits that fail the Luhn check are no card number: 200", async () => {
     const body = structuredClone(byName("VAT at 25, 12 and 6").body);
     card(body).bank_identification_number = "4111111111111112";
