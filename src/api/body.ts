@@ -1,7 +1,7 @@
 /**
  * Reading a JSON request body (docs/api.md#add): its media type and coding (415), its size (413)
- * and the time it takes to arrive (400), then JSON, I-JSON and the schema (406 naming every field
- * at fault by its path, such as `line_items[3].quantity`).
+ * and the time it takes to arrive (400), then JSON, I-JSON and its nesting, the schema and full
+ * card numbers (406 naming every field at fault by its path, such as `line_items[3].quantity`).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
