@@ -1,21 +1,22 @@
 /**
  * Reading a JSON request body (docs/api.md#add): its media type and coding (415), its size (413)
- * and the time it takes to arrive (400), then JSON, I-JSON and the schema (406 naming every field
- * at fault by its path, such as `line_items[3].quantity`).
+ * and the time it takes to arrive (400), then JSON, I-JSON and its nesting, the schema and full
+ * card numbers (406 naming every field at fault by its path, such as `line_items[3].quantity`).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
+import { FULL_CARD_NUMBER, findCardNumberInText, type CardNumberPlace } from "../shared/card-numbers.ts";
 import { plainMessage } from "../shared/issue-wording.ts";
-import { findIJsonFault, type IJsonFault } from "./i-json.ts";
-import { REFUSALS, bodyTooLarge, refuse } from "./refusals.ts";
+import { MAX_NESTING, findIJsonFault, type IJsonFault } from "./i-json.ts";
+import { REFUSALS, bodyTooLarge, mediaTypeParameterRepeated, mediaTypeParameterWithoutValue, refuse } from "./refusals.ts";
 
 /** docs/api.md#add: a body holds at most 64 KiB. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
 /**
- * Reads the body of a request whose Content-Type header is `contentType`, which must be one JSON
- * object in I-JSON, and checks it against `schema`. Returns the text exactly as sent, for storing
- * as given.
+ * Reads the body of a request, which must be one JSON object in I-JSON, and checks it against
+ * `schema`. Returns the text exactly as sent, for storing as given. Its Content-Type is the
+ * caller's to read first, with `jsonMediaType`, which tells it the schema.
  *
  * `deadlineMs` (BODY_DEADLINE_SECONDS, 10 s deployed) is how long the body may take to arrive in
  * full. A Worker has no wall-clock limit while its client stays connected, so without it a body
@@ -24,14 +25,10 @@ export const MAX_BODY_BYTES = 64 * 1024;
  */
 export async function readJsonBody(
   request: Request,
-  contentType: string,
   schema: z.ZodMiniType,
   deadlineMs: number,
   refusal: BodyRefusal = fieldsRefusal,
 ): Promise<string> {
-  if (!isJsonMediaType(contentType)) {
-    throw refuse(REFUSALS.mediaType, "content type");
-  }
   // The runtime hands a Worker the body as sent, still compressed: a gzipped body would be
   // refused as not UTF-8, and a JSON body labelled br stored as if nobody might decode it again.
   if (!isIdentityCoding(request.headers.get("content-encoding"))) {
@@ -55,7 +52,15 @@ export async function readJsonBody(
   exposeProtoMembers(parsed);
   const result = schema.safeParse(parsed, { error: plainMessage });
   if (!result.success) throw refusal(result.error.issues, fieldNamesOf(schema));
+  const card = findCardNumberInText(parsed);
+  if (card) throw refusal([cardNumberIssue(card)], fieldNamesOf(schema));
   return text;
+}
+
+// A full card number in free text, as the schema would report it: the path, never the value.
+function cardNumberIssue({ path, inName }: CardNumberPlace): z.core.$ZodIssue {
+  const message = inName ? `has a member whose name ${FULL_CARD_NUMBER}` : FULL_CARD_NUMBER;
+  return { code: "custom", path, message, input: undefined };
 }
 
 /** The 406 for a body that breaks its schema's rules, from the issues found and the schema's field names. */
@@ -111,29 +116,59 @@ function jsonPointer(path: readonly PropertyKey[], onlyNames?: ReadonlySet<strin
 // A message names at most this many fields: a body of 500 broken lines must not echo 500 reasons.
 const MAX_NAMED_FIELDS = 10;
 
-// application/json takes no parameters (RFC 8259), yet clients add charset; only UTF-8 is JSON.
-function isJsonMediaType(value: string): boolean {
-  const [type = "", ...parameters] = value.split(";");
-  if (type.trim().toLowerCase() !== "application/json") return false;
-  return parameters.every((parameter) => {
-    const [name = "", charset = ""] = parameter.split("=");
-    return name.trim().toLowerCase() !== "charset" || /^"?utf-?8"?$/i.test(charset.trim());
-  });
+/**
+ * The parameters of a Content-Type that must be JSON (docs/api.md#add-errors), by lower-case
+ * name, unquoted: `profile` names a published format (docs/api.md#dr-retail). Throws 415 for
+ * another media type, a charset other than UTF-8, a parameter sent twice or one without a value.
+ * The one reader of Content-Type: a second one could take the first of two profiles where this
+ * one takes the last.
+ * @example jsonMediaType("application/json; profile=\"https://se.receipts.kivra.com/schemas/json/retail/v1.1\"").get("profile") // "https://se.receipts.kivra.com/schemas/json/retail/v1.1"
+ */
+export function jsonMediaType(contentType: string): ReadonlyMap<string, string> {
+  const [type = "", ...parameters] = splitOutsideQuotes(contentType);
+  // application/json defines no parameters (RFC 8259), yet clients add charset, and DR Retail's
+  // changelog a profile.
+  if (type.trim().toLowerCase() !== "application/json") throw refuse(REFUSALS.mediaType, "content type");
+  const values = new Map<string, string>();
+  for (const parameter of parameters) {
+    // RFC 9110 §5.6.6 allows an empty parameter, as in `application/json;`.
+    if (parameter.trim() === "") continue;
+    const separator = parameter.indexOf("=");
+    const name = (separator < 0 ? parameter : parameter.slice(0, separator)).trim().toLowerCase();
+    // RFC 6838 §4.3: a parameter must not be given twice; which of two a reader takes differs.
+    if (values.has(name)) throw refuse(mediaTypeParameterRepeated(name), "media type parameter repeated");
+    const value = separator < 0 ? "" : unquote(parameter.slice(separator + 1).trim());
+    if (value === "") throw refuse(mediaTypeParameterWithoutValue(name), "media type parameter without value");
+    values.set(name, value);
+  }
+  const charset = values.get("charset");
+  // Only UTF-8 is JSON.
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) throw refuse(REFUSALS.mediaType, "charset");
+  return values;
 }
 
-/**
- * The `profile` parameter of a JSON Content-Type, unquoted, or undefined without one: which
- * published format a body is in (docs/api.md#dr-retail).
- * @example jsonProfileOf("application/json;profile=https://se.receipts.kivra.com/schemas/json/retail/v1.1") // "https://se.receipts.kivra.com/schemas/json/retail/v1.1"
- */
-export function jsonProfileOf(contentType: string): string | undefined {
-  for (const parameter of contentType.split(";").slice(1)) {
-    const separator = parameter.indexOf("=");
-    if (separator < 0 || parameter.slice(0, separator).trim().toLowerCase() !== "profile") continue;
-    const value = parameter.slice(separator + 1).trim();
-    return /^".*"$/.test(value) ? value.slice(1, -1) : value;
+// Splits at each semicolon outside a quoted string (RFC 9110 §5.6.4), so that a quoted value
+// holding one stays one value.
+function splitOutsideQuotes(value: string): string[] {
+  const parts = [""];
+  let quoted = false;
+  for (let at = 0; at < value.length; at++) {
+    let character = value[at]!;
+    if (character === ";" && !quoted) {
+      parts.push("");
+      continue;
+    }
+    if (character === '"') quoted = !quoted;
+    // A quoted-pair such as \" stays as sent, for unquote to read.
+    else if (character === "\\" && quoted) character += value[++at] ?? "";
+    parts[parts.length - 1] += character;
   }
-  return undefined;
+  return parts;
+}
+
+// A quoted string's content with its quoted-pairs read (RFC 9110 §5.6.4); a token as it is.
+function unquote(value: string): string {
+  return /^".*"$/s.test(value) ? value.slice(1, -1).replace(/\\(.)/gs, "$1") : value;
 }
 
 // A list of codings, applied in order (RFC 9110 §8.4); identity is no coding at all.
@@ -203,7 +238,7 @@ function decodeUtf8(bytes: Uint8Array): string {
 // A path as long as the nesting would make the message as long as the body; the start says where.
 const MAX_PATH_CHARACTERS = 200;
 
-const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name">, string> = {
+const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name" | "nesting">, string> = {
   NUL: "a NUL character",
   "lone surrogate": "a lone surrogate",
   noncharacter: "a Unicode noncharacter",
@@ -212,15 +247,19 @@ const I_JSON_FAULTS: Record<Exclude<IJsonFault["rule"], "duplicate name">, strin
 // The first fault alone, as for a syntax error: the scan stops there.
 function notIJson({ path, rule, inName }: IJsonFault, schemaNames: ReadonlySet<string>): ApiError {
   const reason =
-    rule === "duplicate name"
-      ? "appears more than once in one object"
-      : inName
-        ? `has ${I_JSON_FAULTS[rule]} in its name`
-        : `holds ${I_JSON_FAULTS[rule]}`;
+    rule === "nesting"
+      ? `nests arrays and objects more than ${MAX_NESTING} deep; a body may hold at most ${MAX_NESTING} levels`
+      : `${iJsonBreach(rule, inName)}; a body must be I-JSON (RFC 7493)`;
   const field = shorten(formatFieldPath(path), MAX_PATH_CHARACTERS);
-  return new ApiError(406, `Body field ${field} ${reason}; a body must be I-JSON (RFC 7493).`, {
-    cause: `not I-JSON: ${shorten(formatFieldPath(path, schemaNames), MAX_PATH_CHARACTERS)} ${rule}`,
+  const logged = shorten(formatFieldPath(path, schemaNames), MAX_PATH_CHARACTERS);
+  return new ApiError(406, `Body field ${field} ${reason}.`, {
+    cause: `${rule === "nesting" ? "too deep" : "not I-JSON"}: ${logged} ${rule}`,
   });
+}
+
+function iJsonBreach(rule: Exclude<IJsonFault["rule"], "nesting">, inName: boolean): string {
+  if (rule === "duplicate name") return "appears more than once in one object";
+  return inName ? `has ${I_JSON_FAULTS[rule]} in its name` : `holds ${I_JSON_FAULTS[rule]}`;
 }
 
 // zod keeps a member named `__proto__` off the objects it builds, and so never checks it: every
@@ -269,10 +308,12 @@ function fieldsRefusal(issues: readonly z.core.$ZodIssue[], schemaNames: Readonl
   return new ApiError(406, `${named.join("; ")}${tail}.`, { cause });
 }
 
-// Writes a field's path as a JavaScript reader would: `line_items[3].quantity`, or
-// `metadata["till no"]` for a key that is not a plain name. With `onlyNames`, any other name is
-// written `[*]`: it came from the client.
-function formatFieldPath(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
+/**
+ * Writes a field's path as a JavaScript reader would: `line_items[3].quantity`, or
+ * `metadata["till no"]` for a key that is not a plain name. With `onlyNames`, any other name is
+ * written `[*]`: it came from the client.
+ */
+export function formatFieldPath(path: readonly PropertyKey[], onlyNames?: ReadonlySet<string>): string {
   let text = "";
   for (const key of path) {
     const part = key === PROTO_STAND_IN ? "__proto__" : key;

@@ -4,11 +4,13 @@
  * the currency's major unit; ours are integers of its minor unit. Each amount is converted from
  * its own digits in the body's text, never through a float product, and one that has more
  * decimals than the currency's minor unit (or no exact integer of it within 2^53) is refused,
- * named by its JSON pointer.
+ * named by its JSON pointer. The model must then keep every rule of our own receipt model, as a
+ * body of our shape must: what breaks one is refused, named by the DR field it came from.
  */
 import type { DrRetailBody } from "../shared/dr-retail.ts";
-import type { ReceiptModel } from "../shared/schemas.ts";
-import { drBodyRefusal } from "./body.ts";
+import { plainMessage } from "../shared/issue-wording.ts";
+import { receiptModel, type ReceiptModel } from "../shared/schemas.ts";
+import { drBodyRefusal, formatFieldPath } from "./body.ts";
 
 type Holder = Record<string, unknown> | unknown[];
 type Item = DrRetailBody["items"][number];
@@ -100,7 +102,8 @@ function parseKeepingNumbers(text: string): { body: DrRetailBody; numberText: (h
 
 /**
  * Our receipt model of a DR Retail body that passed its version's rules (docs/api.md#dr-retail-mapping).
- * Throws a 406 naming the JSON pointer of what cannot be mapped exactly.
+ * Throws a 406 naming the JSON pointer of what cannot be mapped exactly, or of the DR field whose
+ * mapping breaks a rule of our receipt model.
  */
 export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
   const { body, numberText } = parseKeepingNumbers(text);
@@ -113,15 +116,16 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
     const result = minorUnitsOf(numberText(holder, key), decimalsOf);
     return typeof result === "string" ? refuse(`${pointer}/${key}`, result) : Number(result);
   };
-  const rate = (value: number | undefined, pointer: string): number | undefined => {
-    if (value !== undefined && value > 100) refuse(pointer, "must be a percentage of at most 100 to map to a VAT rate");
-    return value;
-  };
 
   const lines: Line[] = [];
+  const lineOrigins: Origin[] = [];
+  const addLine = (line: Line, at: string, fields: OriginFields) => {
+    lines.push(line);
+    lineOrigins.push({ at, fields });
+  };
   body.items.forEach((item, index) => {
-    const line = itemLine(item, `/items/${index}`, minor, rate, refuse);
-    if (line) lines.push(line);
+    const line = itemLine(item, `/items/${index}`, minor, refuse);
+    if (line) addLine(line, `/items/${index}`, item.type === "deposit" ? DEPOSIT_FIELDS : ARTICLE_FIELDS);
   });
   body.retail_price_modifiers?.forEach((modifier, index) => {
     const pointer = `/retail_price_modifiers/${index}`;
@@ -129,12 +133,12 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
     if (action === "replace") refuse(`${pointer}/action`, "replace has no amount of its own to map: send the price after it on the items");
     const amount = minor(modifier as Holder, "amount", pointer) * (action === "subtract" ? -1 : 1);
     const description = joined(modifier.description?.collection) ?? (action === "subtract" ? "Discount" : "Surcharge");
-    lines.push({ description, quantity: 1, unit_price: amount, total: amount, ...vatRate(rate(modifier.tax_percentage, `${pointer}/tax_percentage`)) });
+    addLine({ description, quantity: 1, unit_price: amount, total: amount, ...vatRate(modifier.tax_percentage) }, pointer, MODIFIER_FIELDS);
   });
   body.totals.forEach((total, index) => {
     if (total.type !== "rounding" || total.amount === 0) return;
     const amount = minor(total as Holder, "amount", `/totals/${index}`) * (total.refund ? -1 : 1);
-    lines.push({ description: "Rounding", quantity: 1, unit_price: amount, total: amount });
+    addLine({ description: "Rounding", quantity: 1, unit_price: amount, total: amount }, `/totals/${index}`, AMOUNT_FIELDS);
   });
   if (lines.length === 0) refuse("/items", "holds no sale, return or deposit item: our model needs at least one line");
 
@@ -144,23 +148,26 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
   // or hiding the gap in another line's amount.
   const sum = lines.reduce((sum, line) => sum + BigInt(line.total), 0n);
   const paid = body.totals.flatMap((total, index) => (total.type === "paid" ? [{ total, index }] : []));
+  const totalAt = paid.length === 0 ? "/totals" : `/totals/${paid[0]!.index}/amount`;
   const receiptTotal =
     paid.length === 0 ? sum : paid.reduce((sum, { total, index }) => sum + BigInt(minor(total as Holder, "amount", `/totals/${index}`) * (total.refund ? -1 : 1)), 0n);
   if (receiptTotal > MAX_MINOR || receiptTotal < -MAX_MINOR) refuse("/totals", `add up to more than ${MAX_MINOR} minor units`);
   if (receiptTotal !== sum) {
     const difference = Number(receiptTotal - sum);
-    lines.push({ description: UNITEMISED, quantity: 1, unit_price: difference, total: difference });
+    addLine({ description: UNITEMISED, quantity: 1, unit_price: difference, total: difference }, totalAt, {});
   }
   if (lines.length > MAX_LINES) refuse("/items", `maps to ${lines.length} lines with the price modifiers, rounding and any difference to the paid total; our model holds at most ${MAX_LINES}`);
 
+  const vatOrigins: Origin[] = [];
   const vat = body.totals.flatMap((total, index) =>
     total.type !== "vat"
       ? []
       : (total.sub_totals ?? []).map((sub, subIndex) => {
           const pointer = `/totals/${index}/sub_totals/${subIndex}`;
           const sign = sub.refund ?? total.refund ? -1 : 1;
+          vatOrigins.push({ at: pointer, fields: VAT_FIELDS });
           return {
-            rate: rate(sub.tax_percentage, `${pointer}/tax_percentage`)!,
+            rate: sub.tax_percentage,
             amount: sign * minor(sub as Holder, "amount", pointer),
             taxable_amount: sign * minor(sub as Holder, "taxable_amount", pointer),
             net_amount: sign * minor(sub as Holder, "net_amount", pointer),
@@ -184,7 +191,7 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
   });
 
   const extended = body.receipt_identifier.extended_number?.value;
-  return {
+  const model: ReceiptModel = {
     purchased_at: body.time_of_purchase,
     currency,
     total: Number(receiptTotal),
@@ -194,16 +201,58 @@ export function mapDrRetail(text: string, versionLabel: string): ReceiptModel {
     payments,
     ...(vat.length > 0 && { vat }),
   };
+  // Every consumer reads the model as our own shape's receipt; it keeps the rules that one does.
+  const checked = receiptModel.safeParse(model, { error: plainMessage });
+  if (!checked.success) {
+    const { path, message } = checked.error.issues[0]!;
+    const origins = { line_items: lineOrigins, vat: vatOrigins, payments: payments.map((_, index) => ({ at: `/payments/${index}`, fields: PAYMENT_FIELDS })) };
+    refuse(drPointerOf(path, origins, { ...TOP_LEVEL_ORIGINS, total: totalAt }), `maps to ${formatFieldPath(path)} of our receipt model, which ${message}`);
+  }
+  return model;
+}
+
+// The DR field each field of a part of the model is read from, relative to that part's pointer.
+type OriginFields = Readonly<Record<string, string>>;
+
+/** Where a line, VAT rate or payment of the model comes from in the DR body. */
+interface Origin {
+  at: string;
+  fields: OriginFields;
+}
+
+const ARTICLE_FIELDS = { description: "description", quantity: "quantity/value", unit_price: "actual_sales_unit_price", total: "extended_amount", vat_rate: "tax_percentage" };
+const DEPOSIT_FIELDS = { description: "description", quantity: "quantity", unit_price: "unit_amount", total: "amount", vat_rate: "tax_percentage" };
+const MODIFIER_FIELDS = { description: "description", unit_price: "amount", total: "amount", vat_rate: "tax_percentage" };
+const AMOUNT_FIELDS = { unit_price: "amount", total: "amount" };
+const VAT_FIELDS = { rate: "tax_percentage", amount: "amount", taxable_amount: "taxable_amount", net_amount: "net_amount" };
+const PAYMENT_FIELDS = { method: "tender/type", amount: "amount", foreign_currency: "foreign_currency_amount" };
+const TOP_LEVEL_ORIGINS: OriginFields = {
+  purchased_at: "/time_of_purchase",
+  currency: "/currency",
+  line_items: "/items",
+  store_id: "/business_unit",
+  pos_receipt_number: "/receipt_identifier",
+  payments: "/payments",
+  vat: "/totals",
+};
+
+// The JSON pointer into the DR body of the field a model's path was mapped from: the field itself
+// where one field gives it (the line's own `tax_percentage`), else the part it belongs to.
+function drPointerOf(path: readonly PropertyKey[], lists: Record<string, readonly Origin[]>, topLevel: OriginFields): string {
+  const [field, index, member] = path;
+  const origin = typeof field === "string" && typeof index === "number" ? lists[field]?.[index] : undefined;
+  if (!origin) return topLevel[String(field)] ?? "";
+  const inner = typeof member === "string" ? origin.fields[member] : undefined;
+  return inner === undefined ? origin.at : `${origin.at}/${inner}`;
 }
 
 type Minor = (holder: Holder, key: string | number, pointer: string) => number;
-type Rate = (value: number | undefined, pointer: string) => number | undefined;
 
 // A sale, return or deposit is a line; a text item has no place in our model.
-function itemLine(item: Item, pointer: string, minor: Minor, rate: Rate, refuse: (pointer: string, reason: string) => never): Line | undefined {
+function itemLine(item: Item, pointer: string, minor: Minor, refuse: (pointer: string, reason: string) => never): Line | undefined {
   if (item.type === "text") return undefined;
   // A sale's or return's tax_percentage is checked with its prices (src/shared/dr-retail.ts).
-  const vat = vatRate(rate(item.tax_percentage as number | undefined, `${pointer}/tax_percentage`));
+  const vat = vatRate(item.tax_percentage as number | undefined);
   if (item.type === "deposit") {
     const sign = item.refund ? -1 : 1;
     if (item.quantity === 0) refuse(`${pointer}/quantity`, "must not be 0: a line of our model has a quantity");

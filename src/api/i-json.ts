@@ -3,14 +3,24 @@
  * lone surrogate, a Unicode noncharacter, or a NUL. JSON.parse accepts all four, yet parsers
  * disagree on them (first or last of two names wins, a surrogate becomes U+FFFD or an error, a C
  * reader ends a string at NUL), and add stores the text as sent for whoever reads it next.
+ *
+ * The same pass bounds the nesting (docs/api.md "Limits and hardening"): every reader after it
+ * that walks the body by recursion (JSON.parse with a reviver, zod, JSON.stringify, the app's own
+ * parser) then meets at most MAX_NESTING levels.
  */
+
+/**
+ * How deep arrays and objects may nest, the body's own object being the first level. A receipt
+ * of either shape needs 7 at most (a DR tender's details); 64 leaves a till's own fields room.
+ */
+export const MAX_NESTING = 64;
 
 /** A place where a JSON text is not I-JSON. */
 export interface IJsonFault {
   /** The member or element at fault, from the top: `["line_items", 0, "sku"]`. */
   path: PropertyKey[];
-  /** Which rule it breaks. */
-  rule: "duplicate name" | "lone surrogate" | "noncharacter" | "NUL";
+  /** Which rule it breaks; `nesting` is an array or object opened past MAX_NESTING levels. */
+  rule: "duplicate name" | "lone surrogate" | "noncharacter" | "NUL" | "nesting";
   /** Whether the member's name breaks it, rather than its value. */
   inName: boolean;
 }
@@ -18,7 +28,7 @@ export interface IJsonFault {
 /**
  * Returns the first fault in `text`, which JSON.parse has accepted, or `undefined` for I-JSON.
  * One pass over the text, no recursion: the nesting is kept on an explicit stack, so 64 KiB of
- * brackets (the body limit bounds the depth at 32,768) cannot exhaust the call stack.
+ * brackets cannot exhaust the call stack, and the scan stops at the first level past MAX_NESTING.
  */
 export function findIJsonFault(text: string): IJsonFault | undefined {
   const open: Container[] = [];
@@ -26,10 +36,12 @@ export function findIJsonFault(text: string): IJsonFault | undefined {
   for (let at = 0; at < text.length; at++) {
     switch (text.charCodeAt(at)) {
       case OPEN_BRACE:
+        if (open.length === MAX_NESTING) return { path: pathOf(open), rule: "nesting", inName: false };
         open.push({ names: new Set(), key: "" });
         nextIsName = true;
         break;
       case OPEN_BRACKET:
+        if (open.length === MAX_NESTING) return { path: pathOf(open), rule: "nesting", inName: false };
         open.push({ names: undefined, key: 0 });
         break;
       case CLOSE_BRACE:
@@ -85,7 +97,7 @@ function pathOf(open: readonly Container[]): PropertyKey[] {
   return open.map((container) => container.key);
 }
 
-type Rule = IJsonFault["rule"];
+type Rule = Exclude<IJsonFault["rule"], "duplicate name" | "nesting">;
 
 /**
  * Reads the string whose opening quote is at `start` to its closing quote, code unit by code

@@ -150,6 +150,23 @@ export function bodyTooLarge(maxBytes: number): Refusal {
   return { status: 413, detail: `Body is larger than ${maxBytes / 1024} KiB (${maxBytes} bytes).` };
 }
 
+/** A parameter of Content-Type given more than once (415), which readers would take differently. */
+export function mediaTypeParameterRepeated(name: string): Refusal {
+  return { status: 415, detail: `Header Content-Type has the parameter ${shortName(name)} more than once; send each parameter once.` };
+}
+
+/** A parameter of Content-Type without a value (415); `profile` says which values it takes. */
+export function mediaTypeParameterWithoutValue(name: string): Refusal {
+  const values = name === "profile" ? `: send none for this service's own receipt, or one of: ${Object.keys(DR_RETAIL_PROFILES).join(", ")}` : "";
+  return { status: 415, detail: `Header Content-Type has the parameter ${shortName(name)} without a value${values}.` };
+}
+
+// A parameter's name as the client sent it, within a header's 256 characters: cut where a
+// message would be mostly the name.
+function shortName(name: string): string {
+  return name.length > 40 ? `${name.slice(0, 40)}…` : name;
+}
+
 /** Fields of a receipt that differ from the request's headers (406), named but never shown. */
 export function receiptFieldsDiffer(names: readonly string[]): Refusal {
   const list = names.join(", ");

@@ -11,6 +11,7 @@
  * mapping's question (src/api/dr-retail-mapping.ts).
  */
 import * as z from "zod/mini";
+import { FULL_CARD_NUMBER, isFullCardNumber } from "./card-numbers.ts";
 import { isRfc3339DateTime } from "./date-time.ts";
 import type { DrRetailVersion } from "./dr-retail-profiles.ts";
 import { plainMessage } from "./issue-wording.ts";
@@ -181,28 +182,13 @@ const item = z.discriminatedUnion("type", [
   }),
 ]);
 
-/**
- * A full card number: 12–19 digits that pass the Luhn check (ISO/IEC 7812). A masked number
- * (`527500******7651`) never passes, as it holds a character other than a digit.
- */
-export function isFullCardNumber(value: string): boolean {
-  const digits = value.replace(/[\s-]/g, "");
-  if (!/^\d{12,19}$/.test(digits)) return false;
-  let sum = 0;
-  for (let index = 0; index < digits.length; index++) {
-    let digit = Number(digits[digits.length - 1 - index]);
-    if (index % 2 === 1) digit = digit * 2 > 9 ? digit * 2 - 9 : digit * 2;
-    sum += digit;
-  }
-  return sum % 10 === 0;
-}
-
-// A card number the service must never hold (docs/api.md#dr-retail-people): the message says so
-// without echoing it.
+// A card number the service must never hold (docs/api.md#card-numbers): the message says so
+// without echoing it. The full number's rule comes first, so that `4111‐1111‐1111‐1111` is named
+// for what it is rather than for the pattern its hyphens break.
 function cardNumber(pattern?: RegExp) {
   return z.string().check(
+    z.refine((value) => !isFullCardNumber(value), FULL_CARD_NUMBER),
     ...(pattern ? [z.regex(pattern, "must be a masked card number, e.g. 527500******7651")] : []),
-    z.refine((value) => !isFullCardNumber(value), "holds a full card number; send it masked, e.g. 527500******7651"),
   );
 }
 

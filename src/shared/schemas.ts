@@ -133,6 +133,15 @@ function characters(min: number, max: number, meta: { description: string; examp
   );
 }
 
+/** A VAT rate in percent, 0–100, of a line or of a DR receipt's VAT total. */
+function vatRate(example: number) {
+  return z.number().check(
+    z.gte(0, "must be a percentage from 0 to 100"),
+    z.lte(100, "must be a percentage from 0 to 100"),
+    z.meta({ description: "VAT rate in percent, 0–100", example }),
+  );
+}
+
 /** One line of a receipt. Fields beyond these are kept as sent: tills add their own. */
 export const lineItem = z.looseObject({
   description: characters(1, 200, { description: "What was sold, as printed on the receipt", example: "Oat milk 1 l" }),
@@ -147,13 +156,7 @@ export const lineItem = z.looseObject({
   unit_price: minorUnits("Price of one unit in minor units (cents)", 149),
   total: minorUnits("Amount of the line in minor units; a discount line may be negative", 298),
   sku: z.optional(z.string().check(z.meta({ description: "Stock keeping unit", example: "4006381333931" }))),
-  vat_rate: z.optional(
-    z.number().check(
-      z.gte(0, "must be a percentage from 0 to 100"),
-      z.lte(100, "must be a percentage from 0 to 100"),
-      z.meta({ description: "VAT rate in percent, 0–100", example: 7 }),
-    ),
-  ),
+  vat_rate: z.optional(vatRate(7)),
 });
 export type LineItem = z.infer<typeof lineItem>;
 
@@ -216,7 +219,7 @@ export type ReceiptBody = z.infer<typeof receiptBody>;
 
 /** One VAT rate of a receipt mapped from DR Retail: its `vat` total's sub-total, in minor units. */
 export const vatAtRate = z.object({
-  rate: z.number().check(z.meta({ description: "VAT rate in percent, 0–100", example: 25 })),
+  rate: vatRate(25),
   amount: minorUnits("VAT at this rate, in minor units; negative where refunded", 2380),
   taxable_amount: minorUnits("Amount taxed at this rate, VAT included, in minor units", 11900),
   net_amount: minorUnits("Amount taxed at this rate, VAT excluded, in minor units", 9520),

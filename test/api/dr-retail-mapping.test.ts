@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { minorUnitDecimals, minorUnitsOf } from "../../src/api/dr-retail-mapping.ts";
-import { isFullCardNumber } from "../../src/shared/dr-retail.ts";
+import { holdsCardNumberInText, isFullCardNumber } from "../../src/shared/card-numbers.ts";
 
 describe("docs/api.md#dr-retail DR Retail amounts in minor units, exactly", () => {
   it.each([
@@ -50,7 +50,36 @@ describe("docs/api.md#dr-retail a full card number is 12–19 digits that pass t
     ["4111111111111112", false],
     ["79927398713", false],
     ["", false],
+    ["4111\u20101111\u20101111\u20101111", true],
+    ["4111.1111.1111.1111", true],
+    ["４１１１１１１１１１１１１１１１", true],
+    ["٤١١١١١١١١١١١١١١١", true],
+    ["𝟒𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏𝟏", true],
+    ["00004111111111111111", true],
+    ["4111111111111111A", true],
+    ["41111111****0002", false],
+    ["411111XXXXXX1111", false],
   ] as const)("%s: %s", (value, full) => {
     expect(isFullCardNumber(value)).toBe(full);
+  });
+});
+
+describe("docs/api.md#card-numbers free text holds a full card number only where one stands written as such", () => {
+  it.each([
+    ["4111111111111111", true],
+    ["Paid with 4111 1111 1111 1111, thanks", true],
+    ["Amex 3782 822463 10005", true],
+    ["2221000000000009", true],
+    ["４１１１－１１１１－１１１１－１１１１", true],
+    ["4111  1111 1111 1111", false],
+    ["EAN 4006381333924", false],
+    ["+49 1512 3456704", false],
+    ["2026112200427000108", false],
+    ["1111222233334444", false],
+    ["7350001234567", false],
+    ["a4111111111111111", false],
+    ["527500******7651", false],
+  ] as const)("%s: %s", (value, full) => {
+    expect(holdsCardNumberInText(value)).toBe(full);
   });
 });

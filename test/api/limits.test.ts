@@ -21,6 +21,8 @@ import {
 } from "../support/api.ts";
 import { deleteHeadersFor, seedReceipt } from "../support/notices.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { drRetailContentType } from "../../src/shared/dr-retail-profiles.ts";
+import { drTestReceipts } from "../support/dr-retail.ts";
 
 // The test run's BODY_DEADLINE_SECONDS (vitest.config.ts), shorter than the deployed 10 s so that
 // the real-time test below waits out less.
@@ -149,10 +151,11 @@ describe("request limits: a body of 64 KiB cannot be made costly", () => {
     await expectRefused(() => postAdd(headers, text), status, word);
   });
 
-  it("a line item holding 10,000 levels of nesting in a field of its own is stored as given", async () => {
+  it("a line item holding 10,000 levels of nesting in a field of its own: 406 naming where it passes 64 levels", async () => {
     const { headers } = await newCaller();
     const body = JSON.stringify(validReceiptBody()).replace('"sku":', `"x_nested":${deep(10_000, "[", "]")},"sku":`);
-    expect((await postAdd(headers, body)).status).toBe(200);
+    const message = await expectRefused(() => postAdd(headers, body), 406, "Not Acceptable");
+    expect(message).toContain("Body field line_items[0].x_nested[0][0]");
   });
 
   it("a line_items list of 8,000 numbers: 406 naming at most ten of them", async () => {
@@ -160,6 +163,45 @@ describe("request limits: a body of 64 KiB cannot be made costly", () => {
     const message = await expectRefused(() => postAdd(headers, { ...validReceiptBody(), line_items: Array(8000).fill(1) }), 406, "Not Acceptable");
     expect(message).toContain("line_items");
     expect(message.length).toBeLessThan(2000);
+  });
+});
+
+describe("request limits: arrays and objects nest at most 64 deep, in either shape", () => {
+  // The body's own object is the first level; a field of a line item's own starts at the fourth,
+  // one of DR's customer at the third. A run of 16 digits sends a DR body down the exact-number
+  // parse, which recursed once per level.
+  const nested = (levels: number, inner: string) => "[".repeat(levels) + inner + "]".repeat(levels);
+  const ours = (levels: number, inner: string) =>
+    JSON.stringify(validReceiptBody()).replace('"sku":', `"x_nested":${nested(levels - 3, inner)},"sku":`);
+  const dr = (levels: number, inner: string) => JSON.stringify(drReceipt.body).replace(/}$/, `,"customer":{"x":${nested(levels - 2, inner)}}}`);
+  const drReceipt = drTestReceipts().find(({ name }) => name.startsWith("VAT at 25"))!;
+  const shapes = [
+    ["our shape", ours, {}, "line_items[0].x_nested[0]"],
+    ["DR Retail", dr, { "Content-Type": drRetailContentType(drReceipt.version) }, "customer.x[0]"],
+  ] as const;
+  const inners = [
+    ["", "1"],
+    [" and a run of 16 digits", '"1111222233334444"'],
+  ] as const;
+
+  describe.each(shapes)("%s", (_shape, body, contentType, path) => {
+    it.each(inners)("64 levels%s: accepted", async (_digits, inner) => {
+      const { headers } = await newCaller();
+      const text = body(64, inner);
+      expect((await postAdd({ ...headers, ...contentType }, text)).status).toBe(200);
+    });
+
+    it.each(inners)("65 levels%s: 406 naming where the 65th opens, nothing stored", async (_digits, inner) => {
+      const { headers } = await newCaller();
+      const message = await expectRefused(() => postAdd({ ...headers, ...contentType }, body(65, inner)), 406, "Not Acceptable");
+      expect(message).toContain(`Body field ${path}`);
+      expect(message).toContain("nests arrays and objects more than 64 deep");
+    });
+
+    it.each(inners)("5,000 levels%s: 406, never a 500", async (_digits, inner) => {
+      const { headers } = await newCaller();
+      await expectRefused(() => postAdd({ ...headers, ...contentType }, body(5000, inner)), 406, "Not Acceptable");
+    });
   });
 });
 

@@ -28,9 +28,12 @@ import {
   type ReceiptBody,
   type ReceiptModel,
 } from "../../shared/schemas.ts";
+import { FULL_CARD_NUMBER } from "../../shared/card-numbers.ts";
+import { MAX_NESTING } from "../i-json.ts";
 import {
   REFUSALS,
   bodyTooLarge,
+  mediaTypeParameterRepeated,
   missingHeaders,
   rateLimited,
   receiptFieldsDiffer,
@@ -359,13 +362,18 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "not-i-json": {
         status: 406,
         summary:
-          "The body is not I-JSON (RFC 7493): a name twice in one object, a lone surrogate, a noncharacter or NUL; the message names the first field at fault",
+          `The body is not I-JSON (RFC 7493): a name twice in one object, a lone surrogate, a noncharacter or NUL; or it nests arrays and objects more than ${MAX_NESTING} deep. The message names the first field at fault`,
         detail: "Body field total appears more than once in one object; a body must be I-JSON (RFC 7493).",
       },
       "body-rule": {
         status: 406,
         summary: "The body breaks a rule; the message names up to ten fields by their path",
         detail: "Body field currency must be an ISO 4217 code of 3 upper-case letters; Body field line_items[0].quantity must not be 0.",
+      },
+      "card-number": {
+        status: 406,
+        summary: "A string of the body holds a full card number (in a card-number field of DR Retail, in any form); the message names the first such field, never the number",
+        detail: `Body field metadata.card ${FULL_CARD_NUMBER}.`,
       },
       "unknown-field": {
         status: 406,
@@ -376,9 +384,13 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         ...REFUSALS.unknownProfile,
         summary: "Content-Type has a profile other than DR Retail v1.0's or v1.1's",
       },
+      "media-type-parameter": {
+        ...mediaTypeParameterRepeated("profile"),
+        summary: "Content-Type has a parameter more than once, or one without a value (such as a bare profile)",
+      },
       "dr-body-rule": {
         status: 406,
-        summary: "A DR Retail body breaks its version's rules, or cannot be mapped exactly; the message names the first field at fault by its JSON pointer",
+        summary: "A DR Retail body breaks its version's rules, cannot be mapped exactly, or maps to a receipt that breaks our model's rules; the message names the first field at fault by its JSON pointer",
         detail: "Body field /items/0/quantity/value must be a number (DR Retail v1.1).",
       },
       "idempotency-conflict": {

@@ -5,7 +5,7 @@ import { DR_RETAIL_BODIES } from "../../shared/dr-retail.ts";
 import { DR_RETAIL_PROFILES, drRetailFormat } from "../../shared/dr-retail-profiles.ts";
 import { NoOpenShardError, placeAndStore, type NewReceipt } from "../../storage/placement.ts";
 import { authenticateClient } from "../auth/bearer.ts";
-import { firstFieldRefusal, jsonProfileOf, readJsonBody } from "../body.ts";
+import { firstFieldRefusal, jsonMediaType, readJsonBody } from "../body.ts";
 import { mapDrRetail } from "../dr-retail-mapping.ts";
 import type { ApiContext } from "../context.ts";
 import { enqueueNotice, newCreationNotice } from "../events.ts";
@@ -56,12 +56,12 @@ export async function add(c: ApiContext): Promise<Response> {
  * (docs/api.md#dr-retail): then with that format's name and the receipt in our model.
  */
 async function readReceipt(request: Request, contentType: string, deadlineMs: number): Promise<Pick<NewReceipt, "body" | "format">> {
-  const profile = jsonProfileOf(contentType);
-  if (profile === undefined) return { body: await readJsonBody(request, contentType, receiptBody, deadlineMs) };
+  const profile = jsonMediaType(contentType).get("profile");
+  if (profile === undefined) return { body: await readJsonBody(request, receiptBody, deadlineMs) };
   if (!Object.hasOwn(DR_RETAIL_PROFILES, profile)) throw refuse(REFUSALS.unknownProfile, "unknown profile");
   const version = DR_RETAIL_PROFILES[profile as keyof typeof DR_RETAIL_PROFILES];
   const label = `DR Retail v${version}`;
-  const body = await readJsonBody(request, contentType, DR_RETAIL_BODIES[version], deadlineMs, firstFieldRefusal(label));
+  const body = await readJsonBody(request, DR_RETAIL_BODIES[version], deadlineMs, firstFieldRefusal(label));
   return { body, format: { name: drRetailFormat(version), mapped: JSON.stringify(mapDrRetail(body, label)) } };
 }
 

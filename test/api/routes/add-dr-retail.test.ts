@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED } from "../../../src/api/openapi/documented-operations.ts";
 import { UNITEMISED } from "../../../src/api/dr-retail-mapping.ts";
 import { receiptModel } from "../../../src/shared/schemas.ts";
-import { expectRefused, loggedRequests, newCaller, postAdd, uniqueId } from "../../support/api.ts";
+import { expectRefused, loggedRequests, newCaller, postAdd, rowCounts, uniqueId, validReceiptBody } from "../../support/api.ts";
 import { drRetailContentType } from "../../../src/shared/dr-retail-profiles.ts";
 import { drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
 import { storedReceipt } from "../../support/shards.ts";
@@ -187,6 +187,91 @@ describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of
     for (const text of [message, JSON.stringify(logs)]) expect(text.replaceAll(" ", "")).not.toContain("4111111111111111");
   });
 
+  // 2^53 − 1 minor units, in kronor.
+  const LARGEST = 90071992547409.91;
+  const largeSale = (sequence: number) => ({ ...structuredClone(byName("VAT at 25").body.items[0]), sequence_number: sequence, actual_sales_unit_price: LARGEST, extended_gross_amount: LARGEST, extended_amount: LARGEST, quantity: { value: 1, unit: "ea" } });
+  it.each([
+    ["a sale's negative tax_percentage", (b: Record<string, any>) => (b.items[1].tax_percentage = -25), "/items/1/tax_percentage", "line_items[1].vat_rate", "must be a percentage from 0 to 100"],
+    ["a price modifier's negative tax_percentage", (b: Record<string, any>) => (b.retail_price_modifiers = [{ amount: 0, action: "add", tax_percentage: -5 }]), "/retail_price_modifiers/0/tax_percentage", "line_items[3].vat_rate", "must be a percentage from 0 to 100"],
+    ["a sale's tax_percentage above 100", (b: Record<string, any>) => (b.items[0].tax_percentage = 125), "/items/0/tax_percentage", "line_items[0].vat_rate", "must be a percentage from 0 to 100"],
+    ["a VAT sub-total's tax_percentage above 100", (b: Record<string, any>) => (b.totals[1].sub_totals[2].tax_percentage = 600), "/totals/1/sub_totals/2/tax_percentage", "vat[2].rate", "must be a percentage from 0 to 100"],
+    ["a deposit's negative tax_percentage", (b: Record<string, any>) => b.items.push({ type: "deposit", sequence_number: 4, unit_amount: 0, amount: 0, quantity: 1, refund: false, tax_percentage: -12 }), "/items/3/tax_percentage", "line_items[3].vat_rate", "must be a percentage from 0 to 100"],
+    ["two lines of 2^53 − 1 minor units against a paid total of 0", (b: Record<string, any>) => ((b.items = [largeSale(1), largeSale(2)]), (b.totals = [{ type: "paid", amount: 0 }])), "/totals/0/amount", "line_items[2].unit_price", "must be an integer of minor units from -9007199254740991 to 9007199254740991"],
+    ["three lines of 2^53 − 1 minor units against a paid total of 0", (b: Record<string, any>) => ((b.items = [largeSale(1), largeSale(2), largeSale(3)]), (b.totals = [{ type: "paid", amount: 0 }])), "/totals/0/amount", "line_items[3].unit_price", "must be an integer of minor units"],
+  ])("%s maps to a receipt our own rules refuse: 406 naming the DR field, nothing stored", async (_label, change, pointer, modelField, rule) => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    change(body);
+    const { headers } = await newCaller();
+    const before = await rowCounts();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
+    expect(message).toContain(`Body field ${pointer} maps to ${modelField} of our receipt model, which ${rule}`);
+    expect(message).toContain("(DR Retail v1.1)");
+    expect(await rowCounts()).toEqual(before);
+  });
+
+  // One Luhn-valid number, 4111 1111 1111 1111, written each way a card-number field must see through.
+  const PAN_FORMS = [
+    ["hyphens U+2010", "4111\u20101111\u20101111\u20101111"],
+    ["points", "4111.1111.1111.1111"],
+    ["full-width digits", "４１１１１１１１１１１１１１１１"],
+    ["Arabic-Indic digits", "٤١١١١١١١١١١١١١١١"],
+    ["padded with zeros", "00004111111111111111"],
+    ["a trailing letter", "4111111111111111A"],
+    ["slashes and a no-break space", "4111/1111/1111\u00a01111"],
+  ] as const;
+  const CARD_FIELDS = [
+    ["bank_identification_number", (b: Record<string, any>, pan: string) => (card(b).bank_identification_number = pan), "/payments/0/tender/bank_identification_number"],
+    ["a gift card's card_number", (b: Record<string, any>, pan: string) => (b.payments[0].tender = { type: "giftcard", card_number: pan, current_balance: 0 }), "/payments/0/tender/card_number"],
+  ] as const;
+  describe.each(CARD_FIELDS)("a full card number in %s, however written", (_field, put, pointer) => {
+    it.each(PAN_FORMS)("with %s: 406 naming the field, the number never repeated", async (_form, pan) => {
+      const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+      put(body, pan);
+      const { headers } = await newCaller();
+      let message = "";
+      const logs = await loggedRequests(async () => {
+        message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
+      });
+      expect(message).toContain(`Body field ${pointer} holds a full card number`);
+      for (const text of [message, JSON.stringify(logs)]) expect(text).not.toContain(pan);
+    });
+  });
+
+  it("a masked number whose shown digits would pass the Luhn check joined is no full number: 200", async () => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    card(body).bank_identification_number = "41111111****0002";
+    const { answer } = await addDr({ version: "1.1", body });
+    expect(answer.status).toBe(200);
+  });
+
+  it.each([
+    ["a card token's value", (b: Record<string, any>) => (card(b).card_token.value = "4111111111111111"), "/payments/0/tender/card_token/value"],
+    ["an item's description", (b: Record<string, any>) => (b.items[0].description = "Bryggkaffe, kort 4111 1111 1111 1111"), "/items/0/description"],
+    ["a line of the payment slip", (b: Record<string, any>) => (card(b).payment_slip.collection[1] = "Kort: 5555-5555-5555-4444"), "/payments/0/tender/payment_slip/collection/1"],
+    ["the footer text", (b: Record<string, any>) => (b.footer_text = { type: "array", collection: ["Amex 3782 822463 10005"] }), "/footer_text/collection/0"],
+    ["a free member of customer", (b: Record<string, any>) => (b.customer = { note: "４１１１ １１１１ １１１１ １１１１" }), "/customer/note"],
+  ])("a full card number in free text, in %s: 406 naming it, nothing stored", async (_label, change, pointer) => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    change(body);
+    const { headers } = await newCaller();
+    const before = await rowCounts();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
+    expect(message).toContain(`Body field ${pointer} holds a full card number`);
+    expect(await rowCounts()).toEqual(before);
+  });
+
+  it("what only looks like a card number in free text is stored: a GTIN, a phone number, a date-led receipt number, digits inside a token", async () => {
+    const body = structuredClone(byName("VAT at 25, 12 and 6").body);
+    // Each passes the Luhn check: the GTIN by its own check digit, the rest by chance.
+    body.items[0].identifiers[0].value = "4006381333924";
+    body.items[0].description = "Bryggkaffe EAN 4006381333924";
+    body.business_unit.contact.phone = "+49 1512 3456704";
+    body.receipt_identifier.extended_number.value = "20261122-0042-7-000108";
+    card(body).card_token.value = "0bbe7c68d1b5536ee5b1ef2218a4111111111111111b383bbfbd1b4bf17c";
+    const { answer } = await addDr({ version: "1.1", body });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  });
+
   it("16 digits that fail the Luhn check are no card number: 200", async () => {
     const body = structuredClone(byName("VAT at 25, 12 and 6").body);
     card(body).bank_identification_number = "4111111111111112";
@@ -199,6 +284,43 @@ describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of
     const contentType = "application/json;profile=https://se.receipts.kivra.com/schemas/json/retail/v1.2";
     const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": contentType }, byName("yen").body), 415, "Unsupported Media Type");
     expect(message).toContain("https://se.receipts.kivra.com/schemas/json/retail/v1.1");
+  });
+
+  const V10 = "https://se.digitalreceipts.net/schemas/json/retail/v1.0";
+  const V11 = "https://se.receipts.kivra.com/schemas/json/retail/v1.1";
+  it.each([
+    ["profile twice", `application/json;profile=${V11};profile=${V10}`, "profile"],
+    ["profile twice, once quoted and in upper case", `application/json; profile="${V11}"; PROFILE=${V11}`, "profile"],
+    ["charset twice", `application/json;charset=utf-8;profile=${V11};charset=utf-8`, "charset"],
+    ["another parameter twice", `application/json;profile=${V11};v=1;v=2`, "v"],
+  ])("a media-type parameter sent more than once (%s): 415 naming it, nothing stored", async (_label, contentType, name) => {
+    const { headers } = await newCaller();
+    const before = await rowCounts();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": contentType }, byName("VAT at 25").body), 415, "Unsupported Media Type");
+    expect(message).toContain(`Header Content-Type has the parameter ${name} more than once`);
+    expect(await rowCounts()).toEqual(before);
+  });
+
+  it.each([
+    ["no value", "application/json;profile"],
+    ["an empty value", "application/json; profile="],
+    ["an empty quoted value", 'application/json; profile=""'],
+  ])("a profile with %s: 415 naming profile, not read as our shape", async (_label, contentType) => {
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": contentType }, validReceiptBody()), 415, "Unsupported Media Type");
+    expect(message).toContain("Header Content-Type has the parameter profile without a value");
+    expect(message).toContain(V11);
+  });
+
+  it("a profile quoted with a semicolon inside is one value, not two parameters: 415 as a profile the service does not read", async () => {
+    const { headers } = await newCaller();
+    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": `application/json;profile="${V11};x"` }, byName("VAT at 25").body), 415, "Unsupported Media Type");
+    expect(message).toContain("names a profile this service does not read");
+  });
+
+  it("an empty parameter, as RFC 9110 allows, changes nothing: 200", async () => {
+    const { headers } = await newCaller();
+    expect((await postAdd({ ...headers, "Content-Type": `application/json;;profile=${V11};` }, byName("VAT at 25").body)).status).toBe(200);
   });
 
   it("a DR body over 64 KiB: 413 as for our shape; at 64 KiB it is stored as sent", async () => {

@@ -1,0 +1,171 @@
+/**
+ * Full card numbers (PANs), which the service must never store (PCI DSS; docs/api.md#card-numbers):
+ * the rule for a field that holds a card number, and the narrower one for every other string of
+ * a body. Both read the digits as a reader would, whatever their script: `４１１１`, `٤١١١` and
+ * `4111` are the same four digits.
+ */
+
+/** What a refusal says of a field holding a full card number, never repeating it. */
+export const FULL_CARD_NUMBER = "holds a full card number; send it masked, e.g. 527500******7651";
+
+/**
+ * Whether a card-number field (DR's `bank_identification_number`, a gift card's `card_number`)
+ * holds a full card number: a run of 12–19 digits, leading zeros aside, that passes the Luhn
+ * check (ISO/IEC 7812). Any character but a letter, a digit or a masking character (`*`, `#`,
+ * `•`, `●`) between two digits is a separator and joins them, so a masked number
+ * (`527500******7651`) never passes while `4111‐1111.1111 1111`, `４１１１１１１１１１１１１１１１`,
+ * `00004111111111111111` and `4111111111111111A` do.
+ * @example isFullCardNumber("4111.1111.1111.1111") // true
+ */
+export function isFullCardNumber(value: string): boolean {
+  return digitRuns(value, (character) => !MASK.test(character) && !LETTER.test(character)).some(({ digits }) => {
+    const significant = digits.replace(/^0+/, "");
+    return significant.length >= 12 && significant.length <= 19 && passesLuhn(significant);
+  });
+}
+
+/**
+ * Whether free text (any other string of a body, or a member's name) holds a full card number
+ * written as one: 13–19 digits standing alone (no letter, digit or `+` touching either end),
+ * groups split by one space, dash or point at most, beginning as a card issuer's number does (3–6,
+ * or 2221–2720), passing the Luhn check, and not a GTIN-13 or GTIN-14 with its check digit. The
+ * narrower rule keeps a barcode, a phone number, a date-led receipt number or a hexadecimal token
+ * from being taken for a card one time in ten (docs/api.md#card-numbers says why each).
+ * @example holdsCardNumberInText("Paid with 4111 1111 1111 1111") // true
+ * @example holdsCardNumberInText("EAN 4006381333931") // false
+ */
+export function holdsCardNumberInText(value: string): boolean {
+  return digitRuns(value, (character) => TEXT_SEPARATOR.test(character), 1).some(
+    ({ digits, before, after }) =>
+      !ATTACHED.test(before) &&
+      !ATTACHED.test(after) &&
+      before !== "+" &&
+      digits.length >= 13 &&
+      digits.length <= 19 &&
+      hasIssuerPrefix(digits) &&
+      passesLuhn(digits) &&
+      !isGtin(digits),
+  );
+}
+
+// A masked digit: PCI DSS shows at most the first 8 and last 4.
+const MASK = /^[*#•●]$/u;
+const LETTER = /^\p{L}$/u;
+const DIGIT = /^\p{Nd}$/u;
+const TEXT_SEPARATOR = /^[\p{Zs}\p{Pd}.]$/u;
+// A run touching one of these is part of a longer word or number, not a card number of its own.
+const ATTACHED = /^[\p{L}\p{Nd}]$/u;
+
+/** A run of digits, as ASCII, with the characters just before and after it ("" at an end). */
+interface DigitRun {
+  digits: string;
+  before: string;
+  after: string;
+}
+
+/**
+ * The runs of digits in `value`: digits joined by up to `maxSeparators` characters for which
+ * `isSeparator` holds (any number when not given).
+ */
+function digitRuns(value: string, isSeparator: (character: string) => boolean, maxSeparators = Infinity): DigitRun[] {
+  const characters = [...value];
+  const runs: DigitRun[] = [];
+  const values = new Map<string, number>();
+  let at = 0;
+  while (at < characters.length) {
+    if (!DIGIT.test(characters[at]!)) {
+      at++;
+      continue;
+    }
+    const start = at;
+    let digits = "";
+    let end = at;
+    while (at < characters.length) {
+      if (DIGIT.test(characters[at]!)) {
+        const digit = characters[at]!;
+        let known = values.get(digit);
+        if (known === undefined) values.set(digit, (known = digitValue(digit)));
+        digits += known;
+        end = ++at;
+        continue;
+      }
+      let gap = 0;
+      while (at < characters.length && gap < maxSeparators && !DIGIT.test(characters[at]!) && isSeparator(characters[at]!)) {
+        at++;
+        gap++;
+      }
+      if (gap === 0 || at >= characters.length || !DIGIT.test(characters[at]!)) break;
+    }
+    runs.push({ digits, before: characters[start - 1] ?? "", after: characters[end] ?? "" });
+    at = end;
+  }
+  return runs;
+}
+
+// Unicode assigns every decimal digit in a block of ten, from 0 to 9, and blocks of one script's
+// styles lie side by side (the mathematical digits are five such blocks): a digit's value is its
+// distance from the first digit before it with no other character between, modulo ten.
+function digitValue(digit: string): number {
+  let codePoint = digit.codePointAt(0)!;
+  if (codePoint <= 0x39) return codePoint - 0x30;
+  const own = codePoint;
+  while (DIGIT.test(String.fromCodePoint(codePoint - 1))) codePoint--;
+  return (own - codePoint) % 10;
+}
+
+function passesLuhn(digits: string): boolean {
+  let sum = 0;
+  for (let index = 0; index < digits.length; index++) {
+    let digit = Number(digits[digits.length - 1 - index]);
+    if (index % 2 === 1) digit = digit * 2 > 9 ? digit * 2 - 9 : digit * 2;
+    sum += digit;
+  }
+  return sum % 10 === 0;
+}
+
+// The card schemes' ranges (ISO/IEC 7812 major industry identifiers 3–6, and Mastercard's 2-series
+// 2221–2720); a number led by 0, 1, 7, 8, 9 or 20xx (a date) is no card of theirs.
+function hasIssuerPrefix(digits: string): boolean {
+  if ("3456".includes(digits[0]!)) return true;
+  const four = Number(digits.slice(0, 4));
+  return four >= 2221 && four <= 2720;
+}
+
+// A GS1 article number of 13 or 14 digits whose last digit checks the others (weights 3 and 1 from
+// the right): what a barcode holds, and what the Luhn check passes one time in ten.
+function isGtin(digits: string): boolean {
+  if (digits.length !== 13 && digits.length !== 14) return false;
+  let sum = 0;
+  for (let index = 1; index < digits.length; index++) {
+    sum += Number(digits[digits.length - 1 - index]) * (index % 2 === 1 ? 3 : 1);
+  }
+  return (10 - (sum % 10)) % 10 === Number(digits.at(-1));
+}
+
+/** Where a parsed body holds a full card number in free text: the path of the string, or of the object one of whose names holds it. */
+export interface CardNumberPlace {
+  path: PropertyKey[];
+  inName: boolean;
+}
+
+/**
+ * The first string of a parsed body, or member name, that holds a full card number by
+ * `holdsCardNumberInText`, in the order of the text; undefined where none does. No recursion:
+ * the body's nesting is bounded, but its breadth only by its size.
+ */
+export function findCardNumberInText(body: unknown): CardNumberPlace | undefined {
+  const pending: { value: unknown; path: PropertyKey[] }[] = [{ value: body, path: [] }];
+  while (pending.length > 0) {
+    const { value, path } = pending.pop()!;
+    if (typeof value === "string") {
+      if (holdsCardNumberInText(value)) return { path, inName: false };
+      continue;
+    }
+    if (typeof value !== "object" || value === null) continue;
+    const members: [PropertyKey, unknown][] = Array.isArray(value) ? value.map((item, index) => [index, item]) : Object.entries(value);
+    if (!Array.isArray(value) && members.some(([name]) => holdsCardNumberInText(String(name)))) return { path, inName: true };
+    // Last pushed, first read: reversed, they are read in the order of the text.
+    for (const [key, member] of members.reverse()) pending.push({ value: member, path: [...path, key] });
+  }
+  return undefined;
+}
