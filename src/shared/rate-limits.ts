@@ -11,7 +11,8 @@ export const RATE_TIERS = ["standard", "large", "xlarge"] as const;
 export type RateTier = (typeof RATE_TIERS)[number];
 
 /** The routes limited per client; `jobs` counts the app-user jobs' routes together (docs/api.md#jobs). */
-export type LimitedRoute = "add" | "delete" | "events" | "jobs";
+export const LIMITED_ROUTES = ["add", "delete", "events", "jobs"] as const;
+export type LimitedRoute = (typeof LIMITED_ROUTES)[number];
 
 /** One route's limit in one tier. */
 export interface RatePolicy {

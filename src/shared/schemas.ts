@@ -398,6 +398,21 @@ export const jobState = z.object({
 });
 export type JobState = z.infer<typeof jobState>;
 
+/** The answer of a job's start (docs/api.md#jobs): 202, the job and its state. */
+export const jobAccepted = z.object({
+  data: z.object({ job_id: jobState.shape.job_id, kind: jobState.shape.kind, state: jobState.shape.state }),
+  status: z.literal("Accepted"),
+  status_code: z.literal(202),
+});
+
+/** The answer of a job's read (docs/api.md#jobs). */
+export const jobResponse = z.object({ data: jobState, status: z.literal("OK"), status_code: z.literal(200) });
+
+/** A complete export's file (docs/api.md#export): NDJSON, a receipt or an audit record a line, then the summary. */
+export const exportFile = z.string().check(
+  z.meta({ description: "NDJSON: one line per receipt (`receipt_id`, `chain_id`, `client_id`, `created_at`, `archived`, `receipt` in our model, and `format` and `original` for one added in another format), one per audit record naming the app user (`audit`), then one `summary` line" }),
+);
+
 /** Success body of the status (docs/api.md#status): the report in `data`; a 503 carries it too, beside its message. */
 export const statusResponse = z.object({
   data: z.looseObject({

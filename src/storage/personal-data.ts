@@ -19,7 +19,7 @@ import { archiveUserPrefix, legacyUserPrefix, type ArchivedReceipt } from "./arc
 import { forgetOwners } from "./archive/owners.ts";
 import { eraseTombstonesUnder } from "./archive/tombstones.ts";
 import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts } from "./outbox/statements.ts";
-import { RATE_TIERS, ratePolicy } from "../shared/rate-limits.ts";
+import { LIMITED_ROUTES, RATE_TIERS, ratePolicy } from "../shared/rate-limits.ts";
 import { eraseExportCopies, eraseExportHolds } from "./export.ts";
 import { enclose, statement, type Statement } from "./statement.ts";
 
@@ -401,7 +401,7 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
   LOGIN_LIMITER: NOT_PERSONAL,
   // Keyed by client_id, per route and tier (src/shared/rate-limits.ts).
   ...Object.fromEntries(
-    (["add", "delete", "events", "jobs"] as const).flatMap((route) => RATE_TIERS.map((tier) => [ratePolicy(route, tier).binding, NOT_PERSONAL])),
+    LIMITED_ROUTES.flatMap((route) => RATE_TIERS.map((tier) => [ratePolicy(route, tier).binding, NOT_PERSONAL])),
   ),
   METRICS: {
     "data points": {

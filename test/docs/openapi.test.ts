@@ -11,7 +11,7 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STATUS_WORDS } from "../../src/api/errors.ts";
-import { commonErrors, errorExampleBody, serializeOpenApiDocument } from "../../src/api/openapi/document.ts";
+import { commonErrors, errorExampleBody, serializeOpenApiDocument, openApiPath } from "../../src/api/openapi/document.ts";
 import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/documented-operations.ts";
 import { pushNotice } from "../../src/notifier/push.ts";
 import { PATHS } from "../../src/shared/paths.ts";
@@ -114,7 +114,7 @@ describe("OpenAPI document: a header's JSON Schema accepts exactly what the Work
 function headerParameters(path: string, where = "header"): HeaderParameter[] {
   const document: { paths: Record<string, Record<string, { parameters: HeaderParameter[] }>> } = JSON.parse(COMMITTED);
   const method = DOCUMENTED_OPERATIONS[path]!.method ?? "post";
-  return document.paths[path]![method]!.parameters.filter((parameter) => parameter.in === where);
+  return document.paths[openApiPath(path)]![method]!.parameters.filter((parameter) => parameter.in === where);
 }
 
 describe("OpenAPI document: each webhook's responses say what the notifier does with that answer", () => {

@@ -6,10 +6,10 @@
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
-import { RATE_TIERS, ratePolicy, type LimitedRoute } from "../../src/shared/rate-limits.ts";
+import { LIMITED_ROUTES, RATE_TIERS, ratePolicy } from "../../src/shared/rate-limits.ts";
 
 const root = path.join(import.meta.dirname, "../..");
-const ROUTES: LimitedRoute[] = ["add", "delete", "events"];
+const ROUTES = LIMITED_ROUTES;
 
 describe("docs/api.md#limits the limits the answers name are the bindings' own", () => {
   const ratelimits = unstable_getMiniflareWorkerOptions(path.join(root, "wrangler.toml")).workerOptions.ratelimits as Record<

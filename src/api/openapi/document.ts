@@ -37,7 +37,7 @@ export function generateOpenApiDocument(): JsonObject {
       schemas[operation.body.component] = jsonSchema(operation.body.schema, "input");
       Object.assign(schemas, alternativeSchemas(operation.body));
     }
-    paths[path] = { [operation.method ?? "post"]: documentedOperation(path, operation) };
+    paths[openApiPath(path)] = { [operation.method ?? "post"]: documentedOperation(path, operation) };
   }
   paths[PATHS.openapi] = { get: openApiOperation() };
   paths[PATHS.docs] = { get: referenceOperation() };
@@ -142,6 +142,9 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
     else if (name === "Content-Type") bodyRequired = required.has(name);
     else parameters.push(parameter(name, "header", schema, required.has(name)));
   }
+  for (const [name, { description, example }] of Object.entries(operation.pathParameters ?? {})) {
+    parameters.push({ name, in: "path", required: true, description, schema: { type: "string" }, example });
+  }
   const query = operation.query ? jsonSchema(operation.query, "input") : { properties: {} };
   for (const [name, schema] of Object.entries(query.properties as Record<string, JsonObject>)) {
     parameters.push(parameter(name, "query", schema, false));
@@ -169,15 +172,17 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
       },
     };
   }
+  const { success } = operation;
+  const example = examplePath(path, operation);
   result.responses = {
-    200: {
-      description: operation.success.description,
+    [success.status ?? 200]: {
+      description: success.description,
       content: {
-        [JSON_MEDIA_TYPE]: { schema: componentRef(operation.success.component), example: operation.success.example as Json },
+        [success.mediaType ?? JSON_MEDIA_TYPE]: { schema: componentRef(success.component), example: success.example as Json },
       },
     },
     // Hono answers HEAD with a GET's handler, so a GET's Allow names both.
-    ...errorResponses({ ...operation.errors, ...(operation.method === "get" ? commonErrors(path, "GET, HEAD", "GET") : commonErrors(path, "POST", "POST")) }),
+    ...errorResponses({ ...operation.errors, ...(operation.method === "get" ? commonErrors(example, "GET, HEAD", "GET") : commonErrors(example, "POST", "POST")) }),
   };
   if (operation.rateLimit) {
     for (const [status, response] of Object.entries(result.responses as Record<string, JsonObject>)) {
@@ -185,6 +190,16 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
     }
   }
   return result;
+}
+
+/** A path as OpenAPI writes it: `{name}` for the router's `:name`. */
+export function openApiPath(path: string): string {
+  return path.replace(/:(\w+)/g, "{$1}");
+}
+
+/** A path with each parameter's example in its place: what an example's message names. */
+export function examplePath(path: string, operation: Pick<DocumentedOperation, "pathParameters">): string {
+  return path.replace(/:(\w+)/g, (_, name: string) => operation.pathParameters?.[name]?.example ?? name);
 }
 
 function openApiOperation(): JsonObject {

@@ -12,6 +12,11 @@ import { ratePolicy, type LimitedRoute } from "../../shared/rate-limits.ts";
 import {
   addHeaders,
   addResponse,
+  appUserJobHeaders,
+  exportFile,
+  jobAccepted,
+  jobHeaders,
+  jobResponse,
   deleteHeaders,
   deleteResponse,
   feedHeaders,
@@ -66,7 +71,18 @@ export interface DocumentedOperation {
     /** Schemas the alternatives share, by component name: each is one component they refer to. */
     sharedParts?: Record<string, z.ZodMiniType>;
   };
-  success: { component: string; schema: z.ZodMiniType; description: string; example: unknown };
+  success: {
+    component: string;
+    schema: z.ZodMiniType;
+    description: string;
+    example: unknown;
+    /** 200 unless said: a job's start answers 202. */
+    status?: 202;
+    /** application/json unless said, with `schema` a component; another media type's example is its text. */
+    mediaType?: string;
+  };
+  /** The path's parameters (`:name` in the path), each with its words and an example. */
+  pathParameters?: Record<string, { description: string; example: string }>;
   /** Keyed by a name unique within the operation; 405 and 500 are added for every operation. */
   errors: Record<string, ErrorExample>;
   /** The operation's limit per client, whose fields every answer carries (docs/api.md#rate-limits). */
@@ -218,6 +234,61 @@ function serviceGetErrors(wrongScope: ErrorExample): Record<string, ErrorExample
   return {
     ...headerErrors(["Authorization", "client_id"], "Header client_id holds control or non-ASCII characters"),
     ...bearerErrors(wrongScope),
+  };
+}
+
+/** The app-user jobs take tokens of the app push service's client. */
+const APP_SCOPE_ERROR: ErrorExample = { ...REFUSALS.appScope, summary: "The token is of scope service.pos or service.ops, not service.app" };
+
+const JOB_ID = "5b0a9f6e-3f1c-4d2a-9c1e-7a2b3c4d5e6f";
+
+/** A job's path parameter. */
+const JOB_PATH_PARAMETERS = { job_id: { description: "The job's ID, from the answer of its start", example: JOB_ID } };
+
+/** The refusals of a job's start (export, erase), in the order they are checked. */
+function startJobErrors(): Record<string, ErrorExample> {
+  return {
+    ...headerErrors(["app_user_id", "Idempotency-Key"], "Header client_id holds control or non-ASCII characters"),
+    "malformed-app-user-id": {
+      ...unusableHeaders(["Header app_user_id holds control or non-ASCII characters"]),
+      status: 400,
+      summary: "app_user_id is not one add accepts (empty, white space, over 256 characters, not printable ASCII, sent twice or holding a comma): a bad request",
+    },
+    ...bearerErrors(APP_SCOPE_ERROR),
+    "job-conflict": { ...REFUSALS.jobConflict, summary: "The client used the Idempotency-Key for another job: another app_user_id, or another kind of job" },
+    "rate-limited": rateLimitedError("jobs"),
+  };
+}
+
+/** The refusals of a job's reads, in the order they are checked. */
+function readJobErrors(): Record<string, ErrorExample> {
+  return {
+    ...serviceGetErrors(APP_SCOPE_ERROR),
+    "no-job": { ...REFUSALS.noJob, summary: "No job of this client has that ID: never started, started by another client, or forgotten after EXPORT_KEPT_DAYS" },
+    "rate-limited": rateLimitedError("jobs"),
+  };
+}
+
+/** A job's start as the two routes describe it. */
+function startJobOperation(kind: "export" | "erasure", operationId: string, summary: string, description: string): DocumentedOperation {
+  return {
+    operationId,
+    summary,
+    description:
+      `${description} For the app push service's own client (scope service.app). The same Idempotency-Key again, for ` +
+      "the same app_user_id and kind of job, answers the same job (kept EXPORT_KEPT_DAYS, 7 days); with another, 409. " +
+      "Follow the job with GET /receipts/v2/jobs/{job_id}. Checks run in this order: headers (400, 406; a malformed " +
+      "app_user_id is 400), token and client (403), the limit (429), the key (409).",
+    headers: appUserJobHeaders,
+    success: {
+      component: "JobAccepted",
+      schema: jobAccepted,
+      status: 202,
+      description: "Accepted: the job, started or already known under this key",
+      example: { data: { job_id: JOB_ID, kind, state: "running" }, status: "Accepted", status_code: 202 } satisfies z.infer<typeof jobAccepted>,
+    },
+    errors: startJobErrors(),
+    rateLimit: "jobs",
   };
 }
 
@@ -559,5 +630,81 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       } satisfies z.infer<typeof statusResponse>,
     },
     errors: serviceGetErrors({ ...REFUSALS.opsScope, summary: "The token is of scope service.pos or service.app, not service.ops" }),
+  },
+  [PATHS.exportAppUser]: startJobOperation(
+    "export",
+    "exportAppUser",
+    "Start an export of everything the service holds of an app user",
+    "A shopper's copy of their data (GDPR Art. 15 and 20): every receipt of the app user, live and archived, on every " +
+      "shard, in our model with its original and format where it came in another format, its chain, client and " +
+      "created_at, and the audit records that name them, as one NDJSON file. The export holds exactly what was " +
+      "committed before its instant (`occurred_at` in the job's state): an add or a delete racing it is in or out " +
+      "by that rule, whole. The file is kept EXPORT_KEPT_DAYS (7 days); an erasure of the app user removes it at once.",
+  ),
+  [PATHS.eraseAppUser]: startJobOperation(
+    "erasure",
+    "eraseAppUser",
+    "Start the erasure of an app user",
+    "A shopper's erasure on request (GDPR Art. 17): the same job as `npm run app-users -- erase`. When it completes, " +
+      "no receipt of the app user created at or before its instant is left in any store, nor any export file of " +
+      "theirs, and one app_user.erased event goes to the app push service.",
+  ),
+  [PATHS.job]: {
+    method: "get",
+    operationId: "job",
+    summary: "A job's state",
+    description:
+      "For the client that started the job: its kind and state (running, complete, failed), and once complete its " +
+      "instant and counts. Never the app user. Another client's job answers 404 as an unknown one does. Checks run " +
+      "in this order: headers (400, 406), token and client (403), the limit (429), the job (404). HEAD answers as GET does.",
+    headers: jobHeaders,
+    pathParameters: JOB_PATH_PARAMETERS,
+    success: {
+      component: "Job",
+      schema: jobResponse,
+      description: "OK: the job",
+      example: {
+        data: {
+          job_id: JOB_ID,
+          kind: "export",
+          state: "complete",
+          occurred_at: "2026-11-28T09:00:00.000Z",
+          counts: { receipts: 212, archived_receipts: 180, audit_records: 3, by_chain: { "chain-nord": 200, "chain-syd": 12 }, archive_read: true },
+        },
+        status: "OK",
+        status_code: 200,
+      } satisfies z.infer<typeof jobResponse>,
+    },
+    errors: readJobErrors(),
+    rateLimit: "jobs",
+  },
+  [PATHS.jobExport]: {
+    method: "get",
+    operationId: "jobExport",
+    summary: "A complete export's file",
+    description:
+      "For the client that started the export, once its state is complete: NDJSON (`application/x-ndjson`), one " +
+      "line per receipt, then one per audit record that names the app user, then a `summary` line with the counts " +
+      "per chain and whether the archive was read. Kept EXPORT_KEPT_DAYS (7 days) after the job started, then " +
+      "404. Checks as for the job, then 409 while the job is not a complete export. HEAD answers as GET does.",
+    headers: jobHeaders,
+    pathParameters: JOB_PATH_PARAMETERS,
+    success: {
+      component: "ExportFile",
+      schema: exportFile,
+      mediaType: "application/x-ndjson",
+      description: "OK: the file",
+      example: [
+        JSON.stringify({ receipt_id: RECEIPT_ID, chain_id: "chain-nord", client_id: CLIENT_ID, created_at: "2026-11-22T13:03:05.123Z", archived: false, receipt: { purchased_at: "2026-11-22T14:03:00+01:00", currency: "SEK", total: 4990, line_items: [{ description: "Tea", quantity: 1, unit_price: 4990, total: 4990 }] } }),
+        JSON.stringify({ audit: { at: "2026-11-23T10:00:00.000Z", action: "receipt.deleted", receipt_id: "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a18", chain_id: "chain-nord", client_id: CLIENT_ID, request_id: "8f3a1c2b9d4e5f61-FRA" } }),
+        JSON.stringify({ summary: { job_id: JOB_ID, occurred_at: "2026-11-28T09:00:00.000Z", receipts: 1, archived_receipts: 0, by_chain: { "chain-nord": 1 }, audit_records: 1, archive_read: true } }),
+        "",
+      ].join("\n"),
+    },
+    errors: {
+      ...readJobErrors(),
+      "not-complete": { ...REFUSALS.exportNotComplete, summary: "The job is still running, failed, or is an erasure" },
+    },
+    rateLimit: "jobs",
   },
 };

@@ -10,7 +10,7 @@ import committed from "../../../docs/openapi.json";
 import { createApp } from "../../../src/api/app.ts";
 import { UNCONFIGURED_SUPPORT } from "../../../src/api/errors.ts";
 import { DOCUMENTED_OPERATIONS } from "../../../src/api/openapi/documented-operations.ts";
-import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT } from "../../../src/api/openapi/document.ts";
+import { EXAMPLE_REFERENCE, EXAMPLE_SUPPORT, examplePath, openApiPath } from "../../../src/api/openapi/document.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import { ratePolicy, type LimitedRoute } from "../../../src/shared/rate-limits.ts";
 import { shardStateKey, type ShardState } from "../../../src/shared/shard-ids.ts";
@@ -175,6 +175,17 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
   [PATHS.status]: {
     ...bearerScenarios((headers) => call(PATHS.status, { method: "GET", headers }), opsHeaders, OPS_SCOPE),
     ...commonScenarios(PATHS.status, "GET"),
+  },
+  [openApiPath(PATHS.exportAppUser)]: startJobScenarios(PATHS.exportAppUser),
+  [openApiPath(PATHS.eraseAppUser)]: startJobScenarios(PATHS.eraseAppUser),
+  [openApiPath(PATHS.job)]: readJobScenarios(PATHS.job),
+  [openApiPath(PATHS.jobExport)]: {
+    ...readJobScenarios(PATHS.jobExport),
+    "not-complete": async () => {
+      const headers = await appHeaders();
+      const started = await call(PATHS.eraseAppUser, { headers: { ...headers, app_user_id: uniqueId("au"), "Idempotency-Key": uniqueId("key") } });
+      return readJob(PATHS.jobExport, headers, started.body.data.job_id);
+    },
   },
   [PATHS.openapi]: commonScenarios(PATHS.openapi, "GET"),
   [PATHS.docs]: commonScenarios(PATHS.docs, "GET"),
@@ -349,6 +360,40 @@ function bearerScenarios(
       return read(headers);
     },
   };
+}
+
+/** The refusals of a job's start: its headers, its token, its key and its limit. */
+function startJobScenarios(path: string): Record<string, Scenario> {
+  const send = (headers: Record<string, string>, job: Record<string, string> = { app_user_id: uniqueId("au"), "Idempotency-Key": uniqueId("key") }) =>
+    call(path, { headers: { ...headers, ...job } });
+  return {
+    ...bearerScenarios(send, appHeaders, APP_SCOPE),
+    "missing-header": async () => call(path, { headers: await appHeaders() }),
+    "malformed-app-user-id": async () => send(await appHeaders(), { app_user_id: "a\tb", "Idempotency-Key": uniqueId("key") }),
+    "job-conflict": async () => {
+      const headers = await appHeaders();
+      const key = uniqueId("key");
+      expect((await send(headers, { app_user_id: uniqueId("au"), "Idempotency-Key": key })).status).toBe(202);
+      return send(headers, { app_user_id: uniqueId("au"), "Idempotency-Key": key });
+    },
+    "rate-limited": async () => overLimit("jobs", appHeaders, (headers) => send(headers)),
+    ...commonScenarios(examplePath(path, DOCUMENTED_OPERATIONS[path]!), "POST"),
+  };
+}
+
+/** The refusals of a job's read, on the example's job ID but for the unknown job. */
+function readJobScenarios(path: string): Record<string, Scenario> {
+  const read = (headers: Record<string, string>) => readJob(path, headers, crypto.randomUUID());
+  return {
+    ...bearerScenarios(read, appHeaders, APP_SCOPE),
+    "no-job": async () => read(await appHeaders()),
+    "rate-limited": async () => overLimit("jobs", appHeaders, read),
+    ...commonScenarios(examplePath(path, DOCUMENTED_OPERATIONS[path]!), "GET"),
+  };
+}
+
+function readJob(path: string, headers: Record<string, string>, jobId: string): Promise<Answer> {
+  return call(path.replace(":job_id", jobId), { method: "GET", headers });
 }
 
 function readFeed(headers: Record<string, string>, query = ""): Promise<Answer> {
