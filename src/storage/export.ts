@@ -190,11 +190,12 @@ export async function exportAppUser(
     if (fences.length > 0) await deleteExport(bucket, user.job_id);
     return fences.length > 0;
   });
-  for (const shard of shards) {
+  for (let from = 0; from < shards.length; from += EXPORT_STEP_SHARDS) {
+    const part = shards.slice(from, from + EXPORT_STEP_SHARDS);
     for (let round = 0; ; round += 1) {
-      const more = await steps(`release ${shard.name} ${round}`, async () => {
-        const rows = await shard.run(releaseExport(user.job_id, RELEASE_ROWS));
-        return rows.some((gone) => gone.length >= RELEASE_ROWS);
+      const more = await steps(`release ${part[0]!.name} ${round}`, async () => {
+        const rows = await Promise.all(part.map((shard) => shard.run(releaseExport(user.job_id, RELEASE_ROWS))));
+        return rows.some((shard) => shard.some((gone) => gone.length >= RELEASE_ROWS));
       });
       if (!more) break;
     }
