@@ -157,10 +157,7 @@ interface Add {
  * go to the other open shards while it recovers.
  */
 async function storeOn(add: Add, target: Shard, context: PlacementContext): Promise<Stored> {
-  // One clock reading for both: the ID's time is created_at (docs/api.md), also when the clock
-  // moves on between two readings.
-  const now = Date.now();
-  const data = receiptData(add.receipt, newReceiptId(now, target), now);
+  const data = newReceiptData(add.receipt, target);
   const [row, claim] = rowAndClaim(add, data);
   const ahead = add.plan.keyed?.ahead ?? [];
   for (const shard of ahead) {
@@ -175,7 +172,7 @@ async function storeOn(add: Add, target: Shard, context: PlacementContext): Prom
   });
   const { env, memory, settings, waitUntil } = context;
   waitUntil(
-    checkShardFill(env.SHARD_STATES, { shard: target, bytes: stored.sizeAfter }, { shards: add.plan.shards, thresholdBytes: settings.shardFillBytes, now: new Date(now) }, memory),
+    checkShardFill(env.SHARD_STATES, { shard: target, bytes: stored.sizeAfter }, { shards: add.plan.shards, thresholdBytes: settings.shardFillBytes, now: new Date(data.created_at) }, memory),
   );
   // After claims made ahead, the target's record may be another call's: its answer.
   if ("receipt_id" in stored && stored.receipt_id !== data.receipt_id) return answerOf(add, stored, target);
@@ -310,8 +307,7 @@ async function storeOrOwn(add: Add, holder: Shard, data: AddResponse["data"], gi
     return await completeOn(holder, ...rowAndClaim(add, data), add.newEvent(data, holder), givingWay);
   } catch (error) {
     if (!isLateEventCommit(error)) throw error;
-    const now = Date.now();
-    const own = receiptData(add.receipt, newReceiptId(now, holder), now);
+    const own = newReceiptData(add.receipt, holder);
     return completeOn(holder, ...rowAndClaim(add, own), add.newEvent(own, holder), givingWay);
   }
 }
@@ -351,12 +347,6 @@ function rowAndClaim(add: Add, data: AddResponse["data"]): [FencedReceipt, Idemp
   return [row, plan.keyed && { key: plan.keyed.key, fingerprint: plan.keyed.fingerprint, response }];
 }
 
-// The answer's data of a receipt made at `now` under `receiptId`.
-function receiptData(receipt: NewReceipt, receiptId: string, now: number): AddResponse["data"] {
-  const { chain_id, client_id, app_user_id } = receipt;
-  return { receipt_id: receiptId, chain_id, client_id, app_user_id, created_at: new Date(now).toISOString() };
-}
-
 // The key's record a claim's RETURNING hands back.
 function keyRecordOf(claimed: D1Result): KeyRecord {
   const row = (claimed as D1Result<KeyRecord>).results[0];
@@ -364,12 +354,17 @@ function keyRecordOf(claimed: D1Result): KeyRecord {
   return row;
 }
 
-// UUIDv7: the time in front keeps inserts at the end of the primary key's b-tree. uuid's default
-// spends 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs
-// partly predictable; fresh random bits for every ID keep them unguessable: the 62 of rand_b, as
-// rand_a carries the shard's tag.
-function newReceiptId(msecs: number, shard: Shard): string {
-  return idOnShard(uuidv7({ msecs, random: crypto.getRandomValues(new Uint8Array(16)) }), shard);
+// The answer's data of a new receipt on `shard`, made now. One clock reading for both: the ID's
+// time is created_at (docs/api.md), also when the clock moves on between two readings. UUIDv7:
+// the time in front keeps inserts at the end of the primary key's b-tree. uuid's default spends
+// 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs partly
+// predictable; fresh random bits for every ID keep them unguessable: the 62 of rand_b, as rand_a
+// carries the shard's tag.
+function newReceiptData(receipt: NewReceipt, shard: Shard): AddResponse["data"] {
+  const now = Date.now();
+  const receipt_id = idOnShard(uuidv7({ msecs: now, random: crypto.getRandomValues(new Uint8Array(16)) }), shard);
+  const { chain_id, client_id, app_user_id } = receipt;
+  return { receipt_id, chain_id, client_id, app_user_id, created_at: new Date(now).toISOString() };
 }
 
 /**
