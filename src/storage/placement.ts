@@ -1,34 +1,21 @@
 /**
- * Where a new receipt goes (docs/api.md#shards), and storing it there: the one operation add
- * calls. A new receipt goes to an open shard, the same one for every retry of one
- * Idempotency-Key (rendezvous hashing), with the key claimed first on the shards whose state
- * changed within the idempotency window, where a call of it in another isolate may go instead
- * (docs/storage.md "One key, one receipt"); a shard whose call failed is passed over for a while.
+ * Where a new receipt goes (docs/api.md#shards): the one operation add calls, and the one place
+ * that decides which shards an add touches. A new receipt goes to an open shard, the same one for
+ * every retry of one Idempotency-Key (rendezvous hashing), with the key claimed first on the
+ * shards whose state changed within the idempotency window, where a call of it in another isolate
+ * may go instead (docs/storage.md "One key, one receipt"); a shard whose call failed is passed
+ * over for a while. The decision is a plain plan ({@link planAdd}), which src/storage/receipts.ts
+ * carries out.
  */
 import { base64url } from "jose";
-import { v7 as uuidv7 } from "uuid";
-import type { AddResponse } from "../shared/schemas.ts";
-import { fnv1a, idOnShard, isShardOpen, type ShardState } from "../shared/shard-ids.ts";
-import type { CreationNotice } from "../shared/types.ts";
-import {
-  IDEMPOTENCY_WINDOW_MS,
-  claimKeyAhead,
-  completeClaimedAdd,
-  earlierAdd,
-  replayOfRecord,
-  storeReceipt,
-  type AddOutcome,
-  type FencedReceipt,
-  type IdempotencyClaim,
-  type KeyRecord,
-} from "./receipts.ts";
-import { checkShardFill, type FillMemory } from "./shard-fill.ts";
+import { fnv1a, isShardOpen, type ShardState } from "../shared/shard-ids.ts";
+import { IDEMPOTENCY_WINDOW_MS, storeAsPlanned, type AddPlan, type NewEvent, type NewReceipt, type Stored } from "./receipts.ts";
+import type { FillMemory } from "./shard-fill.ts";
 import { shardStates } from "./shard-states.ts";
-import { shardOfId, shardsOf, type Shard } from "./shards.ts";
-import { isLateEventCommit, onShard } from "./transient.ts";
+import { shardsOf, type Shard } from "./shards.ts";
 
-/** How long an isolate sends no new receipt to a shard whose call failed. */
-const FAILING_SHARD_PAUSE_MS = 30_000;
+// Add's route names these here, where it calls storage.
+export { NoOpenShardError, type NewReceipt, type Stored } from "./receipts.ts";
 
 /** How long an add with a key waits, at most, for the call of the same key before it in its isolate. */
 export const KEY_WAIT_MS = 5_000;
@@ -49,14 +36,6 @@ export function newPlacementMemory(): PlacementMemory {
   return { fullSince: new Map(), lastAlarm: 0, failingUntil: new Map(), keysUnderWay: new Map() };
 }
 
-/** Every shard is closed: a new receipt has nowhere to go. */
-export class NoOpenShardError extends Error {
-  override name = "NoOpenShardError";
-  constructor() {
-    super("no open shard: every shard is closed");
-  }
-}
-
 /** What placing and storing a receipt needs of the Worker beside the request. */
 export interface PlacementContext {
   /** The Worker's bindings: its shards (`DB_<NAME>`) and their states. */
@@ -66,20 +45,6 @@ export interface PlacementContext {
   /** Runs work after the response: the fill check. */
   waitUntil: (work: Promise<unknown>) => void;
 }
-
-/**
- * A new receipt as the client sent it, with the keyed hash of its app_user_id that erasure fences
- * name; its ID and time are given where it is placed.
- */
-export type NewReceipt = Omit<FencedReceipt, "receipt_id" | "created_at">;
-
-/** What became of an add, with the answer it gets. */
-export type Stored =
-  | { kind: "added"; response: AddResponse; shard: Shard; event: CreationNotice }
-  | { kind: "replayed"; response: AddResponse }
-  /** Stored and erased at once (an erasure's fence): the answer as if stored, no event to send. */
-  | { kind: "erased"; response: AddResponse }
-  | { kind: "conflict" };
 
 /**
  * Places a new receipt on a shard and stores it there with its created event and, under an
@@ -98,9 +63,9 @@ export async function placeAndStore(
   context: PlacementContext,
   receipt: NewReceipt,
   key: string | undefined,
-  newEvent: (data: AddResponse["data"], shard: Shard) => CreationNotice,
+  newEvent: NewEvent,
 ): Promise<Stored> {
-  if (key === undefined) return placeAndStoreOnTime(context, receipt, key, newEvent);
+  if (key === undefined) return storeAsPlanned(await planAdd(context, receipt, key), receipt, newEvent, context);
   const underWay = context.memory.keysUnderWay;
   const id = `${receipt.client_id}\n${key}`;
   const before = underWay.get(id);
@@ -108,7 +73,7 @@ export async function placeAndStore(
     // Whatever became of the call before, this one decides afresh: it is a full request. Its
     // wait is bounded, since the call before never ends if its request was canceled.
     if (before) await Promise.race([before.catch(() => undefined), scheduler.wait(KEY_WAIT_MS)]);
-    return placeAndStoreOnTime(context, receipt, key, newEvent);
+    return storeAsPlanned(await planAdd(context, receipt, key), receipt, newEvent, context);
   })();
   underWay.set(id, call);
   try {
@@ -118,205 +83,29 @@ export async function placeAndStore(
   }
 }
 
-// A store whose event would have committed too late for the event feed stored nothing, its key
-// record included: placed and stored once more, under fresh IDs and time (on another shard
-// without a key, as the first one is now passed over). A second late one fails the add.
-async function placeAndStoreOnTime(
-  context: PlacementContext,
-  receipt: NewReceipt,
-  key: string | undefined,
-  newEvent: (data: AddResponse["data"], shard: Shard) => CreationNotice,
-): Promise<Stored> {
-  try {
-    return await placeAndStoreNow(context, receipt, key, newEvent);
-  } catch (error) {
-    if (!isLateEventCommit(error)) throw error;
-    return placeAndStoreNow(context, receipt, key, newEvent);
-  }
-}
-
-async function placeAndStoreNow(
-  context: PlacementContext,
-  receipt: NewReceipt,
-  key: string | undefined,
-  newEvent: (data: AddResponse["data"], shard: Shard) => CreationNotice,
-): Promise<Stored> {
-  // One clock reading for both: the ID's time is created_at (docs/api.md), also when the clock
-  // moves on between two readings.
+/**
+ * The plan of one add, decided once from the shard states this isolate holds: its target (none
+ * when every shard is closed), where it goes again under fresh IDs should its event commit too
+ * late there (without a key another shard, as for a failing one), and with a key, the key's
+ * order, the request's fingerprint, and the shards to claim the key on first; with every shard
+ * closed, those that may hold the key's earlier add.
+ */
+export async function planAdd(context: PlacementContext, receipt: NewReceipt, key: string | undefined): Promise<AddPlan> {
   const now = Date.now();
   const { env, memory, settings } = context;
   const shards = shardsOf(env);
   const states = await shardStates(env.SHARD_STATES, shards, settings.shardStatesMs, memory, now);
-  const placement = placeReceipt(shards, states, { key, now, failing: failingShards(memory, now) });
-  const fingerprint = key === undefined ? undefined : await requestFingerprint(receipt);
-  if (!placement) {
-    // A till's retry of an add that went through before the last shard closed still gets its
-    // first answer: only a new receipt has nowhere to go.
-    const earlier =
-      key !== undefined &&
-      fingerprint !== undefined &&
-      (await earlierAddElsewhere(mayHoldLiveKeys(shards, states, now), { shards, receipt, key, fingerprint, newEvent }, now));
-    if (earlier) return earlier;
-    throw new NoOpenShardError();
+  // Shards whose calls failed within the pause, by name.
+  const failing = new Set([...memory.failingUntil].filter(([, until]) => until > now).map(([name]) => name));
+  if (key === undefined) {
+    const target = placeReceipt(shards, states, { now, failing })?.target;
+    const again = target && placeReceipt(shards, states, { now, failing: failing.add(target.name) })!.target;
+    return { shards, target, again };
   }
-  const { target } = placement;
-
-  const data: AddResponse["data"] = {
-    receipt_id: newReceiptId(now, target),
-    chain_id: receipt.chain_id,
-    client_id: receipt.client_id,
-    app_user_id: receipt.app_user_id,
-    created_at: new Date(now).toISOString(),
-  };
-  const response: AddResponse = { data, status: "OK", status_code: 200 };
-  const claim = key === undefined || fingerprint === undefined ? undefined : { key, fingerprint, response };
-  const event = newEvent(data, target);
-  const fencedReceipt = { ...data, body: receipt.body, ...(receipt.format && { format: receipt.format }), user_key: receipt.user_key };
-  const keyed = claim && { shards, receipt, key: claim.key, fingerprint: claim.fingerprint, newEvent };
-  const outcome: Stored & { sizeAfter?: number } =
-    keyed && placement.lookups.length > 0
-      ? await claimAheadAndStore(placement, fencedReceipt, keyed)
-      : await storedOn(target, await addOnShard(target, fencedReceipt, event, claim, memory), { response, event, keyed });
-  if (outcome.sizeAfter !== undefined) {
-    context.waitUntil(
-      checkShardFill(
-        env.SHARD_STATES,
-        { shard: target, bytes: outcome.sizeAfter },
-        { shards, thresholdBytes: settings.shardFillBytes, now: new Date(now) },
-        memory,
-      ),
-    );
-  }
-  const { sizeAfter: _size, ...stored } = outcome;
-  return stored;
-}
-
-/** Makes a receipt's created event, whose event_id names the shard. */
-type NewEvent = (data: AddResponse["data"], shard: Shard) => CreationNotice;
-
-/** An add under an Idempotency-Key, as the steps of its rare case need it. */
-interface KeyedAdd {
-  shards: readonly Shard[];
-  receipt: NewReceipt;
-  key: string;
-  fingerprint: string;
-  newEvent: NewEvent;
-}
-
-// What an add's one batch on its shard came to, as add answers it.
-async function storedOn(
-  shard: Shard,
-  outcome: AddOutcome & { sizeAfter: number },
-  made: { response: AddResponse; event: CreationNotice; keyed: KeyedAdd | undefined },
-): Promise<Stored & { sizeAfter: number }> {
-  const { sizeAfter } = outcome;
-  switch (outcome.kind) {
-    case "added":
-      return { kind: "added", response: made.response, shard, event: made.event, sizeAfter };
-    case "erased":
-      return { kind: "erased", response: made.response, sizeAfter };
-    case "conflict":
-      return { kind: "conflict", sizeAfter };
-    case "replayed":
-      return { ...(made.keyed ? await madeGood(shard, outcome.response, made.keyed) : outcome), sizeAfter };
-  }
-}
-
-/**
- * The rare case: a shard other than the target opened or closed within the idempotency window,
- * so a call of this key in an isolate that read the states on the other side of that change may
- * go to one of those shards instead (docs/storage.md "One key, one receipt"). The key is claimed
- * on each of them first, in the key's order: each claim is a write, which D1 runs one at a time
- * with the other call's on that shard, so the first to claim wins there and the other finds its
- * record and gives its answer. Then the receipt goes to the target, only where no call has
- * recorded the key yet. One round trip per shard claimed, plus the target's.
- */
-async function claimAheadAndStore(placement: Placement, receipt: FencedReceipt, keyed: KeyedAdd): Promise<Stored & { sizeAfter?: number }> {
-  const response: AddResponse = { data: receiptData(receipt), status: "OK", status_code: 200 };
-  const claim = { key: keyed.key, fingerprint: keyed.fingerprint, response };
-  for (const shard of placement.lookups) {
-    const record = await onShard(shard.name, () => claimKeyAhead(shard.db, receipt, claim));
-    if (record.receipt_id !== receipt.receipt_id) return earlierAnswer(shard, record, keyed);
-  }
-  const { target } = placement;
-  const event = keyed.newEvent(response.data, target);
-  const { sizeAfter, ...record } = await onShard(target.name, () => completeClaimedAdd(target.db, receipt, event, claim));
-  if (record.receipt_id !== receipt.receipt_id) return { ...(await earlierAnswer(target, record, keyed)), sizeAfter };
-  // Stored now, or by a call that made this one's claim good first: the answer is the same.
-  if (record.erased_at !== null) return { kind: "erased", response, sizeAfter };
-  return { kind: "added", response, shard: target, event, sizeAfter };
-}
-
-function receiptData({ receipt_id, chain_id, client_id, app_user_id, created_at }: FencedReceipt): AddResponse["data"] {
-  return { receipt_id, chain_id, client_id, app_user_id, created_at };
-}
-
-// The answer of the call that recorded the key first: a conflict for another request, else its
-// answer, made good where it was claimed ahead.
-async function earlierAnswer(shard: Shard, record: KeyRecord, keyed: KeyedAdd, hops = 0): Promise<Stored> {
-  if (record.fingerprint !== keyed.fingerprint) return { kind: "conflict" };
-  const replay = replayOfRecord(record, keyed.receipt.app_user_id);
-  return record.erased_at === null ? madeGood(shard, replay.response, keyed, hops) : replay;
-}
-
-/**
- * How many shards a replay follows claims made ahead across: the shard the receipt's ID names, and
- * once more after two crossed claims were settled there.
- */
-const MAX_CLAIM_HOPS = 2;
-
-/**
- * A first answer found on `shard` whose receipt another shard holds, or should: its call claimed
- * the key ahead here and may have stopped before it stored the receipt. Stores it there as that
- * call would have (only where that shard holds no live record of the key, so never twice and
- * never again after a delete), then answers as that shard's record says.
- */
-async function madeGood(shard: Shard, response: AddResponse, keyed: KeyedAdd, hops = 0): Promise<Stored> {
-  const holder = shardOfId(keyed.shards, response.data.receipt_id);
-  if (!holder || holder === shard) return { kind: "replayed", response };
-  if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead lead on past the shard its receipt names; nothing stored");
-  const data = { ...response.data, app_user_id: keyed.receipt.app_user_id };
-  const record = await storeOrOwn(holder, data, keyed);
-  const crossed =
-    record.receipt_id !== data.receipt_id &&
-    record.erased_at === null &&
-    record.fingerprint === keyed.fingerprint &&
-    shardOfId(keyed.shards, record.receipt_id) === shard;
-  if (!crossed) return earlierAnswer(holder, record, keyed, hops + 1);
-  // Two calls that saw a shard's state on either side of a change each claimed the key ahead on
-  // the other's shard before either stored: each record names a receipt that only the other's
-  // shard could hold, and neither can be stored there. The claim on the shard ranked first in the
-  // key's order wins, the same in every isolate; the other gives way to its receipt.
-  const [winner, loser] = ranksBefore(keyed.key, shard, holder)
-    ? [{ data, on: shard }, { receiptId: record.receipt_id, on: holder }]
-    : [{ data: replayOfRecord(record, keyed.receipt.app_user_id).response.data, on: holder }, { receiptId: data.receipt_id, on: shard }];
-  const settled = await storeOrOwn(loser.on, winner.data, keyed, loser.receiptId);
-  return earlierAnswer(loser.on, settled, keyed, hops + 1);
-}
-
-/**
- * Stores the receipt `data` names on `holder` as {@link completeOn} does. Its event would commit too
- * late for the feed (migration 0018) when the claim is older than that: no call can store its
- * receipt any more, so none was ever answered with it, and this call stores a receipt of its own
- * there instead, under the same rule: whichever call's record that shard holds first is the key's
- * answer for every call after.
- */
-async function storeOrOwn(holder: Shard, data: AddResponse["data"], keyed: KeyedAdd, givingWay?: string): Promise<KeyRecord> {
-  try {
-    return await completeOn(holder, data, keyed, givingWay);
-  } catch (error) {
-    if (!isLateEventCommit(error)) throw error;
-    const now = Date.now();
-    return completeOn(holder, { ...data, receipt_id: newReceiptId(now, holder), created_at: new Date(now).toISOString() }, keyed, givingWay);
-  }
-}
-
-// Stores the receipt `data` names on `holder` with its key record, only where `holder` holds no
-// live record of the key (once the claim `givingWay` is removed); returns the record it holds.
-async function completeOn(holder: Shard, data: AddResponse["data"], keyed: KeyedAdd, givingWay?: string): Promise<KeyRecord> {
-  const receipt = { ...data, body: keyed.receipt.body, ...(keyed.receipt.format && { format: keyed.receipt.format }), user_key: keyed.receipt.user_key };
-  const claim = { key: keyed.key, fingerprint: keyed.fingerprint, response: { data, status: "OK" as const, status_code: 200 as const } };
-  return onShard(holder.name, () => completeClaimedAdd(holder.db, receipt, keyed.newEvent(data, holder), claim, givingWay));
+  const placement = placeReceipt(shards, states, { key, now, failing });
+  const ahead = placement?.lookups ?? mayHoldLiveKeys(shards, states, now);
+  const fingerprint = await requestFingerprint(receipt);
+  return { shards: keyOrder(key, shards), target: placement?.target, again: placement?.target, keyed: { key, fingerprint, ahead } };
 }
 
 /** Where a new receipt goes, and where an earlier call with its key may have gone instead. */
@@ -347,11 +136,7 @@ export function placeReceipt(
     const target = pool[Math.floor(Math.random() * pool.length)];
     return target && { target, lookups: [] };
   }
-  const key = options.key;
-  const ranked = shards
-    .map((shard) => ({ shard, score: rendezvousScore(key, shard.name) }))
-    .sort((a, b) => b.score - a.score)
-    .map(({ shard }) => shard);
+  const ranked = keyOrder(options.key, shards);
   const target = ranked.find(isOpen);
   if (!target) return undefined;
   const lookups: Shard[] = [];
@@ -365,11 +150,13 @@ export function placeReceipt(
   return { target, lookups };
 }
 
-// Whether `a` comes before `b` in the key's rendezvous order; by name where the scores tie, which
-// placement leaves to the configuration's order: any order every isolate agrees on settles crossed claims.
-function ranksBefore(key: string, a: Shard, b: Shard): boolean {
-  const [scoreA, scoreB] = [rendezvousScore(key, a.name), rendezvousScore(key, b.name)];
-  return scoreA !== scoreB ? scoreA > scoreB : a.name < b.name;
+// The shards in the key's rendezvous order; by name where the scores tie, which placement leaves
+// to the configuration's order: any order every isolate agrees on settles crossed claims.
+function keyOrder(key: string, shards: readonly Shard[]): Shard[] {
+  return shards
+    .map((shard) => ({ shard, score: rendezvousScore(key, shard.name) }))
+    .sort((a, b) => b.score - a.score || (a.shard.name < b.shard.name ? -1 : 1))
+    .map(({ shard }) => shard);
 }
 
 // FNV-1a of key and shard, mixed so that every bit depends on every input bit: the order it
@@ -388,48 +175,6 @@ function rendezvousScore(key: string, shardName: string): number {
 // not recorded), the only ones that may hold a live key.
 function mayHoldLiveKeys(shards: readonly Shard[], states: ReadonlyMap<string, ShardState>, now: number): Shard[] {
   return shards.filter((shard) => !(now - Date.parse(states.get(shard.name)?.changed_at ?? "") >= IDEMPOTENCY_WINDOW_MS));
-}
-
-// Shards whose calls failed within the pause, by name.
-function failingShards(memory: PlacementMemory, now: number): Set<string> {
-  return new Set([...memory.failingUntil].filter(([, until]) => until > now).map(([name]) => name));
-}
-
-// A shard that opened or closed within the idempotency window may hold this key's first call
-// (placeReceipt); in the steady state there is none to ask.
-async function earlierAddElsewhere(shards: readonly Shard[], keyed: KeyedAdd, now: number): Promise<Stored | undefined> {
-  const { client_id, app_user_id } = keyed.receipt;
-  for (const shard of shards) {
-    const earlier = await onShard(shard.name, () => earlierAdd(shard.db, client_id, app_user_id, keyed, new Date(now)));
-    if (earlier?.kind === "conflict") return earlier;
-    if (earlier?.kind === "replayed") return madeGood(shard, earlier.response, keyed);
-  }
-  return undefined;
-}
-
-// A shard whose call fails is passed over by this isolate for a while, so that new receipts go
-// to the other open shards while it recovers.
-async function addOnShard(
-  shard: Shard,
-  receipt: FencedReceipt,
-  event: CreationNotice,
-  claim: IdempotencyClaim | undefined,
-  memory: PlacementMemory,
-): Promise<AddOutcome & { sizeAfter: number }> {
-  try {
-    return await onShard(shard.name, () => storeReceipt(shard.db, receipt, event, claim));
-  } catch (error) {
-    memory.failingUntil.set(shard.name, Date.now() + FAILING_SHARD_PAUSE_MS);
-    throw error;
-  }
-}
-
-// UUIDv7: the time in front keeps inserts at the end of the primary key's b-tree. uuid's default
-// spends 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs
-// partly predictable; fresh random bits for every ID keep them unguessable: the 62 of rand_b, as
-// rand_a carries the shard's tag.
-function newReceiptId(msecs: number, shard: Shard): string {
-  return idOnShard(uuidv7({ msecs, random: crypto.getRandomValues(new Uint8Array(16)) }), shard);
 }
 
 // Everything that decides what a retry would store: the client is part of the key already, and

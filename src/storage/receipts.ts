@@ -1,22 +1,32 @@
 /**
- * Receipts and their Idempotency-Key records (migrations 0001, 0002): add, which records the
- * receipt's created event in the outbox with the receipt, in one statement (0014), and delete,
- * which records the deleted event and the audit record (0005) in the same batch. Every function
- * takes the database it works on: receipts are spread over several databases, and the caller
- * picks the one.
+ * Receipts and their Idempotency-Key records (migrations 0001, 0002), and the one place where add
+ * and delete are carried out on a shard, each batch under the one retry policy
+ * (src/storage/transient.ts `runOnShard`). Add: placement decides which shards an add touches and
+ * what it claims (src/storage/placement.ts `planAdd`), and {@link storeAsPlanned} carries that
+ * plan out; the receipt's created event goes into the outbox with the receipt, in one statement
+ * (0014). Delete records the deleted event and the audit record (0005) in the batch that removes
+ * the receipt. Docs/storage.md "Add's path" and "Delete's path" follow both step by step.
  */
+import { v7 as uuidv7 } from "uuid";
 import type { AddResponse } from "../shared/schemas.ts";
+import { idOnShard, shardOfId } from "../shared/shard-ids.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { archivedOwnerJoin } from "./archive/owners.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
 import { fenced } from "./fences.ts";
 import { eventColumns, eventRecorded, recordDeletedIfOwned } from "./outbox/statements.ts";
+import type { PlacementContext } from "./placement.ts";
 import { deleteInRounds } from "./rounds.ts";
-import { bound, runBatch, statement, type Statement } from "./statement.ts";
-import { retryTransient } from "./transient.ts";
+import { checkShardFill } from "./shard-fill.ts";
+import type { Shard } from "./shards.ts";
+import { statement, type Statement } from "./statement.ts";
+import { isLateEventCommit, runOnShard, type ShardDb } from "./transient.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+/** How long an isolate sends no new receipt to a shard whose call failed. */
+const FAILING_SHARD_PAUSE_MS = 30_000;
 
 /** A receipt row. `body` is the JSON text exactly as the client sent it. */
 export interface StoredReceipt {
@@ -43,6 +53,15 @@ export interface FencedReceipt extends StoredReceipt {
   user_key: string;
 }
 
+/**
+ * A new receipt as the client sent it, with the keyed hash of its app_user_id that erasure fences
+ * name; its ID and time are given where it is stored.
+ */
+export type NewReceipt = Omit<FencedReceipt, "receipt_id" | "created_at">;
+
+/** Makes a receipt's created event, whose event_id names the shard. */
+export type NewEvent = (data: AddResponse["data"], shard: Shard) => CreationNotice;
+
 /** What an add with an Idempotency-Key asks to remember under it. */
 export interface IdempotencyClaim {
   key: string;
@@ -52,19 +71,124 @@ export interface IdempotencyClaim {
   response: AddResponse;
 }
 
-/** What became of an add. */
-export type AddOutcome =
-  | { kind: "added" }
+/**
+ * What placement decided for one add (src/storage/placement.ts `planAdd`), as plain data: the
+ * shards the add touches, and the key and fingerprint it claims. {@link storeAsPlanned} carries
+ * it out and decides nothing of where.
+ */
+export interface AddPlan {
+  /** Every shard; with a key, in the key's order, which settles crossed claims. */
+  shards: readonly Shard[];
+  /** Where the receipt goes; none when every shard is closed. */
+  target?: Shard;
+  /** Where it goes under fresh IDs when its event would have committed too late on the target. */
+  again?: Shard;
   /**
-   * An erasure of the app user at or after created_at fenced the shard first: the receipt counts
-   * as stored and then erased, so nothing was stored, no event recorded, and the key record (if
-   * any) is kept in erased form.
+   * With an Idempotency-Key: the key, the request's fingerprint, and the shards to claim the key on
+   * before the target, in the key's order (docs/storage.md "One key, one receipt"); with no
+   * target, the shards to ask for the key's earlier add.
    */
-  | { kind: "erased" }
-  /** The key was used before for the same request: nothing was stored, here is the first answer. */
+  keyed?: { key: string; fingerprint: string; ahead: readonly Shard[] };
+}
+
+/** What became of an add, with the answer it gets. */
+export type Stored =
+  | { kind: "added"; response: AddResponse; shard: Shard; event: CreationNotice }
   | { kind: "replayed"; response: AddResponse }
-  /** The key was used before for a different request: nothing was stored. */
+  /** Stored and erased at once (an erasure's fence): the answer as if stored, no event to send. */
+  | { kind: "erased"; response: AddResponse }
   | { kind: "conflict" };
+
+/** Every shard is closed: a new receipt has nowhere to go. */
+export class NoOpenShardError extends Error {
+  override name = "NoOpenShardError";
+  constructor() {
+    super("no open shard: every shard is closed");
+  }
+}
+
+/**
+ * Carries out an add's plan: with no target, asks the planned shards for the key's earlier add
+ * (throws {@link NoOpenShardError} when none holds one); else stores the receipt on the target,
+ * after claiming its key ahead where the plan says, and where a call of the key recorded it
+ * first, answers as that call's record says, made good where it was claimed ahead. A store whose
+ * event would have committed too late for the event feed stored nothing, its key record included:
+ * it is made once more under fresh IDs and time, on the plan's `again`. In the common case one D1
+ * round trip: the target's batch.
+ *
+ * @param context the isolate's memory, which notes a failing target, and the fill check's needs.
+ */
+export async function storeAsPlanned(plan: AddPlan, receipt: NewReceipt, newEvent: NewEvent, context: PlacementContext): Promise<Stored> {
+  const add: Add = { plan, receipt, newEvent };
+  const { target, keyed } = plan;
+  if (!target) {
+    // A till's retry of an add that went through before the last shard closed still gets its
+    // first answer: only a new receipt has nowhere to go.
+    for (const shard of keyed?.ahead ?? []) {
+      const [read] = await runOnShard(shard, [readKey(receipt.client_id, keyed!.key, idempotencyCutoff(new Date()))]);
+      const record = read!.results[0] as KeyRecord | undefined;
+      if (record) return answerOf(add, record, shard);
+    }
+    throw new NoOpenShardError();
+  }
+  try {
+    return await storeOn(add, target, context);
+  } catch (error) {
+    if (!isLateEventCommit(error)) throw error;
+    return storeOn(add, plan.again ?? target, context);
+  }
+}
+
+/** One add as its plan is carried out. */
+interface Add {
+  plan: AddPlan;
+  receipt: NewReceipt;
+  newEvent: NewEvent;
+}
+
+/**
+ * The rare case first (docs/storage.md "One key, one receipt"): a shard of the key's order other
+ * than the target opened or closed within the idempotency window, so a call of this key in an
+ * isolate that read the states on the other side of that change may go there instead. The key is
+ * claimed on each such shard first, in the key's order: each claim is a write, which D1 runs one
+ * at a time with the other call's on that shard, so the first to claim wins there and the other
+ * finds its record. Then the receipt goes to the target, only where no call has recorded the key
+ * yet. A shard whose batch failed is passed over by this isolate for a while, so that new receipts
+ * go to the other open shards while it recovers.
+ */
+async function storeOn(add: Add, target: Shard, context: PlacementContext): Promise<Stored> {
+  const data = newReceiptData(add.receipt, target);
+  const [row, claim] = rowAndClaim(add, data);
+  const ahead = add.plan.keyed?.ahead ?? [];
+  for (const shard of ahead) {
+    const [claimed] = await runOnShard(shard, [claimKey(row, claim!, { keepUser: false })]);
+    const record = keyRecordOf(claimed!);
+    if (record.receipt_id !== data.receipt_id) return answerOf(add, record, shard);
+  }
+  const event = add.newEvent(data, target);
+  const stored = await (ahead.length > 0 ? completeOn(target, row, claim, event) : storeReceipt(target, row, event, claim)).catch((error: unknown) => {
+    context.memory.failingUntil.set(target.name, Date.now() + FAILING_SHARD_PAUSE_MS);
+    throw error;
+  });
+  const { env, memory, settings, waitUntil } = context;
+  waitUntil(
+    checkShardFill(env.SHARD_STATES, { shard: target, bytes: stored.sizeAfter }, { shards: add.plan.shards, thresholdBytes: settings.shardFillBytes, now: new Date(data.created_at) }, memory),
+  );
+  // After claims made ahead, the target's record may be another call's: its answer.
+  if ("receipt_id" in stored && stored.receipt_id !== data.receipt_id) return answerOf(add, stored, target);
+  const outcome = "kind" in stored ? stored : outcomeOf(stored, data.receipt_id, claim!, data.app_user_id);
+  const response: AddResponse = { data, status: "OK", status_code: 200 };
+  switch (outcome.kind) {
+    case "added":
+      return { kind: "added", response, shard: target, event };
+    case "erased":
+      return { kind: "erased", response };
+    case "conflict":
+      return { kind: "conflict" };
+    case "replayed":
+      return claim ? madeGood(add, outcome.response, target) : outcome;
+  }
+}
 
 /**
  * Stores a receipt in one D1 round trip, and reports the database's size after it (for the fill
@@ -78,81 +202,35 @@ export type AddOutcome =
  * as the first would have.
  */
 export async function storeReceipt(
-  db: D1Database,
+  shard: ShardDb,
   receipt: FencedReceipt,
   event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
-  return retryTransient(() => storeReceiptOnce(db, receipt, event, claim));
+  if (!claim) {
+    // A retry after a first run that committed inserts nothing and still means "added"; only a
+    // fence leaves no receipt behind.
+    const [, held] = await runOnShard(shard, [insertReceipt(receipt, event), readStored(receipt.receipt_id)]);
+    const kind = held!.results.length > 0 ? "added" : "erased";
+    return { kind, sizeAfter: held!.meta.size_after };
+  }
+  const [claimed, inserted] = await runOnShard(shard, [claimKey(receipt, claim), insertReceipt(receipt, event, { ownKey: claim.key })]);
+  return { ...outcomeOf(keyRecordOf(claimed!), receipt.receipt_id, claim, receipt.app_user_id), sizeAfter: inserted!.meta.size_after };
 }
 
-/**
- * What an earlier add with this key stored on a shard other than the one a retry now goes to
- * (src/storage/placement.ts `placeReceipt`): its answer, a conflict, or undefined when this shard
- * holds no live record of the key.
- */
-export async function earlierAdd(
-  db: D1Database,
-  clientId: string,
-  appUserId: string,
-  claim: Pick<IdempotencyClaim, "key" | "fingerprint">,
-  now: Date,
-): Promise<AddOutcome | undefined> {
-  const row = await retryTransient(() =>
-    bound(db, readKey(clientId, claim.key, idempotencyCutoff(now))).first<KeyRow>(),
-  );
-  if (!row) return undefined;
-  if (row.fingerprint !== claim.fingerprint) return { kind: "conflict" };
-  return replayOf(row, appUserId);
-}
-
-/**
- * Claims the key on a shard that may hold or take this key's first call but will not store this
- * receipt (docs/storage.md "One key, one receipt"): records the key with this request's answer,
- * whose receipt_id names the shard that will store the receipt, or finds the record an earlier
- * call left. One D1 round trip. A record written here keeps no app_user_id (the shard holds no
- * receipt an erasure would find it by): a replay gives the caller's own back.
- */
-export async function claimKeyAhead(db: D1Database, receipt: FencedReceipt, claim: IdempotencyClaim): Promise<KeyRecord> {
-  const [claimed] = await retryTransient(() => runBatch(db, [claimKey(receipt, claim, { keepUser: false })]));
-  const row = (claimed as D1Result<KeyRow>).results[0];
-  if (!row) throw new Error("idempotency key row missing after its claim");
-  return row;
-}
-
-/**
- * Stores a receipt whose key was claimed on another shard first ({@link claimKeyAhead}), by this
- * call or by an earlier one whose answer a replay is giving: inserts the receipt with its key
- * record only while this shard holds no live record of the key, in one batch (one round trip).
- * So the receipt is stored at most once, however many calls complete it, and never again after
- * a delete or an erasure removed it: its key record stays for the window. Returns the key's
- * record on this shard, which names the receipt this shard holds for the key.
- *
- * With `givingWay`, a claim made ahead here for that receipt, which can never be stored (its own
- * shard holds another call's record of the key), is removed first in the same batch, so that
- * this receipt takes its place (docs/storage.md "One key, one receipt").
- */
-export async function completeClaimedAdd(
-  db: D1Database,
-  receipt: FencedReceipt,
-  event: CreationNotice,
-  claim: IdempotencyClaim,
-  givingWay?: string,
-): Promise<KeyRecord & { sizeAfter: number }> {
-  const giveWay = givingWay === undefined ? [] : [dropClaim(receipt.client_id, claim.key, givingWay)];
-  return retryTransient(async () => {
-    const [inserted, claimed] = (
-      await runBatch(db, [
-        ...giveWay,
-        insertReceipt(receipt, event, { unclaimedKey: claim.key, liveFrom: idempotencyCutoff(new Date(receipt.created_at)) }),
-        claimKey(receipt, claim),
-      ])
-    ).slice(giveWay.length);
-    const row = (claimed as D1Result<KeyRow>).results[0];
-    if (!row) throw new Error("idempotency key row missing after its claim");
-    return { ...row, sizeAfter: inserted!.meta.size_after };
-  });
-}
+/** What became of an add on its shard. */
+export type AddOutcome =
+  | { kind: "added" }
+  /**
+   * An erasure of the app user at or after created_at fenced the shard first: the receipt counts
+   * as stored and then erased, so nothing was stored, no event recorded, and the key record (if
+   * any) is kept in erased form.
+   */
+  | { kind: "erased" }
+  /** The key was used before for the same request: nothing was stored, here is the first answer. */
+  | { kind: "replayed"; response: AddResponse }
+  /** The key was used before for a different request: nothing was stored. */
+  | { kind: "conflict" };
 
 /** An Idempotency-Key's record as a shard holds it. */
 export interface KeyRecord {
@@ -163,31 +241,130 @@ export interface KeyRecord {
   erased_at: string | null;
 }
 
-/** The answer a key's record gives a retry whose fingerprint it matched (see {@link replayOf}). */
-export function replayOfRecord(row: KeyRecord, appUserId: string): { kind: "replayed"; response: AddResponse } {
-  return replayOf(row, appUserId);
+// What a key's record says to the call that claimed it for `receiptId`: its receipt stored (or
+// erased at once), or, where an earlier call recorded the key, a conflict or the first answer again.
+function outcomeOf(record: KeyRecord, receiptId: string, claim: Pick<IdempotencyClaim, "fingerprint">, appUserId: string): AddOutcome {
+  if (record.receipt_id === receiptId) return { kind: record.erased_at === null ? "added" : "erased" };
+  if (record.fingerprint !== claim.fingerprint) return { kind: "conflict" };
+  return replayOf(record, appUserId);
 }
 
-async function storeReceiptOnce(
-  db: D1Database,
-  receipt: FencedReceipt,
-  event: CreationNotice,
-  claim?: IdempotencyClaim,
-): Promise<AddOutcome & { sizeAfter: number }> {
-  if (!claim) {
-    // A retry after a first run that committed inserts nothing and still means "added"; only a
-    // fence leaves no receipt behind.
-    const [, held] = await runBatch(db, [insertReceipt(receipt, event), readStored(receipt.receipt_id)]);
-    const kind = held!.results.length > 0 ? "added" : "erased";
-    return { kind, sizeAfter: held!.meta.size_after };
+// The answer of the call that recorded the key first, found on `on`: a conflict for another
+// request, else its answer, made good where it was claimed ahead.
+async function answerOf(add: Add, record: KeyRecord, on: Shard, hops = 0): Promise<Stored> {
+  if (record.fingerprint !== add.plan.keyed!.fingerprint) return { kind: "conflict" };
+  const replay = replayOf(record, add.receipt.app_user_id);
+  return record.erased_at === null ? madeGood(add, replay.response, on, hops) : replay;
+}
+
+/**
+ * How many shards a replay follows claims made ahead across: the shard the receipt's ID names, and
+ * once more after two crossed claims were settled there.
+ */
+const MAX_CLAIM_HOPS = 2;
+
+/**
+ * A first answer found on `on` whose receipt another shard holds, or should: its call claimed the
+ * key ahead on `on` and may have stopped before it stored the receipt. Stores it there as that call
+ * would have (only where that shard holds no live record of the key, so never twice and never
+ * again after a delete), then answers as that shard's record says (docs/storage.md "Making a claim
+ * good").
+ */
+async function madeGood(add: Add, response: AddResponse, on: Shard, hops = 0): Promise<Stored> {
+  const { shards } = add.plan;
+  const holder = shardOfId(shards, response.data.receipt_id);
+  if (!holder || holder === on) return { kind: "replayed", response };
+  if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead lead on past the shard its receipt names; nothing stored");
+  const data = { ...response.data, app_user_id: add.receipt.app_user_id };
+  const record = await storeOrOwn(add, holder, data);
+  const crossed =
+    record.receipt_id !== data.receipt_id &&
+    record.erased_at === null &&
+    record.fingerprint === add.plan.keyed!.fingerprint &&
+    shardOfId(shards, record.receipt_id) === on;
+  if (!crossed) return answerOf(add, record, holder, hops + 1);
+  // Two calls that saw a shard's state on either side of a change each claimed the key ahead on
+  // the other's shard before either stored (docs/storage.md "Crossed claims"): each record names a
+  // receipt that only the other's shard could hold. The claim on the shard ranked first in the
+  // key's order wins, the same in every isolate; the other gives way to its receipt.
+  const [winner, loser] =
+    shards.indexOf(on) < shards.indexOf(holder)
+      ? [data, { receiptId: record.receipt_id, on: holder }]
+      : [replayOf(record, add.receipt.app_user_id).response.data, { receiptId: data.receipt_id, on }];
+  const settled = await storeOrOwn(add, loser.on, winner, loser.receiptId);
+  return answerOf(add, settled, loser.on, hops + 1);
+}
+
+/**
+ * Stores the receipt `data` names on `holder` as {@link completeOn} does. Its event would commit too
+ * late for the feed (migration 0018) when the claim is older than that: no call can store its
+ * receipt any more, so none was ever answered with it, and this call stores a receipt of its own
+ * there instead, under the same rule: whichever call's record that shard holds first is the key's
+ * answer for every call after.
+ */
+async function storeOrOwn(add: Add, holder: Shard, data: AddResponse["data"], givingWay?: string): Promise<KeyRecord> {
+  try {
+    return await completeOn(holder, ...rowAndClaim(add, data), add.newEvent(data, holder), givingWay);
+  } catch (error) {
+    if (!isLateEventCommit(error)) throw error;
+    const own = newReceiptData(add.receipt, holder);
+    return completeOn(holder, ...rowAndClaim(add, own), add.newEvent(own, holder), givingWay);
   }
-  const [claimed, inserted] = await runBatch(db, [claimKey(receipt, claim), insertReceipt(receipt, event, { ownKey: claim.key })]);
-  const row = (claimed as D1Result<KeyRow>).results[0];
+}
+
+/**
+ * Stores a receipt whose key was claimed on another shard first, by this call or by an earlier one
+ * whose answer a replay is giving: inserts the receipt with its key record only while this shard
+ * holds no live record of the key, in one batch (one round trip). So the receipt is stored at most
+ * once, however many calls complete it, and never again after a delete or an erasure removed it:
+ * its key record stays for the window. Returns the key's record on this shard, which names the
+ * receipt this shard holds for the key.
+ *
+ * With `givingWay`, a claim made ahead here for that receipt, which can never be stored (its own
+ * shard holds another call's record of the key), is removed first in the same batch, so that
+ * this receipt takes its place (docs/storage.md "Crossed claims").
+ */
+async function completeOn(
+  shard: Shard,
+  receipt: FencedReceipt,
+  claim: IdempotencyClaim | undefined,
+  event: CreationNotice,
+  givingWay?: string,
+): Promise<KeyRecord & { sizeAfter: number }> {
+  const giveWay = givingWay === undefined ? [] : [dropClaim(receipt.client_id, claim!.key, givingWay)];
+  const liveFrom = idempotencyCutoff(new Date(receipt.created_at));
+  const [inserted, claimed] = (
+    await runOnShard(shard, [...giveWay, insertReceipt(receipt, event, { unclaimedKey: claim!.key, liveFrom }), claimKey(receipt, claim!)])
+  ).slice(giveWay.length);
+  return { ...keyRecordOf(claimed!), sizeAfter: inserted!.meta.size_after };
+}
+
+// The row and, with a key, the claim of a receipt whose answer's data is `data`.
+function rowAndClaim(add: Add, data: AddResponse["data"]): [FencedReceipt, IdempotencyClaim | undefined] {
+  const { receipt, plan } = add;
+  const row = { ...data, body: receipt.body, ...(receipt.format && { format: receipt.format }), user_key: receipt.user_key };
+  const response: AddResponse = { data, status: "OK", status_code: 200 };
+  return [row, plan.keyed && { key: plan.keyed.key, fingerprint: plan.keyed.fingerprint, response }];
+}
+
+// The key's record a claim's RETURNING hands back.
+function keyRecordOf(claimed: D1Result): KeyRecord {
+  const row = (claimed as D1Result<KeyRecord>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
-  const sizeAfter = inserted!.meta.size_after;
-  if (row.receipt_id === receipt.receipt_id) return { kind: row.erased_at === null ? "added" : "erased", sizeAfter };
-  if (row.fingerprint !== claim.fingerprint) return { kind: "conflict", sizeAfter };
-  return { ...replayOf(row, receipt.app_user_id), sizeAfter };
+  return row;
+}
+
+// The answer's data of a new receipt on `shard`, made now. One clock reading for both: the ID's
+// time is created_at (docs/api.md), also when the clock moves on between two readings. UUIDv7:
+// the time in front keeps inserts at the end of the primary key's b-tree. uuid's default spends
+// 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs partly
+// predictable; fresh random bits for every ID keep them unguessable: the 62 of rand_b, as rand_a
+// carries the shard's tag.
+function newReceiptData(receipt: NewReceipt, shard: Shard): AddResponse["data"] {
+  const now = Date.now();
+  const receipt_id = idOnShard(uuidv7({ msecs: now, random: crypto.getRandomValues(new Uint8Array(16)) }), shard);
+  const { chain_id, client_id, app_user_id } = receipt;
+  return { receipt_id, chain_id, client_id, app_user_id, created_at: new Date(now).toISOString() };
 }
 
 /**
@@ -195,7 +372,7 @@ async function storeReceiptOnce(
  * the receipt's, holds no app_user_id: the retry's own, which the fingerprint matched, takes its
  * place, where the first answer had it.
  */
-function replayOf(row: KeyRow, appUserId: string): { kind: "replayed"; response: AddResponse } {
+function replayOf(row: KeyRecord, appUserId: string): { kind: "replayed"; response: AddResponse } {
   const stored = JSON.parse(row.response) as AddResponse;
   if (stored.data.app_user_id !== undefined) return { kind: "replayed", response: stored };
   const { receipt_id, chain_id, client_id, created_at } = stored.data;
@@ -229,16 +406,12 @@ export type DeleteOutcome = { deleted: true } | { deleted: false; receipt: Recei
  * would have. `requestId` is the request reference the audit record keeps.
  */
 export async function deleteOwnedReceipt(
-  db: D1Database,
+  shard: ShardDb,
   notice: DeletionNotice,
   userKey: string,
   requestId: string,
 ): Promise<DeleteOutcome> {
-  return retryTransient(() => deleteOnce(db, notice, userKey, requestId));
-}
-
-async function deleteOnce(db: D1Database, notice: DeletionNotice, userKey: string, requestId: string): Promise<DeleteOutcome> {
-  const [before, , , removal] = await runBatch(db, [
+  const [before, , , removal] = await runOnShard(shard, [
     readOwner(notice, userKey),
     recordDeletedIfOwned(notice, userKey),
     auditDeletionIfOwned(notice, userKey, notice.occurred_at, requestId),
@@ -281,8 +454,6 @@ export async function deleteExpiredIdempotencyKeys(db: D1Database, now: Date): P
     ),
   );
 }
-
-type KeyRow = KeyRecord;
 
 // Records created before this instant are expired. ISO strings of one format sort as time does.
 function idempotencyCutoff(now: Date): string {

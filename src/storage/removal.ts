@@ -7,6 +7,7 @@
 import type { DeletionNotice } from "../shared/types.ts";
 import { deleteArchivedReceipt } from "./archive/deletion.ts";
 import { deleteOwnedReceipt, type ReceiptOwner } from "./receipts.ts";
+import type { ShardDb } from "./transient.ts";
 
 /** What became of a delete. */
 export type Removal =
@@ -17,12 +18,6 @@ export type Removal =
   /** The receipt is there, but not with the request's client_id, chain_id and app_user_id: its own fields. */
   | { outcome: "fields differ"; receipt: ReceiptOwner };
 
-/** A shard as delete reaches it: its database and its name, which an archived object's key holds. */
-export interface RemovalShard {
-  db: D1Database;
-  name: string;
-}
-
 /**
  * Deletes the receipt `notice` names if every field matches, in one D1 round trip for a live
  * receipt; an archived one whose owner row matches costs a second batch, and no R2 call. Every
@@ -32,16 +27,16 @@ export interface RemovalShard {
  * @param requestId the request reference the audit record keeps.
  */
 export async function removeReceipt(
-  shard: RemovalShard,
+  shard: ShardDb,
   notice: DeletionNotice,
   userKey: string,
   requestId: string,
 ): Promise<Removal> {
-  const live = await deleteOwnedReceipt(shard.db, notice, userKey, requestId);
+  const live = await deleteOwnedReceipt(shard, notice, userKey, requestId);
   if (live.deleted) return { outcome: "deleted" };
   if (live.receipt === null) return { outcome: "no receipt" };
   if (!live.archived || !sameOwner(live.receipt, notice)) return { outcome: "fields differ", receipt: live.receipt };
-  const archived = await deleteArchivedReceipt(shard.db, shard.name, notice, userKey, requestId);
+  const archived = await deleteArchivedReceipt(shard, notice, userKey, requestId);
   return archived.deleted ? { outcome: "deleted", archivedObject: archived.objectKey } : { outcome: "no receipt" };
 }
 

@@ -1,8 +1,10 @@
 /**
  * D1's transient errors, retried where running the call again gives the true answer: every
  * statement this service retries is written so that a second run after a first that committed
- * finds its own work and reports it (docs/api.md#shards, "Faults").
+ * finds its own work and reports it (docs/api.md#shards, "Faults"). {@link runOnShard} is the one
+ * way add and delete send a batch: that retry, and an overloaded shard named, around each.
  */
+import { runBatch, type Statement } from "./statement.ts";
 
 // Cloudflare's D1 documentation ("Retry queries") names these as safe to retry.
 const TRANSIENT_MESSAGES = [
@@ -14,11 +16,27 @@ const TRANSIENT_MESSAGES = [
 const ATTEMPTS = 3;
 const BASE_DELAY_MS = 20;
 
+/** A shard as its batches reach it: its name, which an overload's answer names, and its database. */
+export interface ShardDb {
+  name: string;
+  db: D1Database;
+}
+
+/**
+ * Runs `statements` on `shard` as one batch (one round trip, one transaction) under the one retry
+ * policy of add and delete: again after a transient error ({@link retryTransient}), and an
+ * overload or busy error as a {@link ShardOverloadedError} ({@link onShard}). Returns each
+ * statement's result.
+ */
+export async function runOnShard(shard: ShardDb, statements: readonly Statement[]): Promise<D1Result[]> {
+  return onShard(shard.name, () => retryTransient(() => runBatch(shard.db, statements)));
+}
+
 /**
  * Runs `call`, and again after a short, jittered, growing pause while it fails with a transient
  * error, at most three times in all. Only for calls whose repetition is safe (see above).
  */
-export async function retryTransient<T>(call: () => Promise<T>): Promise<T> {
+async function retryTransient<T>(call: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await call();
@@ -66,7 +84,7 @@ export class ShardOverloadedError extends Error {
  * Runs a call on shard `shard`; D1's overload or busy error becomes a {@link ShardOverloadedError},
  * which the API answers with 503 and Retry-After, not 500 (docs/api.md#shards, "Faults").
  */
-export async function onShard<T>(shard: string, call: () => Promise<T>): Promise<T> {
+async function onShard<T>(shard: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (error) {

@@ -213,7 +213,7 @@ describe("docs/reliability.md#delivery-for-days the re-send sweep carries the re
         const client = { clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] };
         const receipt = await seedReceipt(client, { receipt_id: idOn(shard) });
         const notice = newDeletionNotice(receipt, shard, new Date(t0));
-        expect(await deleteOwnedReceipt(shard.db, notice, await testUserKey(notice.app_user_id), "test-request")).toEqual({ deleted: true });
+        expect(await deleteOwnedReceipt(shard, notice, await testUserKey(notice.app_user_id), "test-request")).toEqual({ deleted: true });
         return notice.event_id;
       }),
     );

@@ -107,7 +107,7 @@ async function recordedNotice(receiptId?: string): Promise<DeletionNotice> {
   const receipt = await seedReceipt(owner, receiptId === undefined ? {} : { receipt_id: receiptId });
   const shard = shardOfId(SHARDS, receipt.receipt_id)!;
   const notice = newDeletionNotice(receipt, shard);
-  expect(await deleteOwnedReceipt(shard.db, notice, await testUserKey(notice.app_user_id), "test-request")).toEqual({ deleted: true });
+  expect(await deleteOwnedReceipt(shard, notice, await testUserKey(notice.app_user_id), "test-request")).toEqual({ deleted: true });
   return notice;
 }
 
@@ -504,7 +504,7 @@ describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a
     expect(pushes).toHaveLength(3);
     // Deleted while the push service is down: its event waits too.
     const deleted = newDeletionNotice(receipt, shard);
-    expect(await deleteOwnedReceipt(shard.db, deleted, await testUserKey(deleted.app_user_id), "test-request")).toEqual({ deleted: true });
+    expect(await deleteOwnedReceipt(shard, deleted, await testUserKey(deleted.app_user_id), "test-request")).toEqual({ deleted: true });
     expect((await deliver(NOTICES_QUEUE, copies([deleted]), probeEnv())).acked).toBe(1);
     expect(pushes).toHaveLength(3);
 

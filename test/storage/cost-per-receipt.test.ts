@@ -99,7 +99,7 @@ describe("docs/scale.md: statements and rows written per receipt on its shard", 
     };
     const claim = { key: uniqueId("key"), fingerprint: "f", response };
 
-    const add = await measure(async (db) => expect((await storeReceipt(db, receipt, created, claim)).kind).toBe("added"));
+    const add = await measure(async (db) => expect((await storeReceipt({ ...shard, db }, receipt, created, claim)).kind).toBe("added"));
     const createdLife = await measure((db) => eventLife(db, created.event_id, now));
 
     const deleted: DeletionNotice = {
@@ -111,7 +111,7 @@ describe("docs/scale.md: statements and rows written per receipt on its shard", 
       chain_id: receipt.chain_id,
       client_id: clientId,
     };
-    const remove = await measure(async (db) => expect(await deleteOwnedReceipt(db, deleted, await testUserKey(deleted.app_user_id), "ray-cost")).toEqual({ deleted: true }));
+    const remove = await measure(async (db) => expect(await deleteOwnedReceipt({ ...shard, db }, deleted, await testUserKey(deleted.app_user_id), "ray-cost")).toEqual({ deleted: true }));
     const deletedLife = await measure((db) => eventLife(db, deleted.event_id, now));
 
     // The cron jobs' purges, each a page of many rows in one statement: only their rows count.

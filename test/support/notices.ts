@@ -42,7 +42,7 @@ export async function seedReceipt(
   const createdAt = new Date().toISOString();
   const db = dbOf(receipt.receipt_id);
   if (createdEvent) {
-    const stored = await storeReceipt(db, { ...receipt, body: "{}", created_at: createdAt, user_key: uniqueId("key") }, createdEvent(receipt));
+    const stored = await storeReceipt({ name: "seeded", db }, { ...receipt, body: "{}", created_at: createdAt, user_key: uniqueId("key") }, createdEvent(receipt));
     if (stored.kind !== "added") throw new Error(`seeded receipt not added: ${stored.kind}`);
     return receipt;
   }
@@ -200,7 +200,7 @@ export async function deletedNotice(): Promise<DeletionNotice> {
   const receipt = await seedReceipt({ clientId: uniqueId("pos"), secret: "", chains: [uniqueId("chain")] });
   const shard = shardOfId(SHARDS, receipt.receipt_id)!;
   const notice = newDeletionNotice(receipt, shard);
-  const result = await deleteOwnedReceipt(shard.db, notice, await testUserKey(notice.app_user_id), "test-request");
+  const result = await deleteOwnedReceipt(shard, notice, await testUserKey(notice.app_user_id), "test-request");
   if (!result.deleted) throw new Error("the seeded receipt was not deleted");
   return notice;
 }

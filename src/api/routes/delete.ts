@@ -5,7 +5,6 @@ import { purgeArchivedLines } from "../../storage/archive/deletion.ts";
 import type { ReceiptOwner } from "../../storage/receipts.ts";
 import { removeReceipt } from "../../storage/removal.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
-import { onShard } from "../../storage/transient.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
 import type { ApiError } from "../errors.ts";
@@ -36,9 +35,7 @@ export async function deleteReceipt(c: ApiContext): Promise<Response> {
   c.set("shard", shard.name);
   const notice = newDeletionNotice(headers, shard);
   const userKey = await userKeyOf(c.get("isolate"), c.get("config"), headers.app_user_id);
-  const removal = await onShard(shard.name, () => removeReceipt(shard, notice, userKey, c.get("requestId"))).catch(
-    overloadRefused("delete"),
-  );
+  const removal = await removeReceipt(shard, notice, userKey, c.get("requestId")).catch(overloadRefused("delete"));
   if (removal.outcome === "no receipt") throw refusal(headers, null);
   if (removal.outcome === "fields differ") throw refusal(headers, removal.receipt);
 

@@ -13,7 +13,7 @@ import { auditArchivedDeletionIfOwned } from "../audit.ts";
 import { eventRecorded, recordDeletedIfArchivedOwned } from "../outbox/statements.ts";
 import type { DeleteOutcome } from "../receipts.ts";
 import { bound, runBatch, statement } from "../statement.ts";
-import { retryTransient } from "../transient.ts";
+import { runOnShard, type ShardDb } from "../transient.ts";
 import { archiveObjectKey, archiveText, archivedReceipts } from "./layout.ts";
 import { forgetTombstonedOwner } from "./owners.ts";
 import { insertTombstone, markPurged, objectsToPurge, deleteOldTombstones, runInFlight, unpurgedOfObject } from "./tombstones.ts";
@@ -35,29 +35,26 @@ export type ArchivedDeleteOutcome = DeleteOutcome & { objectKey?: string };
  * tombstone unpurged, and leaves at the next sweep.
  */
 export async function deleteArchivedReceipt(
-  db: D1Database,
-  shardName: string,
+  shard: ShardDb,
   notice: DeletionNotice,
   userKey: string,
   requestId: string,
 ): Promise<ArchivedDeleteOutcome> {
-  const key = archiveObjectKey(userKey, notice.chain_id, notice.receipt_id, shardName);
+  const key = archiveObjectKey(userKey, notice.chain_id, notice.receipt_id, shard.name);
   const createdAt = new Date(timeOfId(notice.receipt_id)).toISOString();
   const owner = { ...notice, user_key: userKey, created_at: createdAt };
-  return retryTransient(async () => {
-    const [before, , , tombstone] = await runBatch(db, [
-      statement(`SELECT ${eventRecorded("?1")} AS recorded`, notice.event_id),
-      recordDeletedIfArchivedOwned(notice, userKey, createdAt),
-      auditArchivedDeletionIfOwned(owner, notice.occurred_at, requestId),
-      insertTombstone(owner, key, notice.occurred_at),
-      // The tombstone answers for the receipt from now on: its owner is no longer kept.
-      forgetTombstonedOwner(notice.receipt_id),
-    ]);
-    const recorded = (before!.results[0] as { recorded: number }).recorded === 1;
-    // A second delete, or one that lost a race or an erasure: the receipt is gone, as a live one would be.
-    if (tombstone!.meta.changes !== 1 && !recorded) return { deleted: false, receipt: null };
-    return { deleted: true, objectKey: key };
-  });
+  const [before, , , tombstone] = await runOnShard(shard, [
+    statement(`SELECT ${eventRecorded("?1")} AS recorded`, notice.event_id),
+    recordDeletedIfArchivedOwned(notice, userKey, createdAt),
+    auditArchivedDeletionIfOwned(owner, notice.occurred_at, requestId),
+    insertTombstone(owner, key, notice.occurred_at),
+    // The tombstone answers for the receipt from now on: its owner is no longer kept.
+    forgetTombstonedOwner(notice.receipt_id),
+  ]);
+  const recorded = (before!.results[0] as { recorded: number }).recorded === 1;
+  // A second delete, or one that lost a race or an erasure: the receipt is gone, as a live one would be.
+  if (tombstone!.meta.changes !== 1 && !recorded) return { deleted: false, receipt: null };
+  return { deleted: true, objectKey: key };
 }
 
 /**

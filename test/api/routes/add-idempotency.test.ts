@@ -122,7 +122,7 @@ async function rememberKey(clientId: string, key: string, createdAt: number): Pr
   // Its created event is made now, as its receipt_id is: add commits no event_id older than a few
   // seconds (docs/api.md#event-feed), and the key's age is what these tests are about.
   const event = newCreationNotice({ ...data, created_at: new Date().toISOString() }, target);
-  const outcome = await storeReceipt(target.db, { ...data, body: "{}", user_key: "hmac-sha256:au-old" }, event, {
+  const outcome = await storeReceipt(target, { ...data, body: "{}", user_key: "hmac-sha256:au-old" }, event, {
     key,
     fingerprint: "an older request",
     response: { data, status: "OK", status_code: 200 },

@@ -271,7 +271,7 @@ describe("docs/api.md#erasure is an instant: adds racing it", () => {
         for (const key of [undefined, uniqueId("till")]) {
           const claim = key === undefined ? undefined : { key, fingerprint: "f", response: { data, status: "OK" as const, status_code: 200 as const } };
           const receipt = { ...data, receipt_id: key ? idOn(shard) : data.receipt_id, body: "{}", user_key: userKey };
-          const outcome = await storeReceipt(shard.db, receipt, { ...event, receipt_id: receipt.receipt_id, event_id: idOn(shard) }, claim);
+          const outcome = await storeReceipt(shard, receipt, { ...event, receipt_id: receipt.receipt_id, event_id: idOn(shard) }, claim);
           expect(outcome.kind, `${shard.name} ${createdAt - instant} ms ${key ? "keyed" : "unkeyed"}`).toBe(kind);
           const stored = await rowsOnEveryShard("SELECT 1 FROM receipts WHERE receipt_id = ?", receipt.receipt_id);
           const events = await rowsOnEveryShard("SELECT 1 FROM notice_outbox WHERE receipt_id = ?", receipt.receipt_id);

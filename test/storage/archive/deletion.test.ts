@@ -102,7 +102,7 @@ describe("docs/storage.md#archived-owners an archived delete writes only while t
     const shard = shardOfId(SHARDS, receipt.receipt_id)!;
     await runBatch(shard.db, [forgetOwners([receipt.receipt_id])]);
     const notice = newDeletionNotice(receipt, shard);
-    expect(await deleteArchivedReceipt(shard.db, shard.name, notice, await testUserKey(notice.app_user_id), "ray-erased")).toEqual({ deleted: false, receipt: null });
+    expect(await deleteArchivedReceipt(shard, notice, await testUserKey(notice.app_user_id), "ray-erased")).toEqual({ deleted: false, receipt: null });
     expect(await outboxRows(receipt.receipt_id)).toEqual([]);
     expect(await auditRows(receipt.receipt_id)).toEqual([]);
     expect(await tombstoneOf(receipt.receipt_id)).toBeNull();

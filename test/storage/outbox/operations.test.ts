@@ -72,7 +72,7 @@ function idAt(at: Date): string {
 async function storedReceiptEvents(at: Date): Promise<{ created: CreationNotice; deleted: DeletionNotice }> {
   const owner = { receipt_id: idAt(at), chain_id: "chain-1", client_id: "pos-1", app_user_id: uniqueId("au") };
   const created: CreationNotice = { ...owner, event_id: idAt(at), type: "receipt.created", occurred_at: at.toISOString(), created_at: at.toISOString() };
-  const stored = await storeReceipt(db, { ...owner, body: '{"total":1}', created_at: at.toISOString(), user_key: uniqueId("key") }, created);
+  const stored = await storeReceipt(shard, { ...owner, body: '{"total":1}', created_at: at.toISOString(), user_key: uniqueId("key") }, created);
   expect(stored.kind).toBe("added");
   const deletedAt = new Date(at.getTime() + SECOND);
   const deleted: DeletionNotice = { ...owner, event_id: idAt(deletedAt), type: "receipt.deleted", occurred_at: deletedAt.toISOString() };
@@ -251,7 +251,7 @@ describe("outbox: a receipt's events", () => {
     expect(await stateOf(created.event_id, t0)).toBe("recorded");
     // The same receipt again (a retry after a first run that committed) stores nothing and records no event.
     const again = { ...created, event_id: idOn(shard) };
-    const retried = await storeReceipt(db, { ...created, body: '{"total":1}', user_key: uniqueId("key") }, again);
+    const retried = await storeReceipt(shard, { ...created, body: '{"total":1}', user_key: uniqueId("key") }, again);
     expect(retried.kind).toBe("added");
     expect(await stateOf(again.event_id, t0)).toBe("purged");
 
@@ -298,8 +298,8 @@ describe("docs/api.md#event-feed every event commits within EVENT_COMMIT_SECONDS
     const created: CreationNotice = { ...owner, event_id: idAt(at), type: "receipt.created", occurred_at: at.toISOString(), created_at: at.toISOString() };
     const receipt = { ...owner, body: "{}", created_at: at.toISOString(), user_key: uniqueId("key") };
     const response = { data: { ...owner, created_at: at.toISOString() }, status: "OK" as const, status_code: 200 as const };
-    await expect(storeReceipt(db, receipt, created, { key: "k-late", fingerprint: "f", response })).rejects.toThrow(LATE);
-    await expect(storeReceipt(db, receipt, created)).rejects.toThrow(LATE);
+    await expect(storeReceipt(shard, receipt, created, { key: "k-late", fingerprint: "f", response })).rejects.toThrow(LATE);
+    await expect(storeReceipt(shard, receipt, created)).rejects.toThrow(LATE);
     expect(await db.prepare("SELECT 1 FROM receipts WHERE receipt_id = ?1").bind(owner.receipt_id).first()).toBeNull();
     expect(await db.prepare("SELECT 1 FROM idempotency_keys WHERE client_id = ?1").bind(owner.client_id).first()).toBeNull();
     expect(await stateOf(created.event_id, at)).toBe("purged");
@@ -308,12 +308,12 @@ describe("docs/api.md#event-feed every event commits within EVENT_COMMIT_SECONDS
   it("a delete whose event_id is older than the bound leaves the receipt, with no event and no audit record; within the bound it commits", async () => {
     const { deleted } = await storedReceiptEvents(new Date());
     const stale = { ...deleted, event_id: idAt(late()) };
-    await expect(deleteOwnedReceipt(db, stale, "no fence", "ray-late")).rejects.toThrow(LATE);
+    await expect(deleteOwnedReceipt(shard, stale, "no fence", "ray-late")).rejects.toThrow(LATE);
     expect(await db.prepare("SELECT 1 FROM receipts WHERE receipt_id = ?1").bind(deleted.receipt_id).first()).not.toBeNull();
     expect(await db.prepare("SELECT 1 FROM audit_log WHERE request_id = 'ray-late'").first()).toBeNull();
     expect(await stateOf(stale.event_id, new Date())).toBe("purged");
     const slow = { ...deleted, event_id: idAt(new Date(Date.now() - (EVENT_COMMIT_SECONDS - 1) * SECOND)) };
-    expect(await deleteOwnedReceipt(db, slow, "no fence", "ray-slow")).toEqual({ deleted: true });
+    expect(await deleteOwnedReceipt(shard, slow, "no fence", "ray-slow")).toEqual({ deleted: true });
   });
 
   it("a replay moves a failed event of any age back to the outbox", async () => {
