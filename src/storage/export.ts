@@ -22,6 +22,7 @@
 import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import { archiveUserPrefix, archivedReceipts, shardOfObjectKey, type ArchivedReceipt } from "./archive/layout.ts";
 import { exportsOfUser, forgetJobs, jobsMadeBefore } from "./app-user-jobs.ts";
+import { fenced } from "./fences.ts";
 import { statement, type Statement } from "./statement.ts";
 import type { JobShard, StepRunner } from "./steps.ts";
 
@@ -91,20 +92,24 @@ export function exportHeld(userKeyParam: string): string {
 
 /**
  * In delete's batch, before the receipt's row goes: a copy of the receipt for every export that
- * holds its app user, made only if the row is there with the owner's fields (the statement's
- * `owned` condition), at the deletion's instant.
+ * holds its app user (`userKey`), made only where the row is there with the owner's fields and no
+ * erasure's fence covers it (the conditions of delete's own statements), at the deletion's instant.
+ * Without a hold it writes nothing: one probe of export_holds' primary key.
  */
-export function copyForExports(receiptId: string, userKey: string, deletedAt: string, owned: string): Statement {
+export function copyForExports(owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string }, userKey: string, deletedAt: string): Statement {
   return statement(
     `INSERT INTO export_copies (job_id, receipt_id, deleted_at, line)
     SELECT h.job_id, r.receipt_id, ?3, json_object('receipt_id', r.receipt_id, 'chain_id', r.chain_id,
       'client_id', r.client_id, 'app_user_id', r.app_user_id, 'created_at', r.created_at, 'body', r.body, 'format', r.format, 'mapped', r.mapped)
-    FROM receipts AS r JOIN export_holds AS h ON h.user_key = ?2
-    WHERE r.receipt_id = ?1 AND ${owned}
+    FROM export_holds AS h JOIN receipts AS r ON r.receipt_id = ?1
+    WHERE h.user_key = ?2 AND r.client_id = ?4 AND r.chain_id = ?5 AND r.app_user_id = ?6 AND NOT ${fenced("?2", "r.created_at")}
     ON CONFLICT DO NOTHING`,
-    receiptId,
+    owner.receipt_id,
     userKey,
     deletedAt,
+    owner.client_id,
+    owner.chain_id,
+    owner.app_user_id,
   );
 }
 

@@ -13,6 +13,7 @@ import { idOnShard, shardOfId } from "../shared/shard-ids.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { archivedOwnerJoin } from "./archive/owners.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
+import { copyForExports } from "./export.ts";
 import { fenced } from "./fences.ts";
 import { eventColumns, eventRecorded, recordDeletedIfOwned } from "./outbox/statements.ts";
 import type { PlacementContext } from "./placement.ts";
@@ -411,10 +412,12 @@ export async function deleteOwnedReceipt(
   userKey: string,
   requestId: string,
 ): Promise<DeleteOutcome> {
-  const [before, , , removal] = await runOnShard(shard, [
+  const [before, , , , removal] = await runOnShard(shard, [
     readOwner(notice, userKey),
     recordDeletedIfOwned(notice, userKey),
     auditDeletionIfOwned(notice, userKey, notice.occurred_at, requestId),
+    // An export of the app user running now reads the receipt from this copy (docs/api.md#export-cut).
+    copyForExports(notice, userKey, notice.occurred_at),
     deleteIfOwned(notice, userKey),
   ]);
   const read = before!.results[0] as OwnerRow;

@@ -198,6 +198,7 @@ describe("docs/api.md#shards cron jobs and notifier on every shard", () => {
     const runs = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.event === "scheduled");
     for (const shard of SHARDS) {
       expect(runs.filter((line) => line.shard === shard.name).map((line) => line.job).sort()).toEqual([
+        "app-user-jobs.purge-expired",
         "archive-tombstones.purge-lines",
         "archive-tombstones.purge-old",
         "audit.purge-expired",
