@@ -410,7 +410,7 @@ export const jobResponse = z.object({ data: jobState, status: z.literal("OK"), s
 
 /** A complete export's file (docs/api.md#export): NDJSON, a receipt or an audit record a line, then the summary. */
 export const exportFile = z.string().check(
-  z.meta({ description: "NDJSON: one line per receipt (`receipt_id`, `chain_id`, `client_id`, `created_at`, `archived`, `receipt` in our model, and `format` and `original` for one added in another format), one per audit record naming the app user (`audit`), then one `summary` line" }),
+  z.meta({ description: "NDJSON: one line per receipt (`receipt_id`, `chain_id`, `client_id`, `app_user_id`, `created_at`, `archived`, `receipt` in our model, and `format` and `original` for one added in another format), one per audit record naming the app user (`audit`), then one `summary` line" }),
 );
 
 /** Success body of the status (docs/api.md#status): the report in `data`; a 503 carries it too, beside its message. */

@@ -286,6 +286,7 @@ interface ReceiptRow {
   receipt_id: string;
   chain_id: string;
   client_id: string;
+  app_user_id: string;
   created_at: string;
   body: string;
   format: string | null;
@@ -316,7 +317,7 @@ const CHAINS = `chains(chain_id) AS (
 function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[] {
   if (phase === "receipts") {
     const page = `WITH RECURSIVE ${CHAINS}
-      SELECT receipt_id, chain_id, client_id, created_at, body, format, mapped, receipt_id AS page_key FROM receipts
+      SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body, format, mapped, receipt_id AS page_key FROM receipts
       WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2 AND receipt_id > ?3
       ORDER BY receipt_id LIMIT ?4`;
     return [
@@ -364,7 +365,7 @@ function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[]
  * added in another format that format and the original. Stored JSON texts are spliced as they are.
  */
 function receiptLine(row: ReceiptRow | ArchivedReceipt, archived: boolean): string {
-  const head = JSON.stringify({ receipt_id: row.receipt_id, chain_id: row.chain_id, client_id: row.client_id, created_at: row.created_at, archived });
+  const head = JSON.stringify({ receipt_id: row.receipt_id, chain_id: row.chain_id, client_id: row.client_id, app_user_id: row.app_user_id, created_at: row.created_at, archived });
   const model = row.mapped ?? row.body;
   const original = row.format ? `,"format":${JSON.stringify(row.format)},"original":${row.body}` : "";
   return `${head.slice(0, -1)},"receipt":${model}${original}}`;

@@ -24,9 +24,9 @@ import { drain } from "../../soak/store.ts";
 import { archivedReceipts, legacyObjectKey, shardOfObjectKey } from "../../src/storage/archive/layout.ts";
 import type { ArchiveRun } from "../../src/storage/archive/move.ts";
 import type { Erasure } from "../../src/storage/erasure.ts";
-import { PATHS } from "../../src/shared/paths.ts";
+import { PATHS, jobPath } from "../../src/shared/paths.ts";
 import { shardOfId } from "../../src/shared/shard-ids.ts";
-import { POS_SCOPE } from "../../src/shared/types.ts";
+import { APP_SCOPE, POS_SCOPE } from "../../src/shared/types.ts";
 
 // Quotes, a space and a backslash: its raw, URL-encoded and JSON-escaped forms all differ.
 const ERASED = 'scan "erased" user\\42';
@@ -43,6 +43,8 @@ let token = "";
 let serial = 0;
 /** When the archive's runs had renamed the first layout, before any erasure. */
 let renamedBefore = 0;
+/** The app's export of the erased app user, made before the erasure. */
+let exportJob = "";
 /** Receipts of the erased app user left for the racing deletes, live and archived. */
 const live: string[] = [];
 const archived: string[] = [];
@@ -180,6 +182,29 @@ async function toFirstLayout(appUserId: string): Promise<number> {
   return Math.ceil(moved / 2);
 }
 
+/** The app push service's client's headers, logged in. */
+async function appHeaders(): Promise<Record<string, string>> {
+  const app = await runtime.issueAppClient("scan-app");
+  const login = await post(PATHS.login, { client_id: app.clientId, client_secret: app.secret, token_type: "Bearer", scope: APP_SCOPE });
+  return { authorization: `Bearer ${(login.json as { data: { access_token: string } }).data.access_token}`, client_id: app.clientId };
+}
+
+/** An export of the app user through the API, to its end; returns its job's ID. */
+async function exportThroughTheApp(appUserId: string): Promise<string> {
+  const headers = await appHeaders();
+  const started = await post(PATHS.exportAppUser, { ...headers, app_user_id: appUserId, "idempotency-key": `scan-export-${appUserId.length}` });
+  expect(started.status).toBe(202);
+  const jobId = (started.json as { data: { job_id: string } }).data.job_id;
+  await until(async () => {
+    const job = await fetch(runtime.apiUrl + jobPath(jobId), { headers });
+    return ((await job.json()) as { data: { state: string } }).data.state === "complete";
+  }, "the export", 120_000);
+  const file = await fetch(runtime.apiUrl + jobPath(jobId, "export"), { headers });
+  expect(file.status).toBe(200);
+  expect(await file.text()).toContain(JSON.stringify(appUserId).slice(1, -1));
+  return jobId;
+}
+
 beforeAll(async () => {
   const secret = `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}`;
   receiver = await startPushReceiver({ secret, prng: new Prng(31), pushTimeoutMs: Number(SOAK_VARS.notifier.PUSH_TIMEOUT_SECONDS) * 1000 });
@@ -221,6 +246,9 @@ beforeAll(async () => {
   receiver.setOutage(true);
   await addSome(ERASED, 2);
 
+  // The app's client exports the app user: their export's file is in the archive's bucket too.
+  exportJob = await exportThroughTheApp(ERASED);
+
   // Every store holds the app user now, on both shards.
   const shards = new Set([...live, ...archived].map((id) => shardOfId(runtime.shards, id)?.name));
   expect([...shards].sort()).toEqual(runtime.shards.map(({ name }) => name).sort());
@@ -246,6 +274,10 @@ describe("docs/storage.md#personal-data an erasure leaves no copy of the app_use
     const scan = await scanAfter(erasure);
     expect(findings(scan)).toEqual([]);
     expect(scan.explainedRows.map(({ why }) => why)).toContain("the erasure's own app_user.erased event");
+    // The export's file went with the erasure: its job is still the app's, its file no more.
+    const file = await fetch(runtime.apiUrl + jobPath(exportJob, "export"), { headers: await appHeaders() });
+    expect(file.status).toBe(404);
+    await file.arrayBuffer();
   }, 600_000);
 
   it("the scan finds the app user kept beside it in D1's rows and the archive's objects: it reads every store the erased one was in", () => {

@@ -695,7 +695,7 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       mediaType: "application/x-ndjson",
       description: "OK: the file",
       example: [
-        JSON.stringify({ receipt_id: RECEIPT_ID, chain_id: "chain-nord", client_id: CLIENT_ID, created_at: "2026-11-22T13:03:05.123Z", archived: false, receipt: { purchased_at: "2026-11-22T14:03:00+01:00", currency: "SEK", total: 4990, line_items: [{ description: "Tea", quantity: 1, unit_price: 4990, total: 4990 }] } }),
+        JSON.stringify({ receipt_id: RECEIPT_ID, chain_id: "chain-nord", client_id: CLIENT_ID, app_user_id: "au-7f3c9e", created_at: "2026-11-22T13:03:05.123Z", archived: false, receipt: { purchased_at: "2026-11-22T14:03:00+01:00", currency: "SEK", total: 4990, line_items: [{ description: "Tea", quantity: 1, unit_price: 4990, total: 4990 }] } }),
         JSON.stringify({ audit: { at: "2026-11-23T10:00:00.000Z", action: "receipt.deleted", receipt_id: "019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a18", chain_id: "chain-nord", client_id: CLIENT_ID, request_id: "8f3a1c2b9d4e5f61-FRA" } }),
         JSON.stringify({ summary: { job_id: JOB_ID, occurred_at: "2026-11-28T09:00:00.000Z", receipts: 1, archived_receipts: 0, by_chain: { "chain-nord": 1 }, audit_records: 1, archive_read: true } }),
         "",
