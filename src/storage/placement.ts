@@ -10,41 +10,16 @@
 import { base64url } from "jose";
 import { fnv1a, isShardOpen, type ShardState } from "../shared/shard-ids.ts";
 import { IDEMPOTENCY_WINDOW_MS, storeAsPlanned, type AddPlan, type NewEvent, type NewReceipt, type Stored } from "./receipts.ts";
-import type { FillMemory } from "./shard-fill.ts";
+import type { PlacementContext } from "./placement-memory.ts";
 import { shardStates } from "./shard-states.ts";
 import { shardsOf, type Shard } from "./shards.ts";
 
 // Add's route names these here, where it calls storage.
 export { NoOpenShardError, type NewReceipt, type Stored } from "./receipts.ts";
+export { newPlacementMemory, type PlacementContext, type PlacementMemory } from "./placement-memory.ts";
 
 /** How long an add with a key waits, at most, for the call of the same key before it in its isolate. */
 export const KEY_WAIT_MS = 5_000;
-
-/**
- * What an isolate remembers for placing receipts: the shard states, their fill, the failing
- * shards, and its adds under way with an Idempotency-Key.
- */
-export interface PlacementMemory extends FillMemory {
-  /** Until when (epoch ms) each shard whose call failed gets no new receipt, by name. */
-  failingUntil: Map<string, number>;
-  /** The last add of each client and key that this isolate has under way, by client and key. */
-  keysUnderWay: Map<string, Promise<unknown>>;
-}
-
-/** A fresh isolate's placement memory: no states read, no shard found full, no shard failing, no add under way. */
-export function newPlacementMemory(): PlacementMemory {
-  return { fullSince: new Map(), lastAlarm: 0, failingUntil: new Map(), keysUnderWay: new Map() };
-}
-
-/** What placing and storing a receipt needs of the Worker beside the request. */
-export interface PlacementContext {
-  /** The Worker's bindings: its shards (`DB_<NAME>`) and their states. */
-  env: { SHARD_STATES: KVNamespace };
-  settings: { shardStatesMs: number; shardFillBytes: number };
-  memory: PlacementMemory;
-  /** Runs work after the response: the fill check. */
-  waitUntil: (work: Promise<unknown>) => void;
-}
 
 /**
  * Places a new receipt on a shard and stores it there with its created event and, under an

@@ -16,7 +16,7 @@ import { auditDeletionIfOwned } from "./audit.ts";
 import { copyForExports } from "./export.ts";
 import { fenced } from "./fences.ts";
 import { eventColumns, eventRecorded, recordDeletedIfOwned } from "./outbox/statements.ts";
-import type { PlacementContext } from "./placement.ts";
+import type { PlacementContext } from "./placement-memory.ts";
 import { deleteInRounds } from "./rounds.ts";
 import { checkShardFill } from "./shard-fill.ts";
 import type { Shard } from "./shards.ts";

@@ -29,6 +29,7 @@ import { SHARDS, idOn, rowsOnEveryShard } from "../support/shards.ts";
 import { testUserKey } from "../support/user-keys.ts";
 
 const JOB_NAMES = [
+  "app-user-jobs.purge-expired",
   "archive-tombstones.purge-lines",
   "archive-tombstones.purge-old",
   "audit.purge-expired",
