@@ -282,16 +282,8 @@ async function readShards(phase: ShardPhase, shards: readonly JobShard[], user: 
   return read;
 }
 
-interface ReceiptRow {
-  receipt_id: string;
-  chain_id: string;
-  client_id: string;
-  app_user_id: string;
-  created_at: string;
-  body: string;
-  format: string | null;
-  mapped: string | null;
-}
+/** A receipt's row as the shard holds it: an archived receipt's fields, where no format is null. */
+type ReceiptRow = Omit<ArchivedReceipt, "format" | "mapped"> & { format: string | null; mapped: string | null };
 interface CopyRow {
   line: string;
 }
