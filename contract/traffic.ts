@@ -4,7 +4,8 @@
  * test/api/routes/openapi-examples.test.ts, made here with real HTTP and the operator commands).
  */
 import { SignJWT, base64url } from "jose";
-import { PATHS } from "../src/shared/paths.ts";
+import { openApiPath } from "../src/api/openapi/document.ts";
+import { PATHS, jobPath } from "../src/shared/paths.ts";
 import { DOCUMENTED_OPERATIONS } from "../src/api/openapi/documented-operations.ts";
 import { APP_SCOPE, OPS_SCOPE, POS_SCOPE } from "../src/shared/types.ts";
 import { npmRun } from "./service.ts";
@@ -37,7 +38,7 @@ export const NOT_THROUGH_PRISM: Record<string, string> = {
   "not-json": "Prism parses a JSON request body itself and never forwards a malformed one (stoplightio/prism#2664)",
   "not-i-json": "Prism parses and re-serialises a JSON request body, dropping the duplicate member the service must see",
   "rate-limited":
-    "a 429 needs a client past its limit, 1,200 adds, 300 deletes or 100 feed reads in 10 s, more than this check sends through Prism " +
+    "a 429 needs a client past its limit, 1,200 adds, 300 deletes, 100 feed reads or 100 app-user job requests in 10 s, more than this check sends through Prism " +
     "(test/api/routes/openapi-examples.test.ts spends them in workerd)",
   "shard-overloaded": "a 503 needs a D1 that answers 'overloaded' (test/api/routes/openapi-examples.test.ts gives the Worker such a binding)",
 };
@@ -63,8 +64,18 @@ export async function sendTraffic(
   const clients = (args: string[]) => npmRun("clients", [...args, "--persist-to", service.state]);
   const issue = async (args: string[]): Promise<Client> => JSON.parse((await clients(["issue", ...args, "--json"])).trim().split("\n").at(-1)!) as Client;
 
-  async function send(path: string, example: string, init: { method?: string; headers?: Record<string, string>; body?: string; query?: string } = {}): Promise<Response> {
+  /**
+   * Sends one request through the proxy. `documented` is the document's path where it differs
+   * from the path sent (a job's, `{job_id}` filled in); `succeeds` the status of its success.
+   */
+  async function send(
+    path: string,
+    example: string,
+    init: { method?: string; headers?: Record<string, string>; body?: string; query?: string; documented?: string; succeeds?: number } = {},
+  ): Promise<Response> {
     const method = init.method ?? (path === PATHS.events || path === PATHS.status || path === PATHS.openapi || path === PATHS.docs ? "GET" : "POST");
+    const documented = init.documented ?? path;
+    const succeeds = init.succeeds ?? 200;
     const response = await fetch(`${service.proxy}${path}${init.query ?? ""}`, { method, headers: init.headers, body: init.body, signal: AbortSignal.timeout(30_000) }).catch(
       (error: Error) => {
         throw new Error(`${method} ${path} (${example}) through Prism: ${error.message}${error.cause ? ` (${(error.cause as Error).message})` : ""}`);
@@ -73,14 +84,14 @@ export async function sendTraffic(
     const text = await response.clone().text();
     const report = response.headers.get("sl-violations");
     checked.push({
-      operation: `${method} ${path}`,
+      operation: `${method} ${documented}`,
       example,
       status: response.status,
-      expected: example === "success" ? 200 : statusOf(path, method.toLowerCase(), example),
+      expected: example === "success" ? succeeds : statusOf(documented, method.toLowerCase(), example),
       message: /^\{"message":"([^"]*)"/.exec(text)?.[1] ?? "",
       violations: report ? (JSON.parse(report.replace(/^Too many violations! /, "")) as Checked["violations"]) : [],
     });
-    if (example === "success" && response.status !== 200) {
+    if (example === "success" && response.status !== succeeds) {
       throw new Error(`${method} ${path} answered ${response.status} where it should succeed: ${checked.at(-1)!.message || text.slice(0, 200)}`);
     }
     return response;
@@ -229,6 +240,51 @@ export async function sendTraffic(
   await status("disabled-client", { Authorization: `Bearer ${await signToken(service, disabled.client_id, OPS_SCOPE, 0)}`, client_id: disabled.client_id });
   await status("other-client", opsHeaders({ client_id: rotatedOps.client_id }));
 
+  // The app-user jobs: an export to its file, an erasure, and every refusal of the four routes.
+  const appJob = (change: Record<string, string> = {}) => ({ ...appHeaders(), app_user_id: "au-contract", "Idempotency-Key": `contract-${crypto.randomUUID()}`, ...change });
+  const start = (path: string, example: string, headers: Record<string, string>) => send(path, example, { headers, succeeds: 202 });
+  const started = async (path: string, headers: Record<string, string>) => ((await (await start(path, "success", headers)).json()) as { data: { job_id: string } }).data.job_id;
+  const exported = await started(PATHS.exportAppUser, appJob({ app_user_id: added.data.app_user_id }));
+  const erasure = await started(PATHS.eraseAppUser, appJob());
+  const readJob = (file: "state" | "export", id: string, example: string, headers: Record<string, string>) =>
+    send(jobPath(id, file), example, { method: "GET", headers, documented: openApiPath(file === "state" ? PATHS.job : PATHS.jobExport) });
+  // The export runs in npm start's Workflows; it first waits FEED_SETTLE_SECONDS.
+  for (let tries = 0; ; tries += 1) {
+    const state = ((await (await readJob("state", exported, "success", appHeaders())).json()) as { data: { state: string } }).data.state;
+    if (state === "complete") break;
+    if (state === "failed" || tries > 120) throw new Error(`the contract's export ended ${state}`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  await readJob("export", exported, "success", appHeaders());
+  await readJob("export", erasure, "not-complete", appHeaders());
+  for (const path of [PATHS.exportAppUser, PATHS.eraseAppUser]) {
+    const key = `contract-${crypto.randomUUID()}`;
+    await start(path, "missing-header", { ...appHeaders() });
+    await start(path, "malformed-app-user-id", appJob({ app_user_id: "a\tb" }));
+    await start(path, "unusable-header", appJob({ client_id: "caf\u00e9" }));
+    await start(path, "not-bearer", appJob({ Authorization: "Basic cG9zOnNlY3JldA==" }));
+    await start(path, "invalid-token", appJob({ Authorization: "Bearer not.a.token" }));
+    await start(path, "expired-token", appJob({ Authorization: `Bearer ${await expiredToken(service, app.client_id, APP_SCOPE)}` }));
+    await start(path, "wrong-scope", appJob({ Authorization: `Bearer ${posToken}`, client_id: pos.client_id }));
+    await start(path, "unknown-client", appJob({ client_id: "nobody-contract" }));
+    await start(path, "disabled-client", appJob({ Authorization: `Bearer ${await signToken(service, disabled.client_id, APP_SCOPE, 0)}`, client_id: disabled.client_id }));
+    await start(path, "other-client", appJob({ client_id: rotatedApp.client_id }));
+    await start(path, "success", appJob({ app_user_id: "au-contract-1", "Idempotency-Key": key }));
+    await start(path, "job-conflict", appJob({ app_user_id: "au-contract-2", "Idempotency-Key": key }));
+  }
+  for (const file of ["state", "export"] as const) {
+    await readJob(file, exported, "missing-header", {});
+    await readJob(file, exported, "unusable-header", appHeaders({ client_id: "caf\u00e9" }));
+    await readJob(file, exported, "not-bearer", appHeaders({ Authorization: "Basic cG9zOnNlY3JldA==" }));
+    await readJob(file, exported, "invalid-token", appHeaders({ Authorization: "Bearer not.a.token" }));
+    await readJob(file, exported, "expired-token", appHeaders({ Authorization: `Bearer ${await expiredToken(service, app.client_id, APP_SCOPE)}` }));
+    await readJob(file, exported, "wrong-scope", { Authorization: `Bearer ${posToken}`, client_id: pos.client_id });
+    await readJob(file, exported, "unknown-client", appHeaders({ client_id: "nobody-contract" }));
+    await readJob(file, exported, "disabled-client", { Authorization: `Bearer ${await signToken(service, disabled.client_id, APP_SCOPE, 0)}`, client_id: disabled.client_id });
+    await readJob(file, exported, "other-client", appHeaders({ client_id: rotatedApp.client_id }));
+    await readJob(file, crypto.randomUUID(), "no-job", appHeaders());
+  }
+
   // The document and the reference page.
   await send(PATHS.openapi, "success");
   await send(PATHS.docs, "success");
@@ -241,6 +297,8 @@ export async function sendTraffic(
   await add("revoked-token", addHeaders({ Authorization: `Bearer ${oldPos}`, client_id: rotatedPos.client_id }));
   await remove("revoked-token", deleteHeaders({ Authorization: `Bearer ${oldPos}`, client_id: rotatedPos.client_id }));
   await feed("revoked-token", { Authorization: `Bearer ${oldApp}`, client_id: rotatedApp.client_id });
+  for (const path of [PATHS.exportAppUser, PATHS.eraseAppUser]) await start(path, "revoked-token", appJob({ Authorization: `Bearer ${oldApp}`, client_id: rotatedApp.client_id }));
+  for (const file of ["state", "export"] as const) await readJob(file, exported, "revoked-token", { Authorization: `Bearer ${oldApp}`, client_id: rotatedApp.client_id });
   await status("revoked-token", { Authorization: `Bearer ${oldOps}`, client_id: rotatedOps.client_id });
 
   // No open shard: both closed by the operator (SHARD_STATES_SECONDS is 0 here), then opened again.
