@@ -168,6 +168,7 @@ export async function sendTraffic(
   const [first, ...rest] = body().line_items;
   await add("body-rule", addHeaders(), { ...body(), currency: "eur", line_items: [{ ...first!, quantity: 0 }, ...rest] });
   await add("unknown-field", addHeaders(), { ...body(), totl: 447 });
+  await add("card-number", addHeaders(), { ...body(), metadata: { card: "4111 1111 1111 1111" } });
   await add("idempotency-conflict", addHeaders({ "Idempotency-Key": key }));
   // DR Retail bodies under each profile's Content-Type, and their two refusals. The profile goes
   // quoted, which the service takes as well: Prism's media-type parser (the content-type package)
@@ -177,6 +178,7 @@ export async function sendTraffic(
   const alternatives = DOCUMENTED_OPERATIONS[PATHS.add]!.body!.alternatives ?? [];
   for (const { mediaType, example } of alternatives) await add("success", addHeaders({ "Content-Type": quoted(mediaType) }), example);
   await add("unknown-profile", addHeaders({ "Content-Type": quoted("application/json;profile=https://example.com/receipt") }));
+  await add("media-type-parameter", addHeaders({ "Content-Type": `application/json;profile="https://example.com/a";profile="https://example.com/b"` }));
   const dr = alternatives.at(-1)!;
   const wrongQuantity = structuredClone(dr.example) as { items: { quantity: { value: unknown } }[] };
   wrongQuantity.items[0]!.quantity.value = "2";
