@@ -3,6 +3,7 @@
  * refusal goes through (docs/api.md#common-rules).
  */
 import { Hono } from "hono";
+import { matchedRoutes } from "hono/route";
 import { describeError, logLine } from "../shared/log.ts";
 import { writeMetric, type MetricPoint } from "../shared/metrics.ts";
 import { identifyingText } from "../shared/schemas.ts";
@@ -103,7 +104,7 @@ function recordRequest(c: ApiContext, status: number, durationMs: number): void 
   const chain = identifyingText.safeParse(c.req.header("chain_id") ?? "");
   const point: MetricPoint = {
     kind: "request",
-    route: KNOWN_PATHS.has(c.req.path) ? c.req.path : "other",
+    route: knownRoute(c),
     outcome: status < 400 ? "ok" : status >= 500 ? "failed" : "refused",
     clientId: c.get("clientId"),
     chainId: chain.success ? chain.data : undefined,
@@ -114,6 +115,11 @@ function recordRequest(c: ApiContext, status: number, durationMs: number): void 
     bytes: Number(c.req.header("content-length")) || 0,
   };
   writeMetric(c.env.METRICS, point);
+}
+
+// The route the request reached, as its path pattern (a job's path names no job), or "other".
+function knownRoute(c: ApiContext): string {
+  return matchedRoutes(c).map(({ path }) => path).find((path) => KNOWN_PATHS.has(path)) ?? "other";
 }
 
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);

@@ -57,8 +57,11 @@ describe("docs/operations.md a data point per API request", () => {
     expect(deleted.status, deleted.body).toBe(200);
     expect((await metered(metrics, `/receipts/v2/${appUserId}`)).status).toBe(404);
     expect((await metered(metrics, PATHS.add, { method: "PUT" })).status).toBe(405);
+    // A job's path is named by its pattern: the point names no job.
+    const jobId = crypto.randomUUID();
+    expect((await metered(metrics, PATHS.job.replace(":job_id", jobId), { method: "GET" })).status).toBe(400);
 
-    expect(metrics.points).toHaveLength(6);
+    expect(metrics.points).toHaveLength(7);
     const fields = metrics.points.map(fieldsOf);
     const shard = shardOfId(SHARDS, receiptId)!.name;
     expect(fields[0]).toMatchObject({ kind: "request", route: PATHS.login, outcome: "ok", status: 200, clientId: client.clientId, method: "POST" });
@@ -67,11 +70,12 @@ describe("docs/operations.md a data point per API request", () => {
     expect(fields[3]).toMatchObject({ route: PATHS.delete, outcome: "ok", status: 200, shard });
     expect(fields[4]).toMatchObject({ route: "other", outcome: "refused", status: 404, clientId: "" });
     expect(fields[5]).toMatchObject({ route: PATHS.add, method: "PUT", status: 405 });
+    expect(fields[6]).toMatchObject({ route: PATHS.job, method: "GET", status: 400 });
     for (const point of fields) expect(point.durationMs).toBeGreaterThanOrEqual(0);
 
     // Nothing of the app user, the receipt, the token or the secret.
     const written = JSON.stringify(metrics.points);
-    for (const secret of [appUserId, receiptId, mark, token, client.secret]) expect(written).not.toContain(secret);
+    for (const secret of [appUserId, receiptId, mark, token, client.secret, jobId]) expect(written).not.toContain(secret);
   });
 
   it("the answer does not wait for the write: a write that never finishes still lets it through", async () => {
