@@ -12,7 +12,7 @@ import { drRetailContentType } from "../src/shared/dr-retail-profiles.ts";
 import { drRetailReceipt, receiptBody } from "../harness/bodies.ts";
 import type { HarnessClient } from "../harness/miniflare.ts";
 import { formatTable } from "../harness/table.ts";
-import { countCalls, describeCalls, type CountedRequest, type Operation } from "./budgets.ts";
+import { countCalls, describeCalls, rowsWritten, type CountedRequest, type Operation } from "./budgets.ts";
 import { buildAll, bundleSizes, type Bundles } from "./build.ts";
 import { benchNotifier, type NotifierResult } from "./notifier.ts";
 import { sample, summarize, type Measurement, type Sample, type Target } from "./load.ts";
@@ -142,9 +142,11 @@ await runCli(USAGE, async (argv) => {
     // The budgets are a warm isolate's: its first add reads the shard states, which it then
     // reuses for a minute. That read is made here, before anything is counted.
     await countCalls(runtime.urls.counted, "add", await countedRequest("add", runtime));
+    const rowsWrittenBy: Partial<Record<Operation, number>> = {};
     for (const operation of new Set(selected.map((route) => OPERATION[route]))) {
       const count = await countCalls(runtime.urls.counted, operation, await countedRequest(operation, runtime));
       console.log(`  ${operation.padEnd(8)} ${describeCalls(count.calls)}`);
+      rowsWrittenBy[operation] = rowsWritten(count.calls);
       failures.push(...count.problems.map((problem) => `${operation}: ${problem}`));
     }
 
@@ -160,10 +162,13 @@ await runCli(USAGE, async (argv) => {
       rows.push(resultRow(route, routeRun, floorRun, p99Ratios));
       console.log(`  ${route.padEnd(8)} ${Math.round(routeRun.rps)} req/s, floor ${Math.round(floorRun.rps)} req/s`);
     }
-    printTable(rows);
+    printTable(rows, rowsWrittenBy);
     const notifierRow = withTarget(values.only, NOTIFIER) ? await notifierTarget(bundles) : undefined;
     const tillRows = withTarget(values.only, TILL_TO_APP) ? await tillToAppTarget(bundles, settings.seconds) : undefined;
-    writeFileSync(RESULTS_FILE, `${JSON.stringify({ routes: rows, notifier: notifierRow, till_to_app: tillRows }, null, 2)}\n`);
+    writeFileSync(
+      RESULTS_FILE,
+      `${JSON.stringify({ routes: rows, d1_rows_written: rowsWrittenBy, notifier: notifierRow, till_to_app: tillRows }, null, 2)}\n`,
+    );
     console.log(`Wrote ${path.relative(process.cwd(), RESULTS_FILE)}.`);
     if (failures.length > 0) {
       const problems = runtime.recentProblems();
@@ -325,8 +330,10 @@ function resultRow(route: RouteName, run: Measurement, floor: Measurement, p99Ra
   };
 }
 
-function printTable(rows: ResultRow[]): void {
-  const header = ["route", "req/s", "p50 ms", "p99 ms", "floor req/s", "floor p99", "ratio (goal)", "p99 ratio (goal)", "turns' p99 ratios"];
+// Each route's D1 rows written per request (through the counting Worker) beside its ratios, so a
+// change that writes more shows in the same table.
+function printTable(rows: ResultRow[], rowsWrittenBy: Partial<Record<Operation, number>>): void {
+  const header = ["route", "req/s", "p50 ms", "p99 ms", "floor req/s", "floor p99", "ratio (goal)", "p99 ratio (goal)", "turns' p99 ratios", "D1 rows written"];
   const lines = rows.map((row) => {
     const goal = ratioGoal(row.route, rows);
     return [
@@ -339,6 +346,7 @@ function printTable(rows: ResultRow[]): void {
       `${row.ratio.toFixed(2)} (${goal === undefined ? "-" : `≥ ${goal}`})`,
       `${row.p99_ratio.toFixed(2)} (${goal === undefined ? "-" : `≤ ${TARGET_P99_RATIO}`})`,
       `${row.p99_ratio_turns[0].toFixed(2)}–${row.p99_ratio_turns[1].toFixed(2)}`,
+      String(rowsWrittenBy[OPERATION[row.route]] ?? "-"),
     ];
   });
   console.log(`\n${formatTable(header, lines)}\n`);
