@@ -23,6 +23,12 @@ export interface TillToAppRow {
   created_p99_ms: number;
   deleted_p50_ms: number;
   deleted_p99_ms: number;
+  /**
+   * The till's own wait for add's and delete's answers, p99: when it rises with the push's, the
+   * machine (its CPU, or the disk every D1 write waits for) was busy, not the way to the app.
+   */
+  add_answer_p99_ms: number;
+  delete_answer_p99_ms: number;
   /** D1's own size of every shard, grown by the adds, per receipt added (the receipt, its key record and its event). */
   d1_bytes_per_receipt: number;
 }
@@ -71,7 +77,8 @@ export async function benchTillToApp(bundles: Bundles, rates: readonly number[],
       const added = await paced(rate, count, till.add);
       const created = await arrived(receiver, "receipt.created", added);
       const grown = (await runtime.storedBytes()) - before;
-      const deleted = await arrived(receiver, "receipt.deleted", await paced(rate, count, (i) => till.delete(added[i]!.receiptId)));
+      const removed = await paced(rate, count, (i) => till.delete(added[i]!.receiptId));
+      const deleted = await arrived(receiver, "receipt.deleted", removed);
       rows.push({
         rate,
         receipts: count,
@@ -79,6 +86,8 @@ export async function benchTillToApp(bundles: Bundles, rates: readonly number[],
         created_p99_ms: percentile(created, 0.99),
         deleted_p50_ms: percentile(deleted, 0.5),
         deleted_p99_ms: percentile(deleted, 0.99),
+        add_answer_p99_ms: percentile(waits(added), 0.99),
+        delete_answer_p99_ms: percentile(waits(removed), 0.99),
         d1_bytes_per_receipt: Math.round(grown / count),
       });
     }
@@ -89,10 +98,16 @@ export async function benchTillToApp(bundles: Bundles, rates: readonly number[],
   }
 }
 
-/** A receipt and when the till had its answer (`performance.now()`). */
+/** A receipt, when the till sent its request and when it had the answer (`performance.now()`). */
 interface Answered {
   receiptId: string;
+  sent: number;
   at: number;
+}
+
+/** How long each request waited for its answer, sorted. */
+function waits(answered: readonly Answered[]): number[] {
+  return answered.map(({ sent, at }) => at - sent).sort((a, b) => a - b);
 }
 
 /**
@@ -106,7 +121,8 @@ async function paced(rate: number, count: number, send: (i: number) => Promise<s
     const due = start + (i * 1000) / rate;
     const wait = due - performance.now();
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-    requests.push(send(i).then((receiptId) => ({ receiptId, at: performance.now() })));
+    const sent = performance.now();
+    requests.push(send(i).then((receiptId) => ({ receiptId, sent, at: performance.now() })));
   }
   return Promise.all(requests);
 }
