@@ -51,9 +51,14 @@ export async function countCalls(countedOrigin: string, operation: Operation, re
   return { operation, calls: answer.calls, problems };
 }
 
-/** `response: kv.get, d1.batch; after: queue.send`, in call order. */
+/** `response: kv.get, d1.batch; after: queue.send; D1 rows written 7`, in call order. */
 export function describeCalls(calls: StorageCall[]): string {
   const phase = (name: StorageCall["phase"]) =>
     calls.filter((call) => call.phase === name).map((call) => `${call.kind}.${call.method}`).join(", ") || "none";
-  return `response: ${phase("response")}; after: ${phase("after")}`;
+  return `response: ${phase("response")}; after: ${phase("after")}; D1 rows written ${rowsWritten(calls)}`;
+}
+
+/** The rows the calls wrote, as D1 counts them for its bill (each index entry a row). */
+export function rowsWritten(calls: StorageCall[]): number {
+  return calls.reduce((sum, call) => sum + (call.rowsWritten ?? 0), 0);
 }

@@ -8,8 +8,6 @@
  * answers: at once, the push costs next to nothing and the ratio is the bookkeeping's cost alone;
  * after a few milliseconds, it is what a push service on the network makes of it.
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Miniflare, convertV4MiniflareOptions, type V4WorkerOptions } from "miniflare";
 import { v7 as uuidv7 } from "uuid";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
@@ -18,6 +16,7 @@ import { readShards } from "../scripts/lib/shards.ts";
 import { stampShardTag } from "../src/shared/shard-ids.ts";
 import type { CreationNotice } from "../src/shared/types.ts";
 import type { Bundles } from "./build.ts";
+import { startReceiver, type Receiver } from "./receiver.ts";
 
 /** How many events each side delivers, and how long the receiver waits before each answer. */
 export interface NotifierRun {
@@ -38,7 +37,6 @@ const SEND_BATCH = 100;
 const TURNS = 5;
 /** Events through each side first, untimed, so neither pays its isolate's cold start in the timing. */
 const WARM_UP = 400;
-const DELIVERY_TIMEOUT_MS = 120_000;
 /** Where the floor consumer claims each event and records its outcome (bench/workers/floor-consumer.ts). */
 const FLOOR_CLAIMS_TABLE = "CREATE TABLE IF NOT EXISTS floor_claims (event_id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID";
 
@@ -160,52 +158,6 @@ async function seedCreated(
 }
 
 type Producer = Awaited<ReturnType<Miniflare["getQueueProducer"]>>;
-
-interface Receiver {
-  server: Server;
-  url: string;
-  /** How long it waits before each answer. */
-  delayMs: number;
-  /** Resolves once `count` distinct events have arrived since the last call. */
-  expect(count: number): Promise<void>;
-}
-
-// A push service that answers 204 after `delayMs` and counts distinct events (by their event_id).
-async function startReceiver(): Promise<Receiver> {
-  let seen = new Set<string>();
-  let wanted = Number.POSITIVE_INFINITY;
-  let done: () => void = () => undefined;
-  const server = createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on("data", (chunk: Buffer) => chunks.push(chunk));
-    request.on("end", () => {
-      if (receiver.delayMs > 0) setTimeout(() => response.writeHead(204).end(), receiver.delayMs);
-      else response.writeHead(204).end();
-      const { event_id: eventId } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { event_id: string };
-      seen.add(eventId);
-      if (seen.size >= wanted) done();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, LOOPBACK, resolve));
-  const { port } = server.address() as AddressInfo;
-  const receiver: Receiver = {
-    server,
-    url: `http://${LOOPBACK}:${port}/push`,
-    delayMs: 0,
-    expect(count) {
-      seen = new Set();
-      wanted = count;
-      return new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${seen.size} of ${count} events delivered in time`)), DELIVERY_TIMEOUT_MS);
-        done = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    },
-  };
-  return receiver;
-}
 
 // From the first send to the last delivery, in milliseconds.
 async function timeDeliveries(receiver: Receiver, notices: CreationNotice[], queue: Producer): Promise<number> {

@@ -21,6 +21,8 @@ export interface StorageCall {
   method: string;
   /** `response`: the answer waited for it; `after`: it finished after the answer was ready. */
   phase: "response" | "after";
+  /** A D1 call's rows written as D1 reports them (`meta.rows_written`, each index entry a row), summed over a batch. */
+  rowsWritten?: number;
 }
 
 /** What the counting Worker answers for one request it passed to the API Worker's code. */

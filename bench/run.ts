@@ -8,21 +8,29 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
 import { PATHS } from "../src/shared/paths.ts";
-import { POS_SCOPE } from "../src/shared/types.ts";
 import { drRetailContentType } from "../src/shared/dr-retail-profiles.ts";
 import { drRetailReceipt, receiptBody } from "../harness/bodies.ts";
 import type { HarnessClient } from "../harness/miniflare.ts";
 import { formatTable } from "../harness/table.ts";
-import { countCalls, describeCalls, type CountedRequest, type Operation } from "./budgets.ts";
+import { countCalls, describeCalls, rowsWritten, type CountedRequest, type Operation } from "./budgets.ts";
 import { buildAll, bundleSizes, type Bundles } from "./build.ts";
 import { benchNotifier, type NotifierResult } from "./notifier.ts";
 import { sample, summarize, type Measurement, type Sample, type Target } from "./load.ts";
 import { FLOOR_PATHS } from "./protocol.ts";
+import { APP_USER, addHeaders, logIn, loginHeaders, tokenHeaders } from "./requests.ts";
 import { startRuntime, type Runtime } from "./runtime.ts";
+import { benchTillToApp, type TillToAppRow } from "./till-to-app.ts";
 
 const ROUTES = ["trivial", "login", "add-2k", "add-40k", "add-dr", "delete"] as const;
 type RouteName = (typeof ROUTES)[number];
 const NOTIFIER = "notifier";
+const TILL_TO_APP = "till-to-app";
+/**
+ * The till-to-app rates: a steady 20 adds a second, and the peak of a 1,000-store chain (docs/scale.md
+ * §12: 0.058 a store). Its goal: the push's p99 at most this long after the till's answer.
+ */
+const TILL_TO_APP_RATES = [20, 58];
+const TILL_TO_APP_TARGET_P99_MS = 250;
 /**
  * The notifier's runs: events it and its floor each deliver, in turns. With the receiver answering
  * at once (the goal's run), several seconds at local speed; with it answering after a push
@@ -53,7 +61,7 @@ const USAGE = `Usage: npm run bench [-- [--seconds <n>] [--connections <n>] [--o
 
   --seconds <n>       timed seconds per route and per floor, taken in 5 turns (default 10)
   --connections <n>   keep-alive connections per run (default 50)
-  --only <routes>     comma-separated, among: ${ROUTES.join(", ")}, ${NOTIFIER} (default all)`;
+  --only <routes>     comma-separated, among: ${ROUTES.join(", ")}, ${NOTIFIER}, ${TILL_TO_APP} (default all)`;
 
 const KIB = 1024;
 const WARMUP_SECONDS = 1;
@@ -68,7 +76,6 @@ const ROUNDS = 5;
  * four times what delete reaches today. A faster delete runs out and fails the run: raise it.
  */
 const DELETE_RPS_CEILING = 1500;
-const APP_USER = "app-user-0001";
 const RESULTS_FILE = path.join(import.meta.dirname, "results.json");
 // Not an operation: the API Worker's cheapest answer (routing, config, error model, log line).
 const API_TRIVIAL = "/receipts/v2/trivial";
@@ -135,9 +142,11 @@ await runCli(USAGE, async (argv) => {
     // The budgets are a warm isolate's: its first add reads the shard states, which it then
     // reuses for a minute. That read is made here, before anything is counted.
     await countCalls(runtime.urls.counted, "add", await countedRequest("add", runtime));
+    const rowsWrittenBy: Partial<Record<Operation, number>> = {};
     for (const operation of new Set(selected.map((route) => OPERATION[route]))) {
       const count = await countCalls(runtime.urls.counted, operation, await countedRequest(operation, runtime));
       console.log(`  ${operation.padEnd(8)} ${describeCalls(count.calls)}`);
+      rowsWrittenBy[operation] = rowsWritten(count.calls);
       failures.push(...count.problems.map((problem) => `${operation}: ${problem}`));
     }
 
@@ -153,9 +162,13 @@ await runCli(USAGE, async (argv) => {
       rows.push(resultRow(route, routeRun, floorRun, p99Ratios));
       console.log(`  ${route.padEnd(8)} ${Math.round(routeRun.rps)} req/s, floor ${Math.round(floorRun.rps)} req/s`);
     }
-    printTable(rows);
-    const notifierRow = withNotifier(values.only) ? await notifierTarget(bundles) : undefined;
-    writeFileSync(RESULTS_FILE, `${JSON.stringify({ routes: rows, notifier: notifierRow }, null, 2)}\n`);
+    printTable(rows, rowsWrittenBy);
+    const notifierRow = withTarget(values.only, NOTIFIER) ? await notifierTarget(bundles) : undefined;
+    const tillRows = withTarget(values.only, TILL_TO_APP) ? await tillToAppTarget(bundles, settings.seconds) : undefined;
+    writeFileSync(
+      RESULTS_FILE,
+      `${JSON.stringify({ routes: rows, d1_rows_written: rowsWrittenBy, notifier: notifierRow, till_to_app: tillRows }, null, 2)}\n`,
+    );
     console.log(`Wrote ${path.relative(process.cwd(), RESULTS_FILE)}.`);
     if (failures.length > 0) {
       const problems = runtime.recentProblems();
@@ -182,6 +195,38 @@ async function notifierTarget(bundles: Bundles): Promise<(NotifierResult & { rat
     );
   }
   console.log("  D1 round trips per queue batch: the notifier 2 for each shard it touches (claims together, records together); the floor 2 (one claim, one record)");
+  return rows;
+}
+
+/** The till-to-app rows: add's and delete's answers to their events' pushes, at each rate. */
+async function tillToAppTarget(bundles: Bundles, seconds: number): Promise<TillToAppRow[]> {
+  console.log(`\nTill to app (${seconds} s of adds, then as many deletes, at each rate; the push's arrival after the till's answer):`);
+  const rows = await benchTillToApp(bundles, TILL_TO_APP_RATES, seconds, receiptBody(2 * KIB));
+  const header = [
+    "adds/s",
+    "receipts",
+    "created p50 ms",
+    "created p99 ms",
+    "deleted p50 ms",
+    "deleted p99 ms",
+    "add's answer p99",
+    "delete's answer p99",
+    "D1 bytes a receipt",
+  ];
+  const lines = rows.map((row) =>
+    [
+      row.rate,
+      row.receipts,
+      row.created_p50_ms,
+      row.created_p99_ms,
+      row.deleted_p50_ms,
+      row.deleted_p99_ms,
+      row.add_answer_p99_ms,
+      row.delete_answer_p99_ms,
+      row.d1_bytes_per_receipt,
+    ].map(String),
+  );
+  console.log(`\n${formatTable(header, lines)}\n  goal: p99 ≤ ${TILL_TO_APP_TARGET_P99_MS} ms`);
   return rows;
 }
 
@@ -286,26 +331,6 @@ async function compare(api: Target, floor: Target, settings: LoadSettings): Prom
   return [apiRun, floorRun, p99Ratios.length > 0 ? p99Ratios : [apiRun.p99Ms / floorRun.p99Ms]];
 }
 
-async function logIn(runtime: Runtime, client: HarnessClient): Promise<string> {
-  const response = await fetch(runtime.urls.api + PATHS.login, { method: "POST", headers: loginHeaders(client) });
-  const body = (await response.json()) as { data?: { access_token?: string } };
-  if (!body.data?.access_token) throw new Error(`Bench login failed (${response.status}): ${JSON.stringify(body)}`);
-  return body.data.access_token;
-}
-
-function loginHeaders(client: HarnessClient): Record<string, string> {
-  return { client_id: client.clientId, client_secret: client.secret, token_type: "Bearer", scope: POS_SCOPE };
-}
-
-/** The headers add and delete share (docs/api.md#add, docs/api.md#delete), less receipt_id. */
-function tokenHeaders(client: HarnessClient, token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}`, client_id: client.clientId, chain_id: client.chainId, app_user_id: APP_USER };
-}
-
-function addHeaders(client: HarnessClient, token: string): Record<string, string> {
-  return { ...tokenHeaders(client, token), "content-type": "application/json" };
-}
-
 function describeFailures(label: string, run: Measurement): string[] {
   return Object.entries(run.failures).map(([kind, count]) => `${label}: ${count} × ${kind}`);
 }
@@ -325,8 +350,10 @@ function resultRow(route: RouteName, run: Measurement, floor: Measurement, p99Ra
   };
 }
 
-function printTable(rows: ResultRow[]): void {
-  const header = ["route", "req/s", "p50 ms", "p99 ms", "floor req/s", "floor p99", "ratio (goal)", "p99 ratio (goal)", "turns' p99 ratios"];
+// Each route's D1 rows written per request (through the counting Worker) beside its ratios, so a
+// change that writes more shows in the same table.
+function printTable(rows: ResultRow[], rowsWrittenBy: Partial<Record<Operation, number>>): void {
+  const header = ["route", "req/s", "p50 ms", "p99 ms", "floor req/s", "floor p99", "ratio (goal)", "p99 ratio (goal)", "turns' p99 ratios", "D1 rows written"];
   const lines = rows.map((row) => {
     const goal = ratioGoal(row.route, rows);
     return [
@@ -339,6 +366,7 @@ function printTable(rows: ResultRow[]): void {
       `${row.ratio.toFixed(2)} (${goal === undefined ? "-" : `≥ ${goal}`})`,
       `${row.p99_ratio.toFixed(2)} (${goal === undefined ? "-" : `≤ ${TARGET_P99_RATIO}`})`,
       `${row.p99_ratio_turns[0].toFixed(2)}–${row.p99_ratio_turns[1].toFixed(2)}`,
+      String(rowsWrittenBy[OPERATION[row.route]] ?? "-"),
     ];
   });
   console.log(`\n${formatTable(header, lines)}\n`);
@@ -351,14 +379,14 @@ function ratioGoal(route: RouteName, rows: readonly ResultRow[]): number | undef
   return add2k === undefined ? undefined : round2(add2k.ratio - DR_GOAL_BELOW_ADD_2K);
 }
 
-// The notifier's target is chosen like a route: by default, or when `--only` names it.
-function withNotifier(only: string | undefined): boolean {
-  return only === undefined || only.split(",").map((name) => name.trim()).includes(NOTIFIER);
+// The notifier's and the till-to-app targets are chosen like a route: by default, or when `--only` names them.
+function withTarget(only: string | undefined, target: string): boolean {
+  return only === undefined || only.split(",").map((name) => name.trim()).includes(target);
 }
 
 function selectRoutes(only: string | undefined): RouteName[] {
   if (only === undefined) return [...ROUTES];
-  const names = only.split(",").map((name) => name.trim()).filter((name) => name !== NOTIFIER);
+  const names = only.split(",").map((name) => name.trim()).filter((name) => name !== NOTIFIER && name !== TILL_TO_APP);
   const unknown = names.filter((name) => !(ROUTES as readonly string[]).includes(name));
   if (unknown.length > 0) throw new UsageError(`--only: unknown route ${unknown.join(", ")}`);
   return ROUTES.filter((route) => names.includes(route));

@@ -24,6 +24,8 @@ export interface Runtime {
   issueClient(name: string): Promise<HarnessClient>;
   /** Stores `count` receipts of `client` for `appUserId` and returns their IDs. */
   seedReceipts(client: HarnessClient, appUserId: string, count: number, body: string): Promise<string[]>;
+  /** The size of every shard's database together, in bytes, as D1 reports it after a statement. */
+  storedBytes(): Promise<number>;
   /** The last warnings and errors the Workers logged, for a failure report. */
   recentProblems(): string[];
   dispose(): Promise<void>;
@@ -31,16 +33,24 @@ export interface Runtime {
 
 const KEPT_PROBLEMS = 20;
 
+/** Where the notifier pushes, when a run measures deliveries; without it the notifier logs and acks. */
+export interface PushTo {
+  url: string;
+  /** `whsec_` and the key's base64, as APP_PUSH_SECRET takes it. */
+  secret: string;
+}
+
 /** Starts every Worker, applies the migrations and returns the runtime. */
-export async function startRuntime(bundles: Bundles): Promise<Runtime> {
+export async function startRuntime(bundles: Bundles, push?: PushTo): Promise<Runtime> {
   const api = unstable_getMiniflareWorkerOptions(API_CONFIG).workerOptions;
   const notifier = unstable_getMiniflareWorkerOptions(NOTIFIER_CONFIG).workerOptions;
   // Wrangler's options type loses its field types to an index signature; these are vars.
   const apiVars = api.bindings as Record<string, string>;
   // A fresh key set per run: a developer's .dev.vars, which wrangler read above, never counts.
   const apiBindings = { ...apiVars, TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }), AUDIT_HASH_KEY: newAuditHashKey() };
-  // No push URL: the notifier logs and acks each notice, as in plain local development.
-  const { APP_PUSH_URL: _pushUrl, ...notifierBindings } = notifier.bindings as Record<string, string>;
+  // No push URL unless asked: the notifier logs and acks each notice, as in plain local development.
+  const { APP_PUSH_URL: _pushUrl, ...notifierVars } = notifier.bindings as Record<string, string>;
+  const notifierBindings = push ? { ...notifierVars, APP_PUSH_URL: push.url, APP_PUSH_SECRET: push.secret } : notifierVars;
   const apiShaped = (name: WorkerName, scriptPath: string) => ({
     ...bundled(api, name, scriptPath),
     bindings: apiBindings,
@@ -107,6 +117,10 @@ export async function startRuntime(bundles: Bundles): Promise<Runtime> {
         .bind(first, first + count - 1, prefix, client.chainId, client.clientId, appUserId, body, new Date().toISOString())
         .run();
       return Array.from({ length: count }, (_, i) => prefix + String(first + i).padStart(12, "0"));
+    },
+    async storedBytes() {
+      const sizes = await Promise.all(shards.map(async ({ db }) => (await db.prepare("SELECT 1").run()).meta.size_after ?? 0));
+      return sizes.reduce((sum, size) => sum + size, 0);
     },
     recentProblems: () => [...problems],
     dispose: () => mf.dispose(),

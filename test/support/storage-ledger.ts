@@ -37,12 +37,13 @@ export class StorageLedger {
   }
 
   #track<V>(call: Promise<V>, kind: StorageKind, method: string): Promise<V> {
-    const settle = async () => {
+    const settle = async (value?: V) => {
       await scheduler.wait(SETTLE_DELAY_MS);
-      this.calls.push({ kind, method, phase: this.answered ? "after" : "response" });
+      const rowsWritten = kind === "d1" ? rowsWrittenBy(value) : undefined;
+      this.calls.push({ kind, method, phase: this.answered ? "after" : "response", ...(rowsWritten !== undefined && { rowsWritten }) });
     };
     const tracked = call.then(
-      async (value) => (await settle(), value),
+      async (value) => (await settle(value), value),
       async (error: unknown) => {
         await settle();
         throw error;
@@ -52,4 +53,11 @@ export class StorageLedger {
     void tracked.finally(() => this.#pending.delete(tracked)).catch(() => undefined);
     return tracked;
   }
+}
+
+// What a D1 call wrote: a statement's result, or a batch's results, carry `meta.rows_written`.
+function rowsWrittenBy(value: unknown): number | undefined {
+  const results = Array.isArray(value) ? value : [value];
+  const counts = results.map((result) => (result as { meta?: { rows_written?: number } } | undefined)?.meta?.rows_written);
+  return counts.some((count) => count !== undefined) ? counts.reduce<number>((sum, count) => sum + (count ?? 0), 0) : undefined;
 }
