@@ -20,10 +20,11 @@ export interface AppUserJob {
   counts?: Record<string, unknown>;
 }
 
-/** How often a job is polled, and how often a start is sent at most. */
+/** How often a job is polled, how often a start is sent at most, and how long it is followed (no limit by default). */
 export interface JobPolling {
   pollMs?: number;
   attempts?: number;
+  timeoutMs?: number;
 }
 
 const POLL_MS = 1000;
@@ -56,7 +57,13 @@ async function open(source: AppClient): Promise<Session> {
 }
 
 // Starts the job, then polls it until it is no longer running; a failed job is an error.
-async function runJob(session: Session, route: "export" | "erase", appUserId: string, { pollMs = POLL_MS, attempts = ATTEMPTS }: JobPolling): Promise<AppUserJob> {
+async function runJob(
+  session: Session,
+  route: "export" | "erase",
+  appUserId: string,
+  { pollMs = POLL_MS, attempts = ATTEMPTS, timeoutMs = Number.POSITIVE_INFINITY }: JobPolling,
+): Promise<AppUserJob> {
+  const deadline = Date.now() + timeoutMs;
   const headers = { ...session.headers, app_user_id: appUserId, "Idempotency-Key": crypto.randomUUID() };
   let started: AppUserJob | undefined;
   for (let attempt = 1; !started; attempt += 1) {
@@ -68,6 +75,7 @@ async function runJob(session: Session, route: "export" | "erase", appUserId: st
   }
   let job = started;
   while (job.state === "running") {
+    if (Date.now() > deadline) throw new Error(`the ${job.kind} job ${job.job_id} is still running after ${timeoutMs} ms`);
     await sleep(pollMs);
     const response = await fetch(`${session.baseUrl}/receipts/v2/jobs/${encodeURIComponent(job.job_id)}`, { headers: session.headers });
     // A poll refused for a moment (429, a 5xx) is polled again; the job runs on regardless.

@@ -7,6 +7,7 @@
  */
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers";
 import type { ArchiveParams } from "../../src/api/workflows/archive-workflow.ts";
+import type { ExportParams } from "../../src/api/workflows/export-workflow.ts";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import type { ErasureParams, SweepMessage } from "../../src/shared/types.ts";
 import { recordErasureRequest } from "../../src/storage/erasure-requests.ts";
@@ -44,7 +45,7 @@ export default {
 type WorkflowClass<Params> = new (ctx: ExecutionContext, env: ApiEnv) => { run(event: WorkflowEvent<Params>, step: WorkflowStep): Promise<unknown> };
 
 /** The deployed Workflow class exported as `name`, run on the wrapped bindings. */
-function onWrappedBindings<Params>(name: "ErasureWorkflow" | "ArchiveWorkflow") {
+function onWrappedBindings<Params>(name: "ErasureWorkflow" | "ArchiveWorkflow" | "ExportWorkflow") {
   return class extends WorkflowEntrypoint<ApiEnv, Params> {
     override async run(event: Readonly<WorkflowEvent<Params>>, step: WorkflowStep): Promise<unknown> {
       const { [name]: Deployed } = await deployedModule<Record<typeof name, WorkflowClass<Params>>>();
@@ -57,6 +58,8 @@ function onWrappedBindings<Params>(name: "ErasureWorkflow" | "ArchiveWorkflow") 
 export const ErasureWorkflow = onWrappedBindings<ErasureParams>("ErasureWorkflow");
 /** The deployed archive Workflow, run on the wrapped bindings. */
 export const ArchiveWorkflow = onWrappedBindings<ArchiveParams>("ArchiveWorkflow");
+/** The deployed export Workflow, run on the wrapped bindings. */
+export const ExportWorkflow = onWrappedBindings<ExportParams>("ExportWorkflow");
 
 // Starts an erasure of the POSTed app_user_id as the operator's command does: its request on the
 // first shard, then an instance that names the request alone.
