@@ -8,11 +8,15 @@
  */
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 
-/** Where the service is, the app client's credentials, and where the cursor is kept. */
-export interface FeedSource {
+/** Where the service is, and the app push service's client's credentials. */
+export interface AppClient {
   baseUrl: string;
   clientId: string;
   clientSecret: string;
+}
+
+/** The app client, and where the feed's cursor is kept. */
+export interface FeedSource extends AppClient {
   cursorFile: string;
 }
 
@@ -56,7 +60,8 @@ export async function catchUp(source: FeedSource, apply: (event: FeedEvent) => v
   }
 }
 
-async function login(source: FeedSource): Promise<string> {
+/** Logs in as the app push service's client; returns its access token. */
+export async function login(source: AppClient): Promise<string> {
   const response = await fetch(`${source.baseUrl}/receipts/v2/login`, {
     method: "POST",
     headers: { client_id: source.clientId, client_secret: source.clientSecret, token_type: "Bearer", scope: "service.app" },

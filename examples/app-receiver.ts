@@ -10,6 +10,8 @@
  *     APP_CLIENT_ID=app_... APP_CLIENT_SECRET=... npm run receiver   # catch up from the feed first
  *     # src/notifier/.dev.vars: APP_PUSH_URL='http://127.0.0.1:9999/push', then npm start
  *     curl -s http://127.0.0.1:9999/app-users/user-42/receipts
+ *     APP_CLIENT_ID=app_... APP_CLIENT_SECRET=... npm run receiver -- export user-42 --out user-42.ndjson
+ *     APP_CLIENT_ID=app_... APP_CLIENT_SECRET=... npm run receiver -- forget user-42
  *
  * - POST (any path): verify the `webhook-*` headers against the body with `APP_PUSH_SECRET`
  *   (401 and nothing applied if they do not match or are older than 5 minutes), apply the event
@@ -21,14 +23,20 @@
  * `APP_CLIENT_ID` and `APP_CLIENT_SECRET` from the environment (a secret stays out of the process
  * list), the service at `--base-url` (http://127.0.0.1:8787), the cursor in `--cursor-file`
  * (.app-receiver-cursor, git-ignored).
+ *
+ * `export` and `forget` are what an app's backend calls when a shopper asks for a copy of their
+ * data or to be forgotten (examples/app-jobs.ts): with the same app client, they start the job,
+ * follow it to its end, and print the export's file (or write it to `--out`) or the erasure's
+ * count and instant, then exit.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { parseArgs, parseEnv } from "node:util";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
-import { catchUp, type FeedSource } from "./app-feed.ts";
+import { catchUp, type AppClient, type FeedSource } from "./app-feed.ts";
+import { exportUser, forgetUser, type JobPolling } from "./app-jobs.ts";
 import { AppView, describeOutcome, MalformedEvent } from "./app-view.ts";
 
 /** Where `npm start` keeps the notifier's local settings, APP_PUSH_SECRET among them. */
@@ -41,10 +49,30 @@ const DEFAULT_CURSOR_FILE = path.join(import.meta.dirname, "../.app-receiver-cur
 const MAX_BODY_BYTES = 1024 * 1024;
 const USAGE =
   "usage: npm run receiver [-- --port <port>] [--base-url <url>] [--cursor-file <file>]\n" +
+  "       npm run receiver -- export <app_user_id> [--out <file>] [--base-url <url>]\n" +
+  "       npm run receiver -- forget <app_user_id> [--base-url <url>]\n" +
   "  APP_PUSH_SECRET from the environment or src/notifier/.dev.vars; APP_CLIENT_ID and APP_CLIENT_SECRET\n" +
-  "  (an app client: npm run clients -- issue --app) to catch up through the event feed first";
+  "  (an app client: npm run clients -- issue --app) to catch up through the event feed first, and for\n" +
+  "  export (the app user's data as NDJSON, to standard output or --out) and forget (their erasure)";
 
-if (import.meta.main) {
+/** The commands an app's backend runs for one app user, rather than serving. */
+const APP_USER_COMMANDS = new Set(["export", "forget"]);
+
+if (import.meta.main && APP_USER_COMMANDS.has(process.argv[2] ?? "")) {
+  let command: AppUserCommand;
+  try {
+    command = appUserArguments(process.argv.slice(2), process.env);
+  } catch (error) {
+    console.error(`${(error as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+  try {
+    process.stdout.write(await runAppUserCommand(command));
+  } catch (error) {
+    console.error((error as Error).message);
+    process.exitCode = 1;
+  }
+} else if (import.meta.main) {
   let options: { port: number; secret: string; feed?: FeedSource };
   try {
     const args = receiverArguments(process.argv.slice(2));
@@ -235,9 +263,54 @@ function portNumber(text: string | undefined): number {
 
 /** The app client that reads the feed, when both of its variables are set; one alone is a mistake. */
 export function feedSource(env: NodeJS.ProcessEnv, args: { baseUrl: string; cursorFile: string }): FeedSource | undefined {
+  const client = appClient(env, args.baseUrl);
+  return client && { ...client, cursorFile: args.cursorFile };
+}
+
+function appClient(env: NodeJS.ProcessEnv, baseUrl: string): AppClient | undefined {
   const clientId = env.APP_CLIENT_ID?.trim();
   const clientSecret = env.APP_CLIENT_SECRET?.trim();
   if (!clientId && !clientSecret) return undefined;
   if (!clientId || !clientSecret) throw new Error("APP_CLIENT_ID and APP_CLIENT_SECRET go together: set both, or neither for pushes only");
-  return { baseUrl: args.baseUrl, clientId, clientSecret, cursorFile: args.cursorFile };
+  return { baseUrl, clientId, clientSecret };
+}
+
+/** An app user's command as its arguments give it, with the app client that runs it. */
+export interface AppUserCommand {
+  command: "export" | "forget";
+  appUserId: string;
+  out?: string;
+  client: AppClient;
+}
+
+/**
+ * Reads `export <app_user_id> [--out <file>] [--base-url <url>]` or `forget <app_user_id>
+ * [--base-url <url>]`; the app client's credentials come from `env` alone, as for the feed.
+ */
+export function appUserArguments(args: string[], env: NodeJS.ProcessEnv): AppUserCommand {
+  const { values, positionals } = parseArgs({ args, options: { out: { type: "string" }, "base-url": { type: "string" } }, strict: true, allowPositionals: true });
+  const [command, appUserId, extra] = positionals;
+  if (command !== "export" && command !== "forget") throw new Error(`unknown command: ${command}`);
+  if (!appUserId) throw new Error(`${command}: no app_user_id given`);
+  if (extra !== undefined) throw new Error(`${command}: unexpected argument ${extra}`);
+  if (values.out !== undefined && (command !== "export" || values.out === "")) throw new Error(command === "export" ? "--out needs a file name" : "--out goes with export only");
+  const { baseUrl } = receiverArguments(values["base-url"] === undefined ? [] : ["--base-url", values["base-url"]]);
+  const client = appClient(env, baseUrl);
+  if (!client) throw new Error(`${command} needs the app client: set APP_CLIENT_ID and APP_CLIENT_SECRET (npm run clients -- issue --app)`);
+  return { command, appUserId, ...(values.out !== undefined && { out: values.out }), client };
+}
+
+/**
+ * Runs an app user's command; returns what goes to standard output: the export's file itself, or
+ * a line that says what was done (the file then went to `out`).
+ */
+export async function runAppUserCommand({ command, appUserId, out, client }: AppUserCommand, polling?: JobPolling): Promise<string> {
+  if (command === "forget") {
+    const { job } = await forgetUser(client, appUserId, polling);
+    return `forgot ${JSON.stringify(appUserId)}: ${String(job.counts?.receipts_erased)} receipts erased as of ${job.occurred_at}; job ${job.job_id}\n`;
+  }
+  const { job, file } = await exportUser(client, appUserId, polling);
+  if (out === undefined) return file;
+  writeFileSync(out, file);
+  return `exported ${JSON.stringify(appUserId)}: ${String(job.counts?.receipts)} receipts (${String(job.counts?.archived_receipts)} archived) and ${String(job.counts?.audit_records)} audit records as of ${job.occurred_at} to ${out}; job ${job.job_id}\n`;
 }

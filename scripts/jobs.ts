@@ -20,9 +20,9 @@ import {
 const USAGE = `Usage: npm run jobs -- list [--json] [--remote | --port <port> | --persist-to <dir>]
        npm run jobs -- show <id> [--json] [--remote | --port <port> | --persist-to <dir>]
 
-  list        every job (Workflow instance) of the service, newest first: ID, kind, state,
-              steps done of steps, start, end, error; an erasure's parts (kind "erasure
-              part") follow it; with --json an array of {"id", "kind", "part_of", "state",
+  list        every job (Workflow instance) of the service, newest first: ID, kind (erasure,
+              export, archive), state, steps done of steps, start, end, error; an
+              erasure's parts (kind "erasure part") follow it; with --json an array of {"id", "kind", "part_of", "state",
               "steps_done", "steps", "started", "ended", "error"}
   show <id>   one job, and for a failed one the command that runs it again (for a part:
               its erasure's)

@@ -14,6 +14,7 @@ import type { ScanSummary } from "../harness/state-scan.ts";
 import { PATHS } from "../src/shared/paths.ts";
 import { stampShardTag } from "../src/shared/shard-ids.ts";
 import { POS_SCOPE } from "../src/shared/types.ts";
+import type { ExportRecord } from "./app-jobs.ts";
 import type { Prng } from "./prng.ts";
 
 export type Route = "login" | "add" | "delete";
@@ -57,6 +58,8 @@ export interface ErasureRecord {
   occurredAt?: string;
   receiptsErased?: number;
   attempts: number;
+  /** Who ran it: the operator's command, or the app's client through the API. */
+  via: "operator" | "app";
   /** What reading every byte of the runtime's state for the app user found once the erasure completed. */
   scan?: ScanSummary;
 }
@@ -72,17 +75,22 @@ export interface LoadRecord {
    */
   drReceipts: Map<string, { format: string; total: number }>;
   erasures: ErasureRecord[];
+  /** The exports the app side asked for during the load. */
+  exports: ExportRecord[];
 }
 
 /**
- * Erasing an app user, as an operator does when a shopper asks to be forgotten. Given to
- * `runLoad`, an operator erases one of the shared app users every `pauseMs` (a range, in ms),
- * one erasure at a time, while the tills go on adding for that user; the reconciliation then
- * holds each receipt to the erasure's instant.
+ * Erasing an app user, as an operator does when a shopper asks to be forgotten, or the app
+ * through the API. Given to `runLoad`, one of the shared app users is erased every `pauseMs` (a
+ * range, in ms), one erasure at a time, while the tills go on adding for that user; the
+ * reconciliation then holds each receipt to the erasure's instant. With `exportOf`, each erasure
+ * is preceded by the export of an app user's data through the API, racing the tills' adds and
+ * deletes for them.
  */
 export interface AppUserErasure {
   pauseMs: readonly [number, number];
   erase(appUserId: string): Promise<ErasureRecord>;
+  exportOf?(appUserId: string): Promise<ExportRecord>;
 }
 
 /** How often a till does each thing, relative to the others. */
@@ -108,7 +116,7 @@ type Action = keyof typeof ACTION_WEIGHTS;
  * The shoppers every till serves. Few enough that each gets several adds a second from the tills
  * together, so that adds for the user being erased arrive while the erasure runs.
  */
-const APP_USERS = Array.from({ length: 6 }, (_, i) => `soak-user-${i}`);
+export const APP_USERS = Array.from({ length: 6 }, (_, i) => `soak-user-${i}`);
 const RACERS = 3;
 const REQUEST_TIMEOUT_MS = 15_000;
 /** A till pauses between actions, as a till waits for its next customer (far less, here). */
@@ -131,7 +139,7 @@ export async function runLoad(options: {
   /** A client in a loop beside the tills: it sends adds over `connections` at once, as fast as it can. */
   flood?: { client: HarnessClient; connections: number };
 }): Promise<LoadRecord> {
-  const load: LoadRecord = { requests: [], bodies: new Map(), drReceipts: new Map(), erasures: [] };
+  const load: LoadRecord = { requests: [], bodies: new Map(), drReceipts: new Map(), erasures: [], exports: [] };
   const tills = options.clients.map((client, i) => new Till(client, options.prng.fork(`till ${i}`), options, load));
   const flood = options.flood && new Till(options.flood.client, options.prng.fork("flood"), options, load);
   await Promise.all([
@@ -151,17 +159,23 @@ const FLOOD_EXPECTED = [200, 429] as const;
 /** How long a flooding loop stops after a request got no answer (the runtime restarting). */
 const FLOOD_NO_ANSWER_PAUSE_MS = 50;
 
-// The operator: apart from the tills, so that no till waits for an erasure and the adds for the
-// user being erased go on while it runs.
+// The operator and the app's jobs: apart from the tills, so that no till waits for an erasure or
+// an export, and the adds for the user being erased or exported go on while it runs.
 async function erasures(options: Parameters<typeof runLoad>[0], load: LoadRecord): Promise<void> {
   if (!options.erasure) return;
   const prng = options.prng.fork("operator");
   for (;;) {
     await sleep(prng.between(...options.erasure.pauseMs));
     if (Date.now() >= options.until) return;
+    // An export holds the next restart off for seconds: none so late that a held restart would
+    // fall after the load, with no push left to cut off.
+    if (options.erasure.exportOf && options.until - Date.now() > EXPORT_MARGIN_MS) load.exports.push(await options.erasure.exportOf(prng.pick(APP_USERS)));
     load.erasures.push(await options.erasure.erase(prng.pick(APP_USERS)));
   }
 }
+
+/** Time the load must still have for an export during it to start. */
+const EXPORT_MARGIN_MS = 15_000;
 
 let races = 0;
 

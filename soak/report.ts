@@ -1,5 +1,6 @@
 /** The soak's table: requests by route and answer, faults by kind, events, and what went wrong. */
 import { formatTable } from "../harness/table.ts";
+import type { ExportCheck } from "./app-jobs.ts";
 import type { ErasureRecord, Route } from "./load.ts";
 import { PROBLEMS, type AnswerClass, type Reconciliation } from "./reconcile.ts";
 import type { InjectedCalls } from "./protocol.ts";
@@ -48,6 +49,7 @@ export function printReport(summary: {
   drain: Drain;
   windows: readonly FaultWindow[];
   erasures: readonly ErasureRecord[];
+  exports: ExportCheck;
   failures: readonly string[];
 }): void {
   const { result, faults, drain } = summary;
@@ -79,12 +81,26 @@ export function printReport(summary: {
       ],
     ),
     "",
-    formatTable(["problems", "count"], PROBLEMS.map((problem) => [problem, String(result.problems[problem].length)])),
+    formatTable(
+      ["exports through the API", "count"],
+      [
+        ["during the load / after the archive", `${summary.exports.checked.load} / ${summary.exports.checked["after archive"]}`],
+        ["receipt lines checked (archived)", `${summary.exports.receipts} (${summary.exports.archived})`],
+        ["receipts racing an export: in or out either way", String(summary.exports.undecided)],
+        ["files an erasure of their user then took", String(summary.exports.erasedAfter)],
+      ],
+    ),
+    "",
+    formatTable(
+      ["problems", "count"],
+      [...PROBLEMS.map((problem) => [problem, String(result.problems[problem].length)]), ["export mismatch", String(summary.exports.problems.length)]],
+    ),
     "",
     scanTable(summary.erasures),
   ];
   console.log(lines.join("\n"));
   for (const problem of PROBLEMS) printExamples(problem, result.problems[problem]);
+  printExamples("export mismatch", summary.exports.problems);
   summary.erasures.forEach((erasure, i) => {
     if (erasure.scan && erasure.scan.findings.length > 0) printExamples(`erasure ${i + 1} of ${erasure.appUserId}: copies found`, erasure.scan.findings);
   });
@@ -99,7 +115,7 @@ export function printReport(summary: {
  */
 function scanTable(erasures: readonly ErasureRecord[]): string {
   const rows = erasures.map((erasure, i) => {
-    const label = `${i + 1}: ${erasure.appUserId} (${erasure.receiptsErased ?? "-"} erased)`;
+    const label = `${i + 1}: ${erasure.appUserId} by the ${erasure.via} (${erasure.receiptsErased ?? "-"} erased)`;
     const { scan } = erasure;
     if (!scan) return [label, "-", "-", "-", "-", "not scanned: the erasure failed"];
     const result = scan.findings.length === 0 ? "no copy" : `${scan.findings.length} FOUND`;

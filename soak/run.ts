@@ -3,7 +3,8 @@
  * under Miniflare, with two shards, the notifier and the cron, against a local push receiver that
  * verifies every signature; drives POS tills at them while a seeded plan of faults strikes; lets
  * the pipeline drain; moves every receipt to the archive under D1 and R2 faults; reconciles every
- * answer, delivery, row and archived line; prints the table. Exits 1 when
+ * answer, delivery, row and archived line, and every export the app asked for (soak/app-jobs.ts);
+ * prints the table. Exits 1 when
  * anything was lost, reordered, answered 5xx with no fault behind it, or otherwise wrong, or when
  * a kind of fault was never injected. docs/reliability.md says how to read it.
  */
@@ -13,8 +14,9 @@ import { API_CONFIG } from "../harness/miniflare.ts";
 import { UsageError, parse, positiveInteger, runCli } from "../scripts/lib/cli.ts";
 import { FaultDriver } from "./driver.ts";
 import { archiveUnderFaults } from "./archive.ts";
+import { checkExports, exportOverApi } from "./app-jobs.ts";
 import { soakErasure } from "./erasure.ts";
-import { runLoad } from "./load.ts";
+import { APP_USERS, runLoad } from "./load.ts";
 import { PUSH_FAULT_RATE, planFaults } from "./plan.ts";
 import { Prng } from "./prng.ts";
 import { RebuildingAppSide } from "./rebuild.ts";
@@ -81,7 +83,8 @@ await runCli(USAGE, async (argv) => {
     );
     const floodClient = await runtime.issueClient("soak-flood", "soak-chain-flood");
     const appClient = await runtime.issueAppClient("soak-app");
-    const appSide = new RebuildingAppSide({ baseUrl: runtime.apiUrl, clientId: appClient.clientId, clientSecret: appClient.secret });
+    const app = { baseUrl: runtime.apiUrl, clientId: appClient.clientId, clientSecret: appClient.secret };
+    const appSide = new RebuildingAppSide(app);
     const driver = new FaultDriver(runtime, receiver, prng.fork("driver"));
     const loadStarted = Date.now();
     const until = loadStarted + seconds * 1000;
@@ -104,7 +107,7 @@ await runCli(USAGE, async (argv) => {
         prng: prng.fork("load"),
         until,
         shardTags: shards.map((shard) => shard.tag),
-        erasure: soakErasure(runtime, ERASURE_PAUSE_MS, (work) => driver.outsideRestarts(work)),
+        erasure: soakErasure(runtime, ERASURE_PAUSE_MS, (work) => driver.outsideRestarts(work), app),
         flood: { client: floodClient, connections: FLOOD_CONNECTIONS },
       }),
       driver.play(plan, loadStarted),
@@ -122,6 +125,11 @@ await runCli(USAGE, async (argv) => {
     const rebuild = await appSide.settle(await snapshotStore(runtime));
     const archived = await archiveUnderFaults(runtime, prng.fork("archive"));
     const store = await snapshotStore(runtime);
+    console.log(`Archived at ${secondsSince(started)} s; the app exports every shopper.`);
+    // Once everything is archived and quiet, the app exports every shopper: each file must be
+    // exactly what the store holds of them, archived receipts included.
+    const finalExports = await Promise.all(APP_USERS.map((appUserId) => exportOverApi(app, appUserId, "after archive")));
+    const exports = await checkExports([...load.exports, ...finalExports], load, store, await runtime.archive());
     const result = reconcile({
       load,
       deliveries: receiver.deliveries,
@@ -139,6 +147,8 @@ await runCli(USAGE, async (argv) => {
       ...(drained.complete ? [] : [`the drain did not finish within ${DRAIN_LIMIT_MS / 1000} s`]),
       ...(drained.afterRetries > 0 ? [`${drained.afterRetries} × dead-lettered after retries: needed an operator's replay`] : []),
       ...(result.events.racing.erased + result.events.racing.kept === 0 ? ["no add raced an erasure of its app user"] : []),
+      ...(exports.problems.length > 0 ? [`${exports.problems.length} × export mismatch`] : []),
+      ...(exports.checked.load === 0 ? ["no export ran during the load"] : []),
       ...(rebuild.missing.length > 0 ? [`${rebuild.missing.length} × held by the shards, missing from the store rebuilt from the feed`] : []),
       ...(rebuild.extra.length > 0 ? [`${rebuild.extra.length} × in the store rebuilt from the feed, gone from the shards`] : []),
       ...load.erasures.flatMap(({ appUserId, scan }, i) =>
@@ -152,6 +162,7 @@ await runCli(USAGE, async (argv) => {
       drain: drained,
       windows: driver.windows,
       erasures: load.erasures,
+      exports,
       failures,
     });
     console.log(`\n${floodTable(flood)}`);

@@ -17,6 +17,7 @@ import { freePort } from "../harness/ports.ts";
 import { PROJECT_ROOT } from "../scripts/lib/wrangler.ts";
 import { readShards } from "../scripts/lib/shards.ts";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
+import { MIN_FEED_SETTLE_SECONDS } from "../src/shared/config.ts";
 import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
 import { ratePolicy } from "../src/shared/rate-limits.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
@@ -41,6 +42,9 @@ export const SOAK_VARS = {
     NOTICE_LOST_AFTER_SECONDS: "30",
     // Every receipt is due at the archive's next run (soak/archive.ts).
     ARCHIVE_AFTER_DAYS: "0",
+    // The feed's hold-back and an export's wait for adds in flight (10 s deployed): the shortest
+    // the service allows, so that an export during the load holds the next restart off briefly.
+    FEED_SETTLE_SECONDS: String(MIN_FEED_SETTLE_SECONDS),
   },
   notifier: {
     // The claim on a notice is three times this.

@@ -18,6 +18,9 @@ import { archivedReceipts } from "../src/storage/archive/layout.ts";
 import type { StoreSnapshot } from "./reconcile.ts";
 import type { SoakRuntime } from "./runtime.ts";
 
+/** Where the export files lie in the archive's bucket, beside the archived receipts. */
+const EXPORT_FILES = "exports/";
+
 /** What the drain did. */
 export interface Drain {
   seconds: number;
@@ -101,6 +104,8 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
   do {
     const listed = await bucket.list({ cursor });
     for (const { key } of listed.objects) {
+      // The bucket holds the app's export files too (src/storage/export.ts exportPrefix): copies, not receipts stored.
+      if (key.startsWith(EXPORT_FILES)) continue;
       for (const line of archivedReceipts(await (await bucket.get(key))!.text())) {
         if (tombstoned.has(line.receipt_id)) continue;
         const marker = (JSON.parse(line.mapped ?? line.body) as { pos_receipt_number?: string }).pos_receipt_number ?? null;

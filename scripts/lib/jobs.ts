@@ -2,7 +2,7 @@
  * The service's Workflow instances ("jobs"): start one, describe one, list them, locally in
  * `npm start` (through the local API that `wrangler workflows --local --port` calls) or in the
  * deployment (through `wrangler workflows`).
- * Shared by `npm run app-users -- erase`, `npm run archive -- run` and `npm run jobs`.
+ * Shared by `npm run app-users -- erase|export`, `npm run archive -- run` and `npm run jobs`.
  */
 import { once } from "node:events";
 import net from "node:net";
@@ -13,7 +13,7 @@ import { recordFile, recordedPort, stateDirectory } from "./start-record.ts";
 import { wrangler } from "./wrangler.ts";
 
 /** The Workflows of wrangler.toml, by the kind `npm run jobs` shows. */
-export const JOB_WORKFLOWS = { erasure: "receipts-v2-erasure", archive: "receipts-v2-archive" } as const;
+export const JOB_WORKFLOWS = { erasure: "receipts-v2-erasure", export: "receipts-v2-export", archive: "receipts-v2-archive" } as const;
 
 /** A kind of job. */
 export type JobKind = keyof typeof JOB_WORKFLOWS;
@@ -109,13 +109,17 @@ export interface JobSummary {
 /** States after which an instance changes no more unless an operator restarts it. */
 const ENDED = new Set(["complete", "errored", "terminated"]);
 
-/** Starts an instance of `kind` with `params`; returns its ID. */
-export async function startJob(kind: JobKind, params: unknown, target: JobTarget): Promise<string> {
+/**
+ * Starts an instance of `kind` with `params`, under `id` when given (an export's instance is named
+ * by its job, whose file lies under that ID), else a fresh one; returns its ID.
+ */
+export async function startJob(kind: JobKind, params: unknown, target: JobTarget, id?: string): Promise<string> {
   if (!target.remote) {
-    const body = JSON.stringify({ params });
+    const body = JSON.stringify({ params, ...(id !== undefined && { id }) });
     return (await localWorkflows<{ id: string }>(target, `/${JOB_WORKFLOWS[kind]}/instances`, { method: "POST", headers: { "Content-Type": "application/json" }, body })).id;
   }
-  const output = wrangler(["workflows", "trigger", JOB_WORKFLOWS[kind], JSON.stringify(params), "--json"], { retryLocked: false });
+  const named = id === undefined ? [] : ["--id", id];
+  const output = wrangler(["workflows", "trigger", JOB_WORKFLOWS[kind], JSON.stringify(params), ...named, "--json"], { retryLocked: false });
   return (JSON.parse(jsonPart(output)) as { id: string }).id;
 }
 

@@ -1,8 +1,9 @@
 /**
  * The local state of `npm start` opened in the operator command's own process, once: one
- * Miniflare over the config's shards and KV namespaces, persisted where `wrangler dev` and
- * `wrangler d1|kv --local --persist-to` keep them (`<state>/v3/d1`, `<state>/v3/kv`, keyed by the
- * IDs of the config), so that a command and `npm start` read what the other wrote. A wrangler
+ * Miniflare over the config's shards, KV namespaces and R2 buckets, persisted where `wrangler dev`
+ * and `wrangler d1|kv|r2 --local --persist-to` keep them (`<state>/v3/d1`, `<state>/v3/kv`,
+ * `<state>/v3/r2`, keyed by the IDs and bucket names of the config), so that a command and
+ * `npm start` read what the other wrote. A wrangler
  * start per call cost seconds each; this costs one Miniflare start (about a second) a command.
  * `runCli` closes it when the command ends.
  */
@@ -22,6 +23,8 @@ export interface BatchResult<Row> {
 }
 /** A KV namespace of the local state, as Miniflare hands it to Node. */
 export type LocalNamespace = Awaited<ReturnType<Miniflare["getKVNamespace"]>>;
+/** An R2 bucket of the local state, as Miniflare hands it to Node. */
+export type LocalBucket = Awaited<ReturnType<Miniflare["getR2Bucket"]>>;
 
 /** A local state's shards and namespaces, reached in-process. */
 export interface LocalState {
@@ -29,6 +32,8 @@ export interface LocalState {
   batch<Row>(shard: ConfigShard, statements: readonly Statement[], options?: Locking): Promise<BatchResult<Row>[]>;
   /** A call on a KV namespace of the config, made again while the state is locked (see {@link Locking}). */
   kv<T>(binding: string, call: (namespace: LocalNamespace) => Promise<T>, options?: Locking): Promise<T>;
+  /** A call on an R2 bucket of the config, made again while the state is locked. */
+  r2<T>(binding: string, call: (bucket: LocalBucket) => Promise<T>, options?: Locking): Promise<T>;
 }
 
 /**
@@ -60,7 +65,8 @@ export function localState(target: Target, config: string): LocalState {
       script: "export default {}",
       resourcePersistencePath: path.join(persist, "v3"),
       d1Databases: Object.fromEntries(readShards(config).map((shard) => [shard.binding, shard.database_id])),
-      kvNamespaces: kvNamespacesOf(config),
+      kvNamespaces: bindingsOf(config, "kv_namespaces", "id"),
+      r2Buckets: bindingsOf(config, "r2_buckets", "bucket_name"),
       // The runtime runs no code of ours: what it logs is a failed start, which its error carries.
       handleStructuredLogs: () => undefined,
     });
@@ -90,6 +96,7 @@ export function localState(target: Target, config: string): LocalState {
       }
     },
     kv: async (binding, call, options = {}) => whileLocked(async () => call(await (await started).getKVNamespace(binding)), options),
+    r2: async (binding, call, options = {}) => whileLocked(async () => call(await (await started).getR2Bucket(binding)), options),
   };
 }
 
@@ -130,16 +137,18 @@ async function whileLocked<T>(call: () => Promise<T>, { retryLocked = true }: Lo
   }
 }
 
-// One `[[kv_namespaces]]` table per namespace, `binding` and `id` lines in it: the form our configs use.
-const KV_BLOCK = /^\s*\[\[\s*kv_namespaces\s*\]\]\s*$([\s\S]*?)(?=^\s*\[|(?![\s\S]))/gm;
-
-/** The KV namespaces a config binds, binding → id, as wrangler keys their local storage. */
-function kvNamespacesOf(config: string): Record<string, string> {
-  const namespaces: Record<string, string> = {};
-  for (const [, body] of readFileSync(config, "utf8").matchAll(KV_BLOCK)) {
+/**
+ * The bindings of a config's `[[<table>]]` tables, binding → the `idField` wrangler keys their
+ * local storage by (a KV namespace's `id`, an R2 bucket's `bucket_name`): one table per binding,
+ * `binding` and `idField` lines in it, the form our configs use.
+ */
+function bindingsOf(config: string, table: "kv_namespaces" | "r2_buckets", idField: "id" | "bucket_name"): Record<string, string> {
+  const bindings: Record<string, string> = {};
+  const blocks = new RegExp(String.raw`^\s*\[\[\s*${table}\s*\]\]\s*$([\s\S]*?)(?=^\s*\[|(?![\s\S]))`, "gm");
+  for (const [, body] of readFileSync(config, "utf8").matchAll(blocks)) {
     const binding = /^\s*binding\s*=\s*"([^"]+)"/m.exec(body!)?.[1];
-    const id = /^\s*id\s*=\s*"([^"]+)"/m.exec(body!)?.[1];
-    if (binding && id) namespaces[binding] = id;
+    const id = new RegExp(String.raw`^\s*${idField}\s*=\s*"([^"]+)"`, "m").exec(body!)?.[1];
+    if (binding && id) bindings[binding] = id;
   }
-  return namespaces;
+  return bindings;
 }

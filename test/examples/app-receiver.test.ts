@@ -1,8 +1,9 @@
 /**
  * The app side's kit (docs/api.md#receipt-events): the Standard Webhooks reference library
  * verifies every event type as the notifier's own signing code (src/notifier/push.ts) signs it;
- * the example's view applies events at least once and in any order as an app must; and the
- * example receiver does both over a real socket, fed by the notifier's own push function.
+ * the example's view applies events at least once and in any order as an app must; the
+ * example receiver does both over a real socket, fed by the notifier's own push function; and its
+ * `export` and `forget` act for one app user through the real API Worker's jobs.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -14,10 +15,12 @@ import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pushNotice, webhookSignature } from "../../src/notifier/push.ts";
 import { newClientRecord } from "../../src/shared/client-records.ts";
-import { DEFAULT_FEED_SETTLE_SECONDS } from "../../src/shared/config.ts";
+import { DEFAULT_FEED_SETTLE_SECONDS, MIN_FEED_SETTLE_SECONDS } from "../../src/shared/config.ts";
+import { drRetailContentType, drRetailFormat } from "../../src/shared/dr-retail-profiles.ts";
+import { drRetailReceipt } from "../../harness/bodies.ts";
 import { APP_SCOPE, clientKey, type DeletionNotice } from "../../src/shared/types.ts";
-import { catchUp } from "../../examples/app-feed.ts";
-import { pushSecret, startReceiver, type Receiver } from "../../examples/app-receiver.ts";
+import { catchUp, login } from "../../examples/app-feed.ts";
+import { appUserArguments, pushSecret, runAppUserCommand, startReceiver, type Receiver } from "../../examples/app-receiver.ts";
 import { AppView, describeOutcome, MalformedEvent, type AppEvent } from "../../examples/app-view.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
@@ -243,13 +246,7 @@ describe("npm run receiver: settings", () => {
   });
 
   it("a bad --port: the usage and exit status 2", async () => {
-    const child = spawn(process.execPath, [path.join(ROOT, "examples/app-receiver.ts"), "--port", "http"], {
-      env: { ...process.env, APP_PUSH_SECRET: TEST_PUSH_SECRET },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stderr = "";
-    child.stderr!.on("data", (chunk: Buffer) => void (stderr += chunk));
-    const [code] = (await once(child, "exit")) as [number | null];
+    const { code, stderr } = await runReceiverCommand(["--port", "http"], { APP_PUSH_SECRET: TEST_PUSH_SECRET });
     expect(code).toBe(2);
     expect(stderr).toContain("usage: npm run receiver");
   });
@@ -337,6 +334,17 @@ async function signedDelivery(
       "webhook-signature": await webhookSignature(keys, event.event_id, timestamp, body),
     },
   };
+}
+
+/** `npm run receiver -- <args>` as a real process, to its end, with `env` over the test's environment. */
+async function runReceiverCommand(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [path.join(ROOT, "examples/app-receiver.ts"), ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (chunk: Buffer) => void (stdout += chunk));
+  child.stderr!.on("data", (chunk: Buffer) => void (stderr += chunk));
+  const [code] = (await once(child, "exit")) as [number | null];
+  return { code, stdout, stderr };
 }
 
 function signingKey(secret: string): Promise<CryptoKey> {
@@ -456,4 +464,105 @@ describe("docs/api.md#event-feed: the example receiver catches up through the fe
     expect(lines).toEqual([expect.stringMatching(/^could not catch up through the event feed: login as the app client answered 403/)]);
     await receiver.close();
   });
+});
+
+describe("npm run receiver -- export | forget: arguments", () => {
+  const env = { APP_CLIENT_ID: "app-1", APP_CLIENT_SECRET: "secret" };
+  it.each([
+    ["no app_user_id", ["export"], env, /export: no app_user_id given/],
+    ["two app_user_ids", ["forget", "u-1", "u-2"], env, /unexpected argument u-2/],
+    ["--out with forget", ["forget", "u-1", "--out", "file"], env, /--out goes with export only/],
+    ["--out without a file name", ["export", "u-1", "--out", ""], env, /--out needs a file name/],
+    ["an unknown flag", ["export", "u-1", "--force"], env, /Unknown option '--force'/],
+    ["no app client", ["export", "u-1"], {}, /export needs the app client: set APP_CLIENT_ID and APP_CLIENT_SECRET/],
+  ] as const)("%s: refused", (_label, args, environment, message) => {
+    expect(() => appUserArguments([...args], environment)).toThrow(message);
+  });
+
+  it("the app client and the service's address: from the environment and --base-url", () => {
+    expect(appUserArguments(["export", "u-1", "--out", "u-1.ndjson", "--base-url", "http://127.0.0.1:9000/"], env)).toEqual({
+      command: "export",
+      appUserId: "u-1",
+      out: "u-1.ndjson",
+      client: { baseUrl: "http://127.0.0.1:9000", clientId: "app-1", clientSecret: "secret" },
+    });
+  });
+
+  it("a bad command line of the real process: the usage and exit status 2", async () => {
+    const { code, stderr } = await runReceiverCommand(["forget"], env);
+    expect(code).toBe(2);
+    expect(stderr).toContain("npm run receiver -- forget <app_user_id>");
+  });
+});
+
+describe("docs/api.md#jobs: the example receiver exports and forgets one app user through the real API Worker", () => {
+  const state = freshState();
+  let mf: Miniflare;
+  let client: { baseUrl: string; clientId: string; clientSecret: string };
+  let token: string;
+  const polling = { pollMs: 200 };
+
+  beforeAll(async () => {
+    // The export waits for adds in flight at its instant: the shortest wait the service allows.
+    mf = startApiWorker(state, { settings: { FEED_SETTLE_SECONDS: String(MIN_FEED_SETTLE_SECONDS) } });
+    const baseUrl = (await mf.ready).origin;
+    const clients = await mf.getKVNamespace("CLIENTS");
+    const posClient = await newClientRecord({ client_id: "pos-jobs", chains: ["c1"] });
+    const appClient = await newClientRecord({ client_id: "app-jobs", chains: [], scopes: [APP_SCOPE] });
+    for (const { record } of [posClient, appClient]) await clients.put(clientKey(record.client_id), JSON.stringify(record));
+    const posLogin = await fetch(`${baseUrl}/receipts/v2/login`, {
+      method: "POST",
+      headers: { client_id: "pos-jobs", client_secret: posClient.secret, token_type: "Bearer", scope: "service.pos" },
+    });
+    token = ((await posLogin.json()) as { data: { access_token: string } }).data.access_token;
+    client = { baseUrl, clientId: "app-jobs", clientSecret: appClient.secret };
+  }, 60_000);
+  afterAll(() => mf?.dispose());
+
+  async function add(appUserId: string, body: string, contentType = "application/json"): Promise<string> {
+    const response = await fetch(`${client.baseUrl}/receipts/v2/add`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, client_id: "pos-jobs", chain_id: "c1", app_user_id: appUserId, "Content-Type": contentType },
+      body,
+    });
+    const answer = (await response.json()) as { data: { receipt_id: string } };
+    expect(response.status).toBe(200);
+    return answer.data.receipt_id;
+  }
+
+  it("export: every receipt of the app user once, a DR Retail one with its format and original, nothing of another; forget erases them and takes the file", async () => {
+    const ours = await add("user-jobs", JSON.stringify(sampleReceipt()));
+    const { body: drBody } = drRetailReceipt(1500, "dr-jobs-1");
+    const dr = await add("user-jobs", JSON.stringify(drBody), drRetailContentType("1.1"));
+    await add("user-jobs-other", JSON.stringify(sampleReceipt()));
+    const out = path.join(state, "user-jobs.ndjson");
+
+    const printed = await runAppUserCommand({ command: "export", appUserId: "user-jobs", out, client }, polling);
+    expect(printed).toMatch(/^exported "user-jobs": 2 receipts \(0 archived\) and 0 audit records as of \S+ to \S+; job (\S+)\n$/);
+    const jobId = /job (\S+)\n$/.exec(printed)![1]!;
+    const lines = readFileSync(out, "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, any>);
+    const byId = new Map(lines.filter((line) => "receipt_id" in line).map((line) => [line.receipt_id as string, line]));
+    expect([...byId.keys()].sort()).toEqual([ours, dr].sort());
+    expect(byId.get(ours)).toMatchObject({ chain_id: "c1", client_id: "pos-jobs", archived: false, receipt: sampleReceipt() });
+    expect(byId.get(ours)).not.toHaveProperty("original");
+    expect(byId.get(dr)).toMatchObject({ format: drRetailFormat("1.1"), original: drBody, receipt: { pos_receipt_number: "dr-jobs-1" } });
+    expect(lines.at(-1)).toEqual({ summary: expect.objectContaining({ job_id: jobId, receipts: 2, by_chain: { c1: 2 } }) });
+    expect(lines).toHaveLength(3);
+
+    // The real process, as an app's backend would run it.
+    const { code, stdout, stderr } = await runReceiverCommand(["forget", "user-jobs", "--base-url", client.baseUrl], {
+      APP_CLIENT_ID: client.clientId,
+      APP_CLIENT_SECRET: client.clientSecret,
+    });
+    expect(code, stderr).toBe(0);
+    expect(stdout).toMatch(/^forgot "user-jobs": 2 receipts erased as of \S+; job \S+\n$/);
+
+    // The earlier export's file went with the erasure; a new export finds nothing.
+    const appToken = await login(client);
+    const gone = await fetch(`${client.baseUrl}/receipts/v2/jobs/${jobId}/export`, { headers: { Authorization: `Bearer ${appToken}`, client_id: client.clientId } });
+    expect(gone.status).toBe(404);
+    await gone.arrayBuffer();
+    const after = await runAppUserCommand({ command: "export", appUserId: "user-jobs", client }, polling);
+    expect(after.trimEnd().split("\n").map((line) => JSON.parse(line))).toEqual([{ summary: expect.objectContaining({ receipts: 0, audit_records: 0 }) }]);
+  }, 120_000);
 });

@@ -1,27 +1,30 @@
 /**
- * docs/api.md#erasure, docs/operations.md "A shopper asks to be forgotten" and "Jobs": `npm run
- * app-users -- erase` and `npm run jobs` themselves, against `npm start` on a throwaway local
+ * docs/api.md#erasure, docs/api.md#export, docs/operations.md "A shopper asks to be forgotten" and
+ * "Jobs": `npm run app-users -- erase|export` and `npm run jobs` themselves, against `npm start` on a throwaway local
  * state with two shards: the erasure runs as the service's Workflow. The erasure's own rules on
  * three shards are in test/api/workflows/erasure.test.ts.
  */
 import type { ChildProcess } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../harness/ports.ts";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
-import { closeLocalStates } from "../../scripts/lib/local-state.ts";
+import { closeLocalStates, localState } from "../../scripts/lib/local-state.ts";
+import { exportPrefix } from "../../src/storage/export.ts";
 import { pseudonym } from "../../src/storage/erasure.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
 import { endGroup, expectNpmStartStopsOn, startNpmStart } from "../support/processes.ts";
-import { ROOT, freshState, runScript } from "../support/run-script.ts";
+import { ROOT, freshState, runScript, runScriptAsync } from "../support/run-script.ts";
 
 const state = freshState();
 let port = 0;
 let dev: ChildProcess | undefined;
-const appUsers = (args: string[]) => runScript("app-users", [...args.slice(0, 1), "--port", String(port), "--persist-to", state, ...args.slice(1)]);
+const appUsersArgs = (args: string[]) => [...args.slice(0, 1), "--port", String(port), "--persist-to", state, ...args.slice(1)];
+const appUsers = (args: string[]) => runScript("app-users", appUsersArgs(args));
 const jobs = (args: string[]) => runScript("jobs", [...args, "--port", String(port)]);
 
 /** Puts one receipt of each app user on each shard, with IDs that name the shard: one batch a shard. */
@@ -52,10 +55,13 @@ const LONG = "q'".repeat(128);
 const DASHED = "-shopper";
 // Neighbours a careless match would take along: a prefix, another case, what LIKE would match.
 const NEIGHBOURS = ["o'brien", `O'BRIEN"; DELETE FROM RECEIPTS; --`, "anyone", "q'", "shopper"];
+// Exported, the second erased after its export.
+const EXPORTED = `exported'shopper"; --`;
+const EXPORTED_THEN_ERASED = "exported-then-erased";
 
 beforeAll(async () => {
   migrateLocalShards(state);
-  await seed([HOSTILE, WILDCARD, LONG, DASHED, ...NEIGHBOURS]);
+  await seed([HOSTILE, WILDCARD, LONG, DASHED, ...NEIGHBOURS, EXPORTED, EXPORTED_THEN_ERASED]);
   ({ child: dev, port } = await startNpmStart(state));
 }, 180_000);
 
@@ -78,8 +84,15 @@ describe("docs/api.md#erasure npm run app-users: bad arguments, usage and exit 2
     ["257 characters", ["erase", "a".repeat(257)]],
     ["--remote with --port", ["erase", "au-1", "--remote"]],
     ["a port that is not a number", ["erase", "au-1", "--port", "x"]],
+    ["export without an app_user_id", ["export"]],
+    ["export of two app_user_ids", ["export", "au-1", "au-2"]],
+    ["export with an unknown flag", ["export", "au-1", "--no-wait"]],
+    ["export with a control character", ["export", "au-\u0007"]],
+    ["export --json without --out: the file itself goes to standard output", ["export", "au-1", "--json"]],
+    ["export --out without a file", ["export", "au-1", "--out"]],
+    ["export --remote with --port", ["export", "au-1", "--remote"]],
   ])("%s", (_label, args) => {
-    const result = runScript("app-users", args[0] === "erase" && args.includes("--remote") ? [...args, "--port", "1"] : args);
+    const result = runScript("app-users", args.includes("--remote") ? [...args, "--port", "1"] : args);
     expect(result.status, result.stderr).toBe(2);
     expect(result.stderr).toContain("Usage: npm run app-users");
     expect(result.stdout).toBe("");
@@ -105,9 +118,10 @@ describe("docs/operations.md Jobs: npm run jobs follows an erasure started with 
       part_of: null,
       state: "complete",
       // begin, start its one part, check the parts, one look for objects of the archive's first
-      // layout (none to rename), one archive page (nothing to delete), record and send.
-      steps_done: 6,
-      steps: 6,
+      // layout (none to rename), one archive page (nothing to delete), the user's exports (none
+      // to delete), record and send.
+      steps_done: 7,
+      steps: 7,
       started: expect.any(String),
       ended: expect.any(String),
       error: null,
@@ -169,6 +183,68 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     expect(events.map((event) => event.receipts)).toEqual([0]);
   });
 
+});
+
+describe("docs/api.md#export npm run app-users -- export runs the export's job in npm start", () => {
+  const out = mkdtempSync(path.join(tmpdir(), "receipts-export-"));
+  const exportedIn = (file: string) => readFileSync(file, "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+
+  it("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", () => {
+    const file = path.join(out, "exported.ndjson");
+    const result = appUsers(["export", "--out", file, "--json", EXPORTED]);
+    expect(result.status, result.stderr).toBe(0);
+    const printed = JSON.parse(result.stdout) as { job: string; occurred_at: string };
+    expect(printed).toEqual({
+      app_user_id: EXPORTED,
+      job: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      out: file,
+      occurred_at: expect.any(String),
+      receipts: 2,
+      archived_receipts: 0,
+      audit_records: 0,
+      by_chain: { "chain-1": 2 },
+      archive_read: true,
+    });
+    const lines = exportedIn(file);
+    const receipts = lines.filter((line) => "receipt_id" in line);
+    expect(receipts.map((line) => line.receipt_id as string).sort()).toEqual(
+      LOCAL_SHARDS.map((shard) => stampShardTag("019aa8a4-3c1e-7000-8000-000000000010", shardTag(shard))).sort(),
+    );
+    for (const line of receipts) {
+      expect(line).toMatchObject({ chain_id: "chain-1", client_id: "pos-1", created_at: "2026-11-22T10:00:00.000Z", archived: false, receipt: {} });
+    }
+    expect(lines.at(-1)).toEqual({ summary: { job_id: printed.job, occurred_at: printed.occurred_at, receipts: 2, archived_receipts: 0, by_chain: { "chain-1": 2 }, audit_records: 0, archive_read: true } });
+    expect(lines).toHaveLength(3);
+
+    const shown = jobs(["show", printed.job, "--json"]);
+    expect(shown.status, shown.stderr).toBe(0);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id: printed.job, kind: "export", part_of: null, state: "complete", error: null });
+  });
+
+  it("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", () => {
+    const result = appUsers(["export", "anyone"]);
+    expect(result.status, result.stderr).toBe(0);
+    const lines = result.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, { receipts?: number }>);
+    expect(lines).toHaveLength(3);
+    expect(lines.at(-1)!.summary).toMatchObject({ receipts: 2, archived_receipts: 0 });
+
+    const plain = appUsers(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(plain.stdout).toMatch(/^Exported 0 receipts \(0 archived\) and 0 audit records of app user "nobody-at-all" as of \S+ to \S+nobody\.ndjson; job [0-9a-f-]{36}\.\n$/);
+  });
+
+  it("an erasure of the app user takes their export's file from the archive's bucket at once", async () => {
+    // Not blocking this process, which holds the local state open to look into the bucket.
+    const exported = await runScriptAsync("app-users", appUsersArgs(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]));
+    expect(exported.status, exported.stderr).toBe(0);
+    const { job } = JSON.parse(exported.stdout) as { job: string };
+    const chunks = async () =>
+      (await localState({ remote: false, persistTo: state }, path.join(ROOT, "wrangler.toml")).r2("ARCHIVE", (bucket) => bucket.list({ prefix: exportPrefix(job) }))).objects.length;
+    expect(await chunks()).toBeGreaterThan(0);
+    const erased = await runScriptAsync("app-users", appUsersArgs(["erase", "--json", EXPORTED_THEN_ERASED]));
+    expect(erased.status, erased.stderr).toBe(0);
+    expect(await chunks()).toBe(0);
+  });
 });
 
 describe("docs/operations.md Jobs: the commands find npm start on the port it recorded in its state", () => {

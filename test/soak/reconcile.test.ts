@@ -31,6 +31,7 @@ function history(changes: {
     bodies: new Map([["m1", BODY("m1")], ["m2", BODY("m2")], ["d1", DR_BODY]]),
     drReceipts: new Map([["d1", { format: "dr-retail/v1.1", total: 1290 }]]),
     erasures: changes.erasures ?? [],
+    exports: [],
   };
   return {
     load,
@@ -78,7 +79,7 @@ function found(input: ReconcileInput) {
 
 /** An erasure of u1 that began after r1's add and whose event `E-u1` arrived at `heardAt`. */
 const erasureOfU1 = (): ErasureRecord => ({
-  appUserId: "u1", start: T + 1000, end: T + 2000, eventId: "E-u1", occurredAt: new Date(T + 1500).toISOString(), receiptsErased: 1, attempts: 1,
+  appUserId: "u1", start: T + 1000, end: T + 2000, eventId: "E-u1", occurredAt: new Date(T + 1500).toISOString(), receiptsErased: 1, attempts: 1, via: "operator",
 });
 function erasedEvent(at: number): Delivery {
   return { at, webhookId: "E-u1", outcome: "applied", event: { type: "app_user.erased", receipt_id: undefined!, occurred_at: new Date(T + 2000).toISOString(), event_id: "E-u1", app_user_id: "u1" } };

@@ -52,6 +52,8 @@ export function startApiWorker(state: string, options: ApiWorkerOptions = {}): M
       queueProducers: { NOTICES: "receipts-v2-notices" },
       // A delete of a receipt D1 does not hold looks in the archive.
       r2Buckets: { ARCHIVE: "receipts-v2-archive" },
+      // The Workflows of wrangler.toml: the app client's export and erasure jobs run on them.
+      workflows: deployedOptions().workflows as Record<string, { name: string; className: string }>,
       // The vars as wrangler.toml deploys them, so a setting added there reaches this Worker too.
       bindings: {
         ...deployedVars(),
