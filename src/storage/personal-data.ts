@@ -357,7 +357,7 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
   ARCHIVE: {
     "object keys": {
       holds: ["app_user_id"],
-      reach: { how: "never readable", why: "users/<keyed hash>/…: the app user is named by the hash of src/shared/audit-hash-key.ts; the first layout's keys, named by the ID, are renamed by the move and by the erasure before its archive pass" },
+      reach: { how: "never readable", why: "users/<keyed hash>/…: the app user is named by the hash of src/shared/audit-hash-key.ts; the first layout's keys, named by the ID, are renamed by the move, and an erasure refuses to start while one is left (docs/storage.md#first-layout)" },
     },
     objects: {
       holds: ["app_user_id", "receipt"],
@@ -428,7 +428,10 @@ export const EMITTED: Record<string, PersonalPlace> = {
   },
   "trace attributes": {
     holds: ["app_user_id"],
-    reach: { how: "never readable", why: "D1 spans carry the SQL text, whose values are bound, never inlined; R2 spans carry object keys, which name the app user by the keyed hash" },
+    reach: {
+      how: "never readable",
+      why: "D1 spans carry the SQL text, whose values are bound, never inlined; KV spans carry client IDs and shard names; R2 spans carry object keys and list prefixes, which name the app user by the keyed hash, but for the first layout's rename, which runs before any erasure may start (docs/storage.md#first-layout); the erasure scans read the trace store",
+    },
   },
 };
 

@@ -13,7 +13,8 @@
  * only that shard's move and deletes ever rewrite an object, so two shards never race on one key.
  *
  * Objects written before the user key, under `receipts/<app_user_id>/…` ({@link LEGACY_PREFIX}),
- * are renamed by the move (src/storage/archive/legacy.ts); until then delete and erasure look there too.
+ * are renamed by the move (src/storage/archive/legacy.ts); nothing else calls R2 with such a key,
+ * which names its app user wherever the call is traced.
  */
 import { timeOfId } from "../../shared/shard-ids.ts";
 
@@ -53,7 +54,7 @@ export function archiveObjectKey(userKey: string, chainId: string, receiptId: st
   return objectUnder(archiveUserPrefix(userKey), chainId, receiptId, shard);
 }
 
-/** The object that held such a receipt in the first layout. */
+/** The object that held such a receipt in the first layout (the rename's tests make such objects). */
 export function legacyObjectKey(appUserId: string, chainId: string, receiptId: string, shard: string): string {
   return objectUnder(legacyUserPrefix(appUserId), chainId, receiptId, shard);
 }
