@@ -260,7 +260,7 @@ async function readShards(phase: ShardPhase, shards: readonly JobShard[], user: 
   let cursor: ShardCursor | null = at;
   for (let visited = 0; cursor && visited < EXPORT_STEP_SHARDS && lines.length < EXPORT_STEP_ROWS && bytes < EXPORT_STEP_BYTES; visited += 1) {
     const shard = shards[cursor.shard]!;
-    const rows = (await shard.run(pageOf(phase, user, cursor.after)))[1] as PageRow[];
+    const rows = (await shard.run(pageOf(phase, user, cursor.after))).at(-1) as PageRow[];
     for (const row of rows) {
       if (phase === "audit") {
         lines.push(auditLine(row as AuditRow));
@@ -304,7 +304,7 @@ const CHAINS = `chains(chain_id) AS (
       UNION ALL
       SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
 
-// A page of one pass on one shard, as a batch whose second statement returns the rows. The
+// A page of one pass on one shard, as a batch whose last statement returns the rows. The
 // receipts' page records what it read in the same transaction, for the archive pass.
 function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[] {
   if (phase === "receipts") {
@@ -326,7 +326,6 @@ function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[]
   }
   if (phase === "copies") {
     return [
-      statement("SELECT 1"),
       statement(
         `SELECT line, receipt_id AS page_key FROM export_copies
         WHERE job_id = ?1 AND deleted_at > ?2 AND json_extract(line, '$.created_at') <= ?2 AND receipt_id > ?3
@@ -340,7 +339,6 @@ function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[]
     ];
   }
   return [
-    statement("SELECT 1"),
     statement(
       `SELECT at, action, receipt_id, chain_id, client_id, request_id, audit_id AS page_key FROM audit_log
       WHERE app_user = ?1 AND at <= ?2 AND audit_id > ?3 ORDER BY audit_id LIMIT ?4`,
@@ -382,9 +380,8 @@ async function readArchivePage(shards: readonly JobShard[], user: ExportUser, cu
   for (const [name, lines] of byShard) {
     const shard = shards.find((each) => each.name === name);
     const ids = JSON.stringify(lines.map(({ receipt_id }) => receipt_id));
-    const [, skip] = shard
+    const [skip] = shard
       ? ((await shard.run([
-          statement("SELECT 1"),
           statement(
             `SELECT value AS receipt_id FROM json_each(?1)
             WHERE EXISTS (SELECT 1 FROM export_seen WHERE job_id = ?2 AND receipt_id = value)
@@ -393,8 +390,8 @@ async function readArchivePage(shards: readonly JobShard[], user: ExportUser, cu
             user.job_id,
             user.occurred_at,
           ),
-        ])) as [unknown[], { receipt_id: string }[]])
-      : [[], []];
+        ])) as [{ receipt_id: string }[]])
+      : [[]];
     const skipped = new Set(skip.map(({ receipt_id }) => receipt_id));
     kept.push(...lines.filter(({ receipt_id }) => !skipped.has(receipt_id)));
   }
