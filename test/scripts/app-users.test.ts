@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MIN_FEED_SETTLE_SECONDS } from "../../src/shared/config.ts";
 import { freePort } from "../../harness/ports.ts";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
@@ -62,7 +63,8 @@ const EXPORTED_THEN_ERASED = "exported-then-erased";
 beforeAll(async () => {
   migrateLocalShards(state);
   await seed([HOSTILE, WILDCARD, LONG, DASHED, ...NEIGHBOURS, EXPORTED, EXPORTED_THEN_ERASED]);
-  ({ child: dev, port } = await startNpmStart(state));
+  // An export waits FEED_SETTLE_SECONDS after its instant: the least the service allows.
+  ({ child: dev, port } = await startNpmStart(state, ["--var", `FEED_SETTLE_SECONDS:${MIN_FEED_SETTLE_SECONDS}`]));
 }, 180_000);
 
 afterAll(async () => {

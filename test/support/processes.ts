@@ -30,9 +30,9 @@ export function startGroup(
  * would otherwise race for the inspector's 9229, docs/api.md#local-use), and waits until it
  * serves.
  */
-export async function startNpmStart(state: string): Promise<{ child: ChildProcess; port: number }> {
+export async function startNpmStart(state: string, devArgs: readonly string[] = []): Promise<{ child: ChildProcess; port: number }> {
   const [port, inspectorPort] = [await freePort(), await freePort()];
-  const { child, output } = startGroup("npm", ["start", "--", "--port", String(port), "--inspector-port", String(inspectorPort), "--persist-to", state]);
+  const { child, output } = startGroup("npm", ["start", "--", "--port", String(port), "--inspector-port", String(inspectorPort), "--persist-to", state, ...devArgs]);
   await waitForWorker(port, output);
   return { child, port };
 }

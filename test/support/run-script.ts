@@ -8,6 +8,9 @@ import { cliStatus } from "../../scripts/lib/cli.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "../..");
 
+// Far longer than any command takes (an export or erasure waits for its job); a hung one is killed.
+const SCRIPT_TIMEOUT_MS = 180_000;
+
 export interface ScriptResult {
   status: number | null;
   stdout: string;
@@ -24,7 +27,14 @@ export function freshState(): string {
  * test's environment and `env` over it (undefined removes a variable).
  */
 export function runScript(name: string, args: string[], input?: string, env: Record<string, string | undefined> = {}): ScriptResult {
-  const result = spawnSync(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], { cwd: ROOT, encoding: "utf8", input, env: scriptEnv(env) });
+  // A command that hangs fails its test rather than blocking the whole run.
+  const result = spawnSync(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], {
+    cwd: ROOT,
+    encoding: "utf8",
+    input,
+    env: scriptEnv(env),
+    timeout: SCRIPT_TIMEOUT_MS,
+  });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 

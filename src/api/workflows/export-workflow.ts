@@ -25,7 +25,7 @@ export interface ExportParams {
 
 /**
  * The export's Workflow, bound as EXPORT in wrangler.toml. It holds the app user on every shard,
- * fixes its instant, sleeps until every add made before it has committed (FEED_SETTLE_SECONDS,
+ * fixes its instant, waits until every add made before it has committed (FEED_SETTLE_SECONDS,
  * as the event feed waits), reads, writes its file, releases its holds and forgets its request.
  */
 export class ExportWorkflow extends WorkflowEntrypoint<ApiEnv, ExportParams> {
@@ -35,7 +35,13 @@ export class ExportWorkflow extends WorkflowEntrypoint<ApiEnv, ExportParams> {
       const requestId = event.payload?.request_id;
       const { appUserId, steps } = await requestedJob(step, shards, requestId, readExportRequest);
       const { auditHashKey, feedSettleMs } = apiConfig(this.env);
-      const settle = (instant: number) => step.sleep("settle", Math.max(1, instant + feedSettleMs - Date.now()));
+      // A wait inside a step rather than a Workflow's sleep: a few seconds, and a local sleep
+      // (wrangler dev) was seen never to wake. A replay finds the step done and waits no more.
+      const settle = (instant: number) =>
+        steps("settle", async () => {
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, instant + feedSettleMs - Date.now())));
+          return true;
+        }).then(() => undefined);
       const summary = await exportAppUser({ id: appUserId, job_id: event.instanceId }, shards, auditHashKey, this.env.ARCHIVE, { steps, settle });
       await steps("forget the request", async () => {
         await shards[0]!.run([forgetExportRequest(requestId as string)]);

@@ -53,10 +53,10 @@ let everyErasure: Awaited<ReturnType<typeof introspectWorkflow>>;
 beforeAll(async () => {
   app = await clientWith(APP_SCOPE);
   pos = await newCaller({ chains: ["c1", "c2"] });
-  // The export sleeps until adds in flight at its instant have committed: here, at once.
+  // The export waits until adds in flight at its instant have committed: here, at once.
   everyExport = await introspectWorkflow(env.EXPORT);
   await everyExport.modifyAll(async (m) => {
-    await m.disableSleeps();
+    await m.mockStepResult({ name: "settle" }, true);
     await m.disableRetryDelays();
   });
   everyErasure = await introspectWorkflow(env.ERASURE);
