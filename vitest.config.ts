@@ -17,6 +17,9 @@ const WIDE_SHARDS = Object.fromEntries(
 const WIDE_STEP_LIMIT = 16;
 const WIDE_PART_SHARDS = 4;
 
+// The node files that run after every other, alone (the "node-alone" project).
+const NODE_ALONE_FILES = ["test/scripts/app-users.test.ts"];
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(root, "migrations"));
   // wrangler.toml's [assets] folder must hold the API reference's files before the Workers start.
@@ -104,6 +107,20 @@ export default defineConfig(async () => {
           },
         },
         {
+          // The operator's erasure and export commands against a real `npm start`, after every
+          // other file, alone: a job of npm start's Workflows that was waiting (an export's wait for
+          // adds in flight) was seen never to end when another test file's runtime started meanwhile.
+          test: {
+            name: "node-alone",
+            silent: "passed-only",
+            environment: "node",
+            testTimeout: 60_000,
+            globalSetup: ["./test/support/migrated-state.ts"],
+            include: NODE_ALONE_FILES,
+            sequence: { groupOrder: 1 },
+          },
+        },
+        {
           // Operator scripts, documents, the examples and the soak's rules, which run on Node.
           test: {
             name: "node",
@@ -114,6 +131,7 @@ export default defineConfig(async () => {
             // The shards' migrations, applied once for every file to copy.
             globalSetup: ["./test/support/migrated-state.ts"],
             include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts", "test/examples/**/*.test.ts", "test/soak/**/*.test.ts", "test/**/*.node.test.ts"],
+            exclude: [...configDefaults.exclude, ...NODE_ALONE_FILES],
           },
         },
       ],
