@@ -18,6 +18,12 @@ export async function freshWindow(policy: RatePolicy): Promise<number> {
   return Date.now() - (Date.now() % windowMs) + windowMs;
 }
 
+/** Waits for the start of the next window of the limiter: whatever was counted before is behind. */
+export async function nextWindow(policy: RatePolicy): Promise<void> {
+  const windowMs = policy.windowSeconds * 1000;
+  await scheduler.wait(windowMs - (Date.now() % windowMs) + 20);
+}
+
 /**
  * Runs `attempt`, which spends a fresh client's limit and sends its requests, from the start of
  * a window, and again (at most five times in all) while an attempt outlasted its window: on a
