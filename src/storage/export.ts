@@ -22,7 +22,7 @@
 import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
 import { archiveUserPrefix, archivedReceipts, shardOfObjectKey, type ArchivedReceipt } from "./archive/layout.ts";
 import { exportsOfUser, forgetJobs, jobsMadeBefore } from "./app-user-jobs.ts";
-import { fenced } from "./fences.ts";
+import { liveOwned } from "./ownership.ts";
 import { statement, type Statement } from "./statement.ts";
 import type { JobShard, StepRunner } from "./steps.ts";
 
@@ -93,7 +93,8 @@ export function exportHeld(userKeyParam: string): string {
 /**
  * In delete's batch, before the receipt's row goes: a copy of the receipt for every export that
  * holds its app user (`userKey`), made only where the row is there with the owner's fields and no
- * erasure's fence covers it (the conditions of delete's own statements), at the deletion's instant.
+ * erasure's fence covers it (`liveOwned`, the condition of delete's own statements), at the
+ * deletion's instant.
  * Without a hold it writes nothing: one probe of export_holds' primary key.
  */
 export function copyForExports(owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string }, userKey: string, deletedAt: string): Statement {
@@ -102,7 +103,7 @@ export function copyForExports(owner: { receipt_id: string; client_id: string; c
     SELECT h.job_id, r.receipt_id, ?3, json_object('receipt_id', r.receipt_id, 'chain_id', r.chain_id,
       'client_id', r.client_id, 'app_user_id', r.app_user_id, 'created_at', r.created_at, 'body', r.body, 'format', r.format, 'mapped', r.mapped)
     FROM export_holds AS h JOIN receipts AS r ON r.receipt_id = ?1
-    WHERE h.user_key = ?2 AND r.client_id = ?4 AND r.chain_id = ?5 AND r.app_user_id = ?6 AND NOT ${fenced("?2", "r.created_at")}
+    WHERE h.user_key = ?2 AND ${liveOwned({ receiptId: "?1", clientId: "?4", chainId: "?5", appUserId: "?6", userKey: "?2" })}
     ON CONFLICT DO NOTHING`,
     owner.receipt_id,
     userKey,

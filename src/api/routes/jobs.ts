@@ -7,7 +7,6 @@ import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import { appUserJobHeaders, jobHeaders, type JobState } from "../../shared/schemas.ts";
 import { APP_SCOPE } from "../../shared/types.ts";
 import { jobById, startJob, type AppUserJob, type AppUserJobKind } from "../../storage/app-user-jobs.ts";
-import { pseudonym } from "../../storage/erasure.ts";
 import { exportPrefix, type ExportSummary } from "../../storage/export.ts";
 import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
@@ -15,6 +14,7 @@ import { readHeaders } from "../headers.ts";
 import { enforceRateLimit } from "../rate-limit.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { jsonResponse } from "../responses.ts";
+import { userKeyOf } from "../user-key.ts";
 import { jobShardsOf, startOnce } from "../workflows/durable.ts";
 
 /**
@@ -34,7 +34,7 @@ export function startAppUserJob(kind: AppUserJobKind) {
       kind,
       client_id: client.client_id,
       idempotency_key: headers["Idempotency-Key"],
-      user_key: await pseudonym(headers.app_user_id, c.get("config").auditHashKey),
+      user_key: await userKeyOf(c.get("isolate"), c.get("config"), headers.app_user_id),
       created_at: new Date().toISOString(),
     };
     const [, , [held]] = (await firstShard(c).run(startJob(job, headers.app_user_id))) as [unknown[], unknown[], AppUserJob[]];
