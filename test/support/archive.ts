@@ -8,17 +8,16 @@ import { archiveObjectKey, archiveText, archivedReceipts, type ArchivedReceipt }
 import { recordOwners } from "../../src/storage/archive/owners.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
 import { runBatch, statement } from "../../src/storage/statement.ts";
-import { SHARDS, dbOf } from "./shards.ts";
+import { SHARDS, dbOf, storedReceipt } from "./shards.ts";
 import { testUserKey } from "./user-keys.ts";
 
 /** Moves a stored receipt to the archive; returns its object's key. */
 export async function archiveReceipt(receiptId: string): Promise<string> {
   const db = dbOf(receiptId);
-  const row = await db
-    .prepare("SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body FROM receipts WHERE receipt_id = ?")
-    .bind(receiptId)
-    .first<ArchivedReceipt>();
-  if (!row) throw new Error(`no receipt ${receiptId} to archive`);
+  const stored = (await storedReceipt(receiptId)) as ArchivedReceipt | null;
+  if (!stored) throw new Error(`no receipt ${receiptId} to archive`);
+  const { chain_id, client_id, app_user_id, created_at, body } = stored;
+  const row: ArchivedReceipt = { receipt_id: receiptId, chain_id, client_id, app_user_id, created_at, body };
   const key = archiveObjectKey(await testUserKey(row.app_user_id), row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
   await env.ARCHIVE.put(key, archiveText([...(await archivedLines(key)), row]));
   await runBatch(db, [recordOwners(statement("SELECT ?1", receiptId)), statement("DELETE FROM receipts WHERE receipt_id = ?1", receiptId)]);
