@@ -75,12 +75,6 @@ export function inflated(bytes: StoredBytes): Promise<Uint8Array> {
 }
 
 async function transformed(bytes: Uint8Array, stream: CompressionStream | DecompressionStream): Promise<Uint8Array> {
-  const [, out] = await Promise.all([writeAll(stream.writable, bytes), new Response(stream.readable).arrayBuffer()]);
-  return new Uint8Array(out);
-}
-
-async function writeAll(writable: WritableStream<BufferSource>, bytes: Uint8Array): Promise<void> {
-  const writer = writable.getWriter();
-  await writer.write(bytes as Uint8Array<ArrayBuffer>);
-  await writer.close();
+  const piped = new Blob([bytes as Uint8Array<ArrayBuffer>]).stream().pipeThrough(stream);
+  return new Uint8Array(await new Response(piped).arrayBuffer());
 }
