@@ -6,7 +6,7 @@
  *
  * A SQLite database is read twice. Its bytes, like any file's, for every copy; and its live rows,
  * through SQLite itself on a copy of the database and its WAL, for the rows that hold the value
- * now. SQLite keeps the bytes of deleted rows (free pages, the unused space of a page, the WAL's
+ * now, each BLOB inflated where it was deflated (a receipt's texts since migration 0022). SQLite keeps the bytes of deleted rows (free pages, the unused space of a page, the WAL's
  * older frames) until it happens to overwrite them, and local D1 lets a Worker neither zero them
  * (`PRAGMA secure_delete` is refused) nor VACUUM (docs/storage.md, "Erasure and freed bytes"):
  * so a copy in a database's bytes that no live row explains is reported as freed bytes, apart
@@ -16,6 +16,7 @@ import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSyn
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { inflateRawSync } from "node:zlib";
 
 /** One way a store may keep the value: its bytes so written. */
 export interface ScanForm {
@@ -247,19 +248,34 @@ function rowsHolding(db: DatabaseSync, table: string, forms: readonly ScanForm[]
   const columns = (db.prepare(`SELECT name FROM pragma_table_info(?)`).all(table) as { name: string }[]).map(({ name }) => name);
   if (columns.length === 0) return [];
   const anyForm = columns.flatMap((column) => forms.map((_, i) => `instr(CAST(${quoted(column)} AS BLOB), ?${i + 1}) > 0`)).join(" OR ");
-  const found = db.prepare(`SELECT * FROM ${quoted(table)} WHERE ${anyForm}`).all(...forms.map((form) => form.bytes)) as Record<string, unknown>[];
-  return found.map((values) => {
+  // A BLOB may be deflated (a receipt's texts, migration 0022): SQLite cannot search it inflated,
+  // so every row with one is read and searched here.
+  const anyBlob = columns.map((column) => `typeof(${quoted(column)}) = 'blob'`).join(" OR ");
+  const found = db.prepare(`SELECT * FROM ${quoted(table)} WHERE ${anyForm} OR ${anyBlob}`).all(...forms.map((form) => form.bytes)) as Record<string, unknown>[];
+  return found.flatMap((values) => {
     const held: Record<string, string> = {};
     const row: LiveRow["row"] = {};
     for (const column of columns) {
       const value = values[column];
-      const bytes = typeof value === "string" ? Buffer.from(value, "utf8") : value instanceof Uint8Array ? Buffer.from(value) : undefined;
-      const form = bytes && forms.find((candidate) => bytes.includes(candidate.bytes));
-      if (form) held[column] = form.name;
-      row[column] = typeof value === "string" ? value : bytes ? bytes.toString("latin1") : (value as number | bigint | null);
+      const stored = typeof value === "string" ? Buffer.from(value, "utf8") : value instanceof Uint8Array ? Buffer.from(value) : undefined;
+      const inflated = value instanceof Uint8Array ? inflatedOrNot(stored!) : undefined;
+      const form = stored && forms.find((candidate) => stored.includes(candidate.bytes) || inflated?.includes(candidate.bytes));
+      if (form) held[column] = stored!.includes(form.bytes) ? form.name : `${form.name}, deflated`;
+      const shownBytes = inflated ?? stored;
+      row[column] = typeof value === "string" ? value : shownBytes ? shownBytes.toString("latin1") : (value as number | bigint | null);
     }
-    return { table, columns: held, row };
+    return Object.keys(held).length > 0 ? [{ table, columns: held, row }] : [];
   });
+}
+
+// A BLOB's bytes inflated (`deflate-raw`, as add stores a receipt's texts), or undefined for bytes
+// that are not deflated.
+function inflatedOrNot(bytes: Buffer): Buffer | undefined {
+  try {
+    return inflateRawSync(bytes);
+  } catch {
+    return undefined;
+  }
 }
 
 function shown(text: string): string {
