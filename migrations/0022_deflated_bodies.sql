@@ -12,6 +12,10 @@
 -- against 1,527 apart and 2,211 with its model left as text.
 ALTER TABLE receipts ADD COLUMN deflated BLOB;
 
+-- notice_outbox.archived_body (0019) stays text: the move copies a receipt there only while its
+-- created event's row is still in the outbox, 14 days after delivery at most, and with the default
+-- archive age of 45 days never; a column that holds nothing at the defaults saves no page.
+
 -- A delete's copy of the receipt for a running export (migration 0021) keeps it as stored: `line`
 -- holds the row's columns as JSON, and the deflated texts go here, as they are, beside it.
 ALTER TABLE export_copies ADD COLUMN deflated BLOB;

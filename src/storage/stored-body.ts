@@ -59,9 +59,10 @@ export async function storedTexts(row: StoredColumns): Promise<ReceiptTexts> {
 
 /**
  * What a created event carries of its receipt, as JSON members after `"receipt":`
- * (./outbox/pushed-event.ts), and what an export's line carries as `"receipt":` on: the body of a
- * receipt in our shape; for one in a published format its model, then `format` and `original`,
- * the body as the till sent it.
+ * (./outbox/pushed-event.ts): the body of a receipt in our shape; for one in a published format
+ * its model, then `format` and `original`, the body as the till sent it. The push's claim, the
+ * event feed and the archive's move (for the copy the feed reads once the row is gone) make it
+ * from the row they read.
  */
 export async function receiptAsPushed(row: StoredColumns): Promise<string> {
   const { body, mapped } = await storedTexts(row);
