@@ -16,7 +16,7 @@ import { PATHS } from "../../../src/shared/paths.ts";
 import { archiveObjectKey, archivedReceipts, archiveText, archiveUserPrefix, type ArchivedReceipt } from "../../../src/storage/archive/layout.ts";
 import { ARCHIVE_PAGE, archiveShard, type ArchiveRun } from "../../../src/storage/archive/move.ts";
 import type { JobShard } from "../../../src/storage/steps.ts";
-import type { ArchiveBucket } from "../../../src/storage/archive/objects.ts";
+import { readObject, type ArchiveBucket } from "../../../src/storage/archive/objects.ts";
 import { pseudonym } from "../../../src/storage/erasure.ts";
 import { writeFence } from "../../../src/storage/fences.ts";
 import { idOnShard, type Shard } from "../../../src/storage/shards.ts";
@@ -70,7 +70,7 @@ async function objectsOf(appUserId: string): Promise<Map<string, string>> {
   let cursor: string | undefined;
   do {
     const listed = await env.ARCHIVE.list({ prefix: archiveUserPrefix(await testUserKey(appUserId)), cursor });
-    for (const { key } of listed.objects) texts.set(key, await (await env.ARCHIVE.get(key))!.text());
+    for (const { key } of listed.objects) texts.set(key, (await readObject(env.ARCHIVE, key)).text);
     cursor = listed.truncated ? listed.cursor : undefined;
   } while (cursor);
   return texts;
