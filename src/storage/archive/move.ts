@@ -1,6 +1,7 @@
 /**
- * The archive's move on one shard (docs/storage.md "Archive"): receipts made before the cutoff go
- * from the shard to R2, a page a step. A page's objects are each read, merged, put and read back
+ * The archive's move on one shard (docs/storage.md "Archive"): receipts made before the cutoff
+ * (src/storage/archive/layout.ts `archiveCutoff`: the start of the month that holds now less the
+ * archive age) go from the shard to R2, a page a step. A page's objects are each read, merged, put and read back
  * before one D1 batch removes the page's rows, so a step cut off anywhere leaves every receipt in
  * D1, in R2, or in both, never in neither; the step then runs again, the merge finds its lines
  * already there (the object's text is sorted and has each receipt once), and nothing is doubled.
@@ -25,7 +26,7 @@
  */
 import { importAuditHashKey, pseudonymWith } from "../../shared/audit-hash-key.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "../steps.ts";
-import { archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
+import { archiveCutoff, archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
 import { lineBytes, readObject, rewriteObject, writeObject, type ArchiveBucket } from "./objects.ts";
 import { markPurged } from "./tombstones.ts";
 import {
@@ -78,14 +79,14 @@ export interface ArchiveOptions {
   runId: string;
   /** Pages before the run stops, incomplete: ARCHIVE_MAX_PAGES unless a test says fewer. */
   maxPages?: number;
-  /** How old a receipt must be to move (ARCHIVE_AFTER_DAYS). */
+  /** The archive age (ARCHIVE_AFTER_DAYS), from which {@link archiveCutoff} fixes the cutoff. */
   archiveAfterMs: number;
   steps?: StepRunner;
   now?: () => Date;
 }
 
 /**
- * Moves the shard's receipts made before now less the archive age to `bucket`. Steps: `begin`
+ * Moves the shard's receipts made before the cutoff ({@link archiveCutoff} at `now`) to `bucket`. Steps: `begin`
  * (fixes the cutoff, records the run, settles the page records of runs that stopped for good),
  * `move page <n>`, `finish`.
  *
@@ -99,7 +100,7 @@ export async function archiveShard(
 ): Promise<ArchiveRun> {
   const { cutoff } = await steps("begin", async () => {
     const startedAt = now();
-    const cutoff = new Date(startedAt.getTime() - archiveAfterMs).toISOString();
+    const cutoff = archiveCutoff(startedAt, archiveAfterMs).toISOString();
     const [leftovers] = (await shard.run([leftoverPages(runId, startedAt, LEFTOVER_PAGES), beginRun(runId, cutoff, startedAt.toISOString())])) as [LeftoverPage[]];
     for (const leftover of leftovers) await settleLeftover(shard, bucket, leftover, now);
     return { cutoff };
