@@ -21,7 +21,16 @@ export async function archiveReceipt(receiptId: string): Promise<string> {
     .first<ArchivedReceipt>();
   if (!row) throw new Error(`no receipt ${receiptId} to archive`);
   const key = archiveObjectKey(await testUserKey(row.app_user_id), row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
-  await rewriteObject(env.ARCHIVE, key, (held) => [...held, row]);
+  // A delete's purge (after its answer) may rewrite the object meanwhile: the conditional put then
+  // fails, and, as the move's step would be, the write is run again.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await rewriteObject(env.ARCHIVE, key, (held) => [...held, row]);
+      break;
+    } catch (error) {
+      if (attempt === 3) throw error;
+    }
+  }
   await runBatch(db, [recordOwners(statement("SELECT ?1", receiptId)), statement("DELETE FROM receipts WHERE receipt_id = ?1", receiptId)]);
   return key;
 }

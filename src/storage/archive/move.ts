@@ -1,7 +1,6 @@
 /**
- * The archive's move on one shard (docs/storage.md "Archive"): receipts made before the cutoff
- * (src/storage/archive/layout.ts `archiveCutoff`: the start of the month that holds now less the
- * archive age) go from the shard to R2, a page a step. A page's objects are each read, merged, put and read back
+ * The archive's move on one shard (docs/storage.md "Archive"): receipts made before the cutoff go
+ * from the shard to R2, a page a step. A page's objects are each read, merged, put and read back
  * before one D1 batch removes the page's rows, so a step cut off anywhere leaves every receipt in
  * D1, in R2, or in both, never in neither; the step then runs again, the merge finds its lines
  * already there (the object's text is sorted and has each receipt once), and nothing is doubled.
@@ -86,9 +85,9 @@ export interface ArchiveOptions {
 }
 
 /**
- * Moves the shard's receipts made before the cutoff ({@link archiveCutoff} at `now`) to `bucket`. Steps: `begin`
- * (fixes the cutoff, records the run, settles the page records of runs that stopped for good),
- * `move page <n>`, `finish`.
+ * Moves the shard's receipts made before the cutoff ({@link archiveCutoff} at `now`) to `bucket`.
+ * Steps: `begin` (fixes the cutoff, records the run, settles the page records of runs that
+ * stopped for good), `move page <n>`, `finish`.
  *
  * @param hashKey AUDIT_HASH_KEY's bytes, which name an app user in erasure fences.
  */

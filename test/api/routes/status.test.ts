@@ -7,6 +7,7 @@
  */
 import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { v7 as uuidv7 } from "uuid";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createApp } from "../../../src/api/app.ts";
 import { newIsolateState, type IsolateState } from "../../../src/api/context.ts";
@@ -20,7 +21,6 @@ import { healthReport } from "../../../src/api/status/health.ts";
 import { statusThresholds } from "../../../src/shared/config.ts";
 import { LEGACY_PREFIX } from "../../../src/storage/archive/layout.ts";
 import { idOnShard } from "../../../src/storage/shards.ts";
-import { v7 as uuidv7 } from "uuid";
 import { EXPECTED_MIGRATION } from "../../../src/storage/health.ts";
 import { BASE, call, expectErrorShape, issueClient, loginHeadersFor, loginToken, uniqueId } from "../../support/api.ts";
 import { TEST_PUSH_SECRET } from "../../support/keys.ts";
