@@ -57,18 +57,6 @@ export async function readReceipts(bucket: Pick<ArchiveBucket, "get">, key: stri
   return existing && archivedReceipts(text);
 }
 
-/** The text of an object as got, inflated when it was stored deflated. */
-export async function objectText(object: StoredObject): Promise<string> {
-  const bytes = await object.arrayBuffer();
-  const stored = object.customMetadata?.encoding === ENCODING.encoding ? await inflated(bytes) : bytes;
-  return new TextDecoder().decode(stored);
-}
-
-/** `text` as an object stores it: deflated, raw (no zlib header or checksum: R2 keeps its own). */
-async function deflated(text: string): Promise<Uint8Array> {
-  return piped(new TextEncoder().encode(text), new CompressionStream("deflate-raw"));
-}
-
 /**
  * Puts the object as read (`held`) with `change` applied to its receipts, and returns it as read
  * back. Writes nothing when the text would not change (a re-run of a move): the read is then the
@@ -86,7 +74,8 @@ export async function writeObject(
   const text = archiveText(change(archivedReceipts(heldText)));
   const written = { object_key: key, receipts: archivedReceipts(text).length, bytes: byteLength(text), created: existing === null };
   if (existing ? text === heldText : text === "") return { ...written, created: false };
-  if (!(await putObject(bucket, key, text, existing ? { etagMatches: existing.etag } : { etagDoesNotMatch: "*" }))) throw new Error(`archive object ${key} changed while it was being rewritten`);
+  const onlyIf = existing ? { etagMatches: existing.etag } : { etagDoesNotMatch: "*" };
+  if (!(await putObject(bucket, key, text, onlyIf))) throw new Error(`archive object ${key} changed while it was being rewritten`);
   // Read back as every reader reads it: inflated, so the check covers the encoding too.
   const readBack = await readObject(bucket, key);
   if (!readBack.existing || readBack.text !== text) throw new Error(`archive object ${key} does not read back as written`);
@@ -130,4 +119,16 @@ async function inflated(bytes: ArrayBuffer): Promise<Uint8Array> {
 
 async function piped(bytes: Uint8Array, through: ReadableWritablePair<Uint8Array, Uint8Array>): Promise<Uint8Array> {
   return new Uint8Array(await new Response(new Blob([bytes]).stream().pipeThrough(through)).arrayBuffer());
+}
+
+// The text of an object as got, inflated when it was stored deflated.
+async function objectText(object: StoredObject): Promise<string> {
+  const bytes = await object.arrayBuffer();
+  const stored = object.customMetadata?.encoding === ENCODING.encoding ? await inflated(bytes) : bytes;
+  return new TextDecoder().decode(stored);
+}
+
+// `text` as an object stores it: deflated, raw (no zlib header or checksum: R2 keeps its own).
+async function deflated(text: string): Promise<Uint8Array> {
+  return piped(new TextEncoder().encode(text), new CompressionStream("deflate-raw"));
 }
