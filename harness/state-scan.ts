@@ -4,6 +4,10 @@
  * keys, KV, the Workflows' instances) for a value in every form a store may keep it in, and says
  * where each copy is (docs/api.md#erasure: after an erasure no stored copy holds the app_user_id).
  *
+ * A file's bytes are also read inflated when they are a raw deflate stream, as the archive's objects
+ * are in R2 (src/storage/archive/objects.ts): a deflated copy shows no form of the value in its
+ * bytes ({@link searchableBytes}).
+ *
  * A SQLite database is read twice. Its bytes, like any file's, for every copy; and its live rows,
  * through SQLite itself on a copy of the database and its WAL, for the rows that hold the value
  * now. SQLite keeps the bytes of deleted rows (free pages, the unused space of a page, the WAL's
@@ -16,6 +20,7 @@ import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readFileSyn
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { inflateRawSync } from "node:zlib";
 
 /** One way a store may keep the value: its bytes so written. */
 export interface ScanForm {
@@ -27,6 +32,7 @@ export interface ScanForm {
 export interface ByteCopy {
   /** The file, relative to the scanned directory. */
   file: string;
+  /** In the bytes the form names: the file's, or those it inflates to (a form ending in ", deflated"). */
   offset: number;
   form: string;
   /** Up to CONTEXT bytes either side, control bytes shown as `.`. */
@@ -116,8 +122,14 @@ export function scanState(dir: string, value: string, explain: Explain = () => u
     const bytes = readIfThere(file);
     if (!bytes) continue;
     scan.bytes += bytes.length;
-    const copies = copiesIn(bytes, forms, path.relative(dir, file));
-    (ofDatabase.has(file) ? scan.databaseCopies : scan.fileCopies).push(...copies);
+    if (ofDatabase.has(file)) {
+      scan.databaseCopies.push(...copiesIn(bytes, forms, path.relative(dir, file)));
+      continue;
+    }
+    for (const read of searchableBytes(bytes)) {
+      const copies = copiesIn(read.bytes, forms, path.relative(dir, file));
+      scan.fileCopies.push(...copies.map((copy) => ({ ...copy, form: `${copy.form}${read.suffix}` })));
+    }
   }
   for (const database of databases) {
     for (const row of liveRows(database, forms)) {
@@ -128,6 +140,31 @@ export function scanState(dir: string, value: string, explain: Explain = () => u
     }
   }
   return scan;
+}
+
+/** Bytes as a store may hold them, read one way: `suffix` is added to the name of a form found in them. */
+export interface SearchableBytes {
+  suffix: string;
+  bytes: Buffer;
+}
+
+// Bytes a stream may inflate to before the scan stops reading it: far above an archive object.
+const MAX_INFLATED = 256 * 1024 * 1024;
+
+/**
+ * Every way to read `bytes` for a value: as they are, and, when they are a whole raw deflate
+ * stream (`deflate-raw`, how the archive stores an object, src/storage/archive/objects.ts), as
+ * what they inflate to. Bytes that are no such stream fail to inflate and are read as they are
+ * only; the store's own marker (an object's custom metadata) is not beside the bytes on disk, so
+ * every file is tried. For any store's bytes: a file's, or a column's value.
+ */
+export function searchableBytes(bytes: Uint8Array): SearchableBytes[] {
+  const stored = { suffix: "", bytes: Buffer.from(bytes) };
+  try {
+    return [stored, { suffix: ", deflated", bytes: inflateRawSync(bytes, { maxOutputLength: MAX_INFLATED }) }];
+  } catch {
+    return [stored];
+  }
 }
 
 /** A scan in figures, and its findings: what a report shows. */
