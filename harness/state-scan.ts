@@ -4,6 +4,10 @@
  * keys, KV, the Workflows' instances) for a value in every form a store may keep it in, and says
  * where each copy is (docs/api.md#erasure: after an erasure no stored copy holds the app_user_id).
  *
+ * A file's bytes are also read inflated when they are a raw deflate stream, as the archive's objects
+ * are in R2 (src/storage/archive/objects.ts): a deflated copy shows no form of the value in its
+ * bytes ({@link searchableBytes}).
+ *
  * A SQLite database is read twice. Its bytes, like any file's, for every copy; and its live rows,
  * through SQLite itself on a copy of the database and its WAL, for the rows that hold the value
  * now, each BLOB inflated where it was deflated (a receipt's texts since migration 0022). SQLite keeps the bytes of deleted rows (free pages, the unused space of a page, the WAL's
@@ -28,6 +32,7 @@ export interface ScanForm {
 export interface ByteCopy {
   /** The file, relative to the scanned directory. */
   file: string;
+  /** In the bytes the form names: the file's, or those it inflates to (a form ending in ", deflated"). */
   offset: number;
   form: string;
   /** Up to CONTEXT bytes either side, control bytes shown as `.`. */
@@ -117,8 +122,14 @@ export function scanState(dir: string, value: string, explain: Explain = () => u
     const bytes = readIfThere(file);
     if (!bytes) continue;
     scan.bytes += bytes.length;
-    const copies = copiesIn(bytes, forms, path.relative(dir, file));
-    (ofDatabase.has(file) ? scan.databaseCopies : scan.fileCopies).push(...copies);
+    if (ofDatabase.has(file)) {
+      scan.databaseCopies.push(...copiesIn(bytes, forms, path.relative(dir, file)));
+      continue;
+    }
+    for (const read of searchableBytes(bytes)) {
+      const copies = copiesIn(read.bytes, forms, path.relative(dir, file));
+      scan.fileCopies.push(...copies.map((copy) => ({ ...copy, form: `${copy.form}${read.suffix}` })));
+    }
   }
   for (const database of databases) {
     for (const row of liveRows(database, forms)) {
@@ -129,6 +140,31 @@ export function scanState(dir: string, value: string, explain: Explain = () => u
     }
   }
   return scan;
+}
+
+/** Bytes as a store may hold them, read one way: `suffix` is added to the name of a form found in them. */
+export interface SearchableBytes {
+  suffix: string;
+  bytes: Buffer;
+}
+
+// Bytes a stream may inflate to before the scan stops reading it: far above an archive object.
+const MAX_INFLATED = 256 * 1024 * 1024;
+
+/**
+ * Every way to read `bytes` for a value: as they are, and, when they are a whole raw deflate
+ * stream (`deflate-raw`, how the archive stores an object, src/storage/archive/objects.ts), as
+ * what they inflate to. Bytes that are no such stream fail to inflate and are read as they are
+ * only; the store's own marker (an object's custom metadata) is not beside the bytes on disk, so
+ * every file is tried. For any store's bytes: a file's, or a column's value.
+ */
+export function searchableBytes(bytes: Uint8Array): SearchableBytes[] {
+  const stored = { suffix: "", bytes: Buffer.from(bytes) };
+  try {
+    return [stored, { suffix: ", deflated", bytes: inflateRawSync(bytes, { maxOutputLength: MAX_INFLATED }) }];
+  } catch {
+    return [stored];
+  }
 }
 
 /** A scan in figures, and its findings: what a report shows. */
@@ -257,25 +293,20 @@ function rowsHolding(db: DatabaseSync, table: string, forms: readonly ScanForm[]
     const row: LiveRow["row"] = {};
     for (const column of columns) {
       const value = values[column];
-      const stored = typeof value === "string" ? Buffer.from(value, "utf8") : value instanceof Uint8Array ? Buffer.from(value) : undefined;
-      const inflated = value instanceof Uint8Array ? inflatedOrNot(stored!) : undefined;
-      const form = stored && forms.find((candidate) => stored.includes(candidate.bytes) || inflated?.includes(candidate.bytes));
-      if (form) held[column] = stored!.includes(form.bytes) ? form.name : `${form.name}, deflated`;
-      const shownBytes = inflated ?? stored;
-      row[column] = typeof value === "string" ? value : shownBytes ? shownBytes.toString("latin1") : (value as number | bigint | null);
+      const text = typeof value === "string" ? Buffer.from(value, "utf8") : undefined;
+      const reads = value instanceof Uint8Array ? searchableBytes(value) : text ? [{ suffix: "", bytes: text }] : [];
+      for (const read of reads) {
+        const form = forms.find((candidate) => read.bytes.includes(candidate.bytes));
+        if (form) {
+          held[column] = `${form.name}${read.suffix}`;
+          break;
+        }
+      }
+      // A BLOB is shown as what it inflates to, where it does.
+      row[column] = typeof value === "string" ? value : reads.length > 0 ? reads.at(-1)!.bytes.toString("latin1") : (value as number | bigint | null);
     }
     return Object.keys(held).length > 0 ? [{ table, columns: held, row }] : [];
   });
-}
-
-// A BLOB's bytes inflated (`deflate-raw`, as add stores a receipt's texts), or undefined for bytes
-// that are not deflated.
-function inflatedOrNot(bytes: Buffer): Buffer | undefined {
-  try {
-    return inflateRawSync(bytes);
-  } catch {
-    return undefined;
-  }
 }
 
 function shown(text: string): string {

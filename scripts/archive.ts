@@ -2,10 +2,11 @@
  * Operators run and watch the archive tier (docs/operations.md "The archive"): `run` starts the
  * move (src/api/workflows/archive-workflow.ts) on every shard or one, in the running service
  * (locally in `npm start`, or the deployment), and waits for it; `status` reads each shard's
- * tables: receipts still in D1 past the archive age, what the archive holds, the last run.
+ * tables: receipts still in D1 due by the archive's cutoff, what the archive holds, the last run.
  */
 import path from "node:path";
 import { unstable_readConfig } from "wrangler";
+import { archiveCutoff } from "../src/storage/archive/layout.ts";
 import type { ArchiveRun } from "../src/storage/archive/move.ts";
 import { archiveStatus, firstIdAt } from "../src/storage/archive/statements.ts";
 import { archiveAfterMs } from "../src/shared/config.ts";
@@ -19,12 +20,13 @@ import { PROJECT_ROOT, TARGET_OPTIONS, targetOf } from "./lib/wrangler.ts";
 const USAGE = `Usage: npm run archive -- run [--shard <name>] [--json] [--remote | --port <port> | --persist-to <dir>]
        npm run archive -- status [--json] [--remote | --persist-to <dir>]
 
-  run       move every receipt older than ARCHIVE_AFTER_DAYS from its shard to the archive
+  run       move every receipt due (made before the first day of the month that holds
+            now less ARCHIVE_AFTER_DAYS; every receipt when it is 0) from its shard to the archive
             bucket now, on every shard or the one --shard names (the cron does it daily at
             03:00 UTC). Starts one job (Workflow instance) per shard and waits for them; prints
             per shard the receipts, objects and bytes moved; with --json an array of
             {"shard", "job", "receipts", "objects", "bytes", "complete"}
-  status    per shard: receipts in D1 older than ARCHIVE_AFTER_DAYS, archived receipts,
+  status    per shard: receipts in D1 due by that cutoff ("due"), archived receipts,
             objects and bytes in the archive, the last run; with --json an array of
             {"shard", "due", "archived", "objects", "bytes", "last_run"}
 
@@ -81,7 +83,7 @@ async function status(argv: string[]): Promise<void> {
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
   const shards = targetShards(target);
-  const beforeId = firstIdAt(new Date(Date.now() - archiveAgeMs(shards[0]!, target.remote)));
+  const beforeId = firstIdAt(archiveCutoff(new Date(), archiveAgeMs(shards[0]!, target.remote)));
   const rows: ({ shard: string } & StatusRow)[] = [];
   const failures = await onEachShard(shards, async (shard) => {
     const [row] = (await execute<StatusRow>(target, shard, [archiveStatus(beforeId)]))[0]!;

@@ -10,7 +10,7 @@ import { fetchStatus, statusText, withErasures, type ErasureJobs } from "./lib/s
 const USAGE = `Usage: npm run status -- [--json] [--remote | --port <port> | --persist-to <dir>]
 
   The service's health: per shard its state, fill against SHARD_FILL_BYTES, migrations,
-  undelivered events and failed notices, how far behind the archive age; delivery (the
+  undelivered events and failed notices, how far behind the archive's cutoff; delivery (the
   oldest undelivered event's age, the push service up or down); running and failed
   erasures; active and disabled clients. Exit 0 when healthy; 1 when a threshold is passed,
   each named (docs/operations.md "Status" and "Alerts").

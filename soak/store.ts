@@ -14,7 +14,7 @@ import {
   replayFailed,
 } from "../src/storage/outbox/statements.ts";
 import { bound, runBatch, statement, type Statement } from "../src/storage/statement.ts";
-import { archivedReceipts } from "../src/storage/archive/layout.ts";
+import { readReceipts } from "../src/storage/archive/objects.ts";
 import { STORED_COLUMNS, storedTexts, type ReceiptTexts, type StoredColumns } from "../src/storage/stored-body.ts";
 import type { StoreSnapshot } from "./reconcile.ts";
 import type { SoakRuntime } from "./runtime.ts";
@@ -108,7 +108,7 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
     for (const { key } of listed.objects) {
       // The bucket holds the app's export files too (src/storage/export.ts exportPrefix): copies, not receipts stored.
       if (key.startsWith(EXPORT_FILES)) continue;
-      for (const line of archivedReceipts(await (await bucket.get(key))!.text())) {
+      for (const line of (await readReceipts(bucket, key)) ?? []) {
         if (tombstoned.has(line.receipt_id)) continue;
         const marker = markerOf({ body: line.body, mapped: line.mapped ?? null });
         snapshot.receipts.push({ receipt_id: line.receipt_id, marker, app_user_id: line.app_user_id, created_at: line.created_at });

@@ -68,7 +68,7 @@ export interface ApiSettings {
   STATUS_ENDPOINT_DOWN_SECONDS: string;
   /** Unhealthy when an open shard passes this share of SHARD_FILL_BYTES (0.8: 80 %). */
   STATUS_FILL_SHARE: string;
-  /** Unhealthy when a shard's oldest receipt is this many hours past ARCHIVE_AFTER_DAYS. */
+  /** Unhealthy when a shard's oldest receipt fell due for the archive (ARCHIVE_AFTER_DAYS after its month) this many hours ago. */
   STATUS_ARCHIVE_BEHIND_HOURS: string;
 }
 
@@ -302,8 +302,9 @@ export function pushTarget(
 const MIN_KEY_BYTES = 32;
 
 /**
- * ARCHIVE_AFTER_DAYS in milliseconds: how old a receipt is when the archive moves it. Also read by
- * `npm run archive -- status`, which counts the receipts past that age still in D1.
+ * ARCHIVE_AFTER_DAYS in milliseconds: how old every receipt of a month must be before the archive
+ * moves the month (src/storage/archive/layout.ts `archiveCutoff`). Also read by `npm run archive
+ * -- status`, which counts the receipts due by that cutoff still in D1.
  */
 export function archiveAfterMs(settings: Pick<ApiSettings, "ARCHIVE_AFTER_DAYS">): number {
   const value = Number(requiredText(settings, "ARCHIVE_AFTER_DAYS"));

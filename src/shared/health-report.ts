@@ -38,7 +38,10 @@ export interface ShardHealth {
   oldest_undelivered_at: string | null;
   failed_notices: number | null;
   oldest_receipt_at: string | null;
-  /** How far the oldest receipt in D1 is past the archive age, in hours (0: not past it). */
+  /**
+   * How long ago the oldest receipt in D1 fell due for the archive, in hours (0: not due yet): due
+   * once it falls before the archive's cutoff, the archive age after the end of its month.
+   */
   archive_behind_hours: number | null;
   last_archive_started_at: string | null;
   last_archive_finished_at: string | null;

@@ -20,7 +20,8 @@
  * Workers types: the soak and the tests run it on Node and in workerd alike.
  */
 import { importAuditHashKey, pseudonymWith } from "../shared/audit-hash-key.ts";
-import { archiveUserPrefix, archivedReceipts, shardOfObjectKey, type ArchivedReceipt } from "./archive/layout.ts";
+import { archiveUserPrefix, shardOfObjectKey, type ArchivedReceipt } from "./archive/layout.ts";
+import { readReceipts, type ArchiveBucket } from "./archive/objects.ts";
 import { exportsOfUser, forgetJobs, jobsMadeBefore } from "./app-user-jobs.ts";
 import { liveOwned } from "./ownership.ts";
 import { statement, type Statement } from "./statement.ts";
@@ -30,7 +31,7 @@ import type { JobShard, StepRunner } from "./steps.ts";
 /** What the export needs of the archive's bucket: its own chunks, and the user's archived objects. */
 export interface ExportBucket {
   put(key: string, value: string): Promise<unknown>;
-  get(key: string): Promise<{ text(): Promise<string> } | null>;
+  get: ArchiveBucket["get"];
   list(options: { prefix: string; limit?: number; cursor?: string }): Promise<{ objects: { key: string }[]; truncated: boolean; cursor?: string }>;
   delete(keys: string | string[]): Promise<void>;
 }
@@ -377,9 +378,9 @@ async function readArchivePage(shards: readonly JobShard[], user: ExportUser, cu
   const listing = await bucket.list({ prefix: archiveUserPrefix(user.pseudonym), limit: EXPORT_ARCHIVE_OBJECTS, ...(cursor && { cursor }) });
   const byShard = new Map<string, ArchivedReceipt[]>();
   for (const { key } of listing.objects) {
-    const object = await bucket.get(key);
-    if (!object) continue;
-    const lines = archivedReceipts(await object.text()).filter(({ created_at }) => created_at <= user.occurred_at);
+    const receipts = await readReceipts(bucket, key);
+    if (!receipts) continue;
+    const lines = receipts.filter(({ created_at }) => created_at <= user.occurred_at);
     byShard.set(shardOfObjectKey(key), [...(byShard.get(shardOfObjectKey(key)) ?? []), ...lines]);
   }
   const kept: ArchivedReceipt[] = [];

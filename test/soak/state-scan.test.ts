@@ -8,8 +8,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { deflateRawSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
-import { afterErasure, findings, formsOf, scanState, uuidv7Time } from "../../harness/state-scan.ts";
+import { afterErasure, findings, formsOf, scanState, searchableBytes, uuidv7Time } from "../../harness/state-scan.ts";
 import { deflatedTexts } from "../../src/storage/stored-body.ts";
 
 const USER = 'scan "me"/now';
@@ -74,6 +75,25 @@ describe("docs/storage.md#personal-data the state scan reads every file for an a
     const scan = scanState(dir, USER);
     expect(scan.fileCopies).toEqual([{ file: "blob", offset: 9, form: "URL-encoded", context: `receipts/${encodeURIComponent(USER)}/c1` }]);
     expect(findings(scan)).toHaveLength(1);
+  });
+
+  it("a copy only in a deflated file, as the archive stores an object, is a finding once inflated, with its form and its offset in the inflated bytes", () => {
+    const dir = stateDir();
+    const line = `${JSON.stringify({ receipt_id: "r1", app_user_id: USER, body: "{}" })}\n`;
+    const deflated = deflateRawSync(Buffer.from(line.repeat(20)));
+    expect(deflated.includes(Buffer.from(JSON.stringify(USER).slice(1, -1)))).toBe(false);
+    writeFileSync(path.join(dir, "blob"), deflated);
+    const copies = scanState(dir, USER).fileCopies;
+    expect(copies).toHaveLength(20);
+    expect(copies[0]).toMatchObject({ file: "blob", offset: line.indexOf(JSON.stringify(USER).slice(1, -1)), form: "JSON-escaped, deflated" });
+  });
+
+  it("reads bytes that are no deflate stream as they are only", () => {
+    expect(searchableBytes(Buffer.from(`{"app_user_id":"${USER}"}`)).map(({ suffix }) => suffix)).toEqual([""]);
+    expect(searchableBytes(deflateRawSync("x")).map(({ suffix, bytes }) => [suffix, bytes.toString()])).toEqual([
+      ["", deflateRawSync("x").toString()],
+      [", deflated", "x"],
+    ]);
   });
 
   it("a live row held in a WAL is a finding; a deleted row's bytes are counted apart, as freed", () => {

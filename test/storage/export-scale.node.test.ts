@@ -81,7 +81,8 @@ describe("docs/scale.md exports: 100,000 receipts over 5,000 shards within every
       get: async (key) => {
         current.r2 += 1;
         const text = objects.get(key);
-        return text === undefined ? null : { text: async () => text };
+        // Objects as written before the archive deflated them: plain text, no metadata.
+        return text === undefined ? null : { etag: key, arrayBuffer: async () => new TextEncoder().encode(text).buffer as ArrayBuffer };
       },
       list: async ({ prefix, limit = 1000, cursor }) => {
         current.r2 += 1;

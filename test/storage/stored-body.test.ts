@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import type { AddResponse } from "../../src/shared/schemas.ts";
 import type { CreationNotice } from "../../src/shared/types.ts";
-import { archiveObjectKey, archivedReceipts } from "../../src/storage/archive/layout.ts";
+import { archiveObjectKey } from "../../src/storage/archive/layout.ts";
 import { archiveShard } from "../../src/storage/archive/move.ts";
 import { exportAppUser, exportPrefix } from "../../src/storage/export.ts";
 import { claimEvents, readFeed, settleEvents } from "../../src/storage/outbox/operations.ts";
@@ -21,6 +21,7 @@ import { runBatch, statement } from "../../src/storage/statement.ts";
 import type { JobShard } from "../../src/storage/steps.ts";
 import { inflated } from "../../src/storage/stored-body.ts";
 import { uniqueId } from "../support/api.ts";
+import { archivedLines } from "../support/archive.ts";
 import { TEST_AUDIT_HASH_KEY } from "../support/keys.ts";
 import { SHARDS, idOn, rawReceipt } from "../support/shards.ts";
 import { testUserKey } from "../support/user-keys.ts";
@@ -137,7 +138,7 @@ describe("docs/storage.md#receipts a receipt's texts are stored deflated and rea
     for (const { receipt, event, pushed } of receipts) {
       expect(await rawReceipt(receipt.receipt_id)).toBeNull();
       const key = archiveObjectKey(await testUserKey(receipt.app_user_id), receipt.chain_id, receipt.receipt_id, shard.name);
-      const [line] = archivedReceipts((await (await env.ARCHIVE.get(key))!.text()).toString());
+      const [line] = await archivedLines(key);
       expect(line).toMatchObject({ receipt_id: receipt.receipt_id, body: receipt.body });
       expect(line!.format ?? null).toBe(receipt.format?.name ?? null);
       expect(line!.mapped ?? null).toBe(receipt.format?.mapped ?? null);

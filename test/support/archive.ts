@@ -4,7 +4,8 @@
  * batch that records its owner.
  */
 import { env } from "cloudflare:workers";
-import { archiveObjectKey, archiveText, archivedReceipts, type ArchivedReceipt } from "../../src/storage/archive/layout.ts";
+import { archiveObjectKey, type ArchivedReceipt } from "../../src/storage/archive/layout.ts";
+import { readReceipts, rewriteObject } from "../../src/storage/archive/objects.ts";
 import { recordOwners } from "../../src/storage/archive/owners.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
 import { runBatch, statement } from "../../src/storage/statement.ts";
@@ -19,15 +20,23 @@ export async function archiveReceipt(receiptId: string): Promise<string> {
   const { chain_id, client_id, app_user_id, created_at, body } = stored;
   const row: ArchivedReceipt = { receipt_id: receiptId, chain_id, client_id, app_user_id, created_at, body };
   const key = archiveObjectKey(await testUserKey(row.app_user_id), row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
-  await env.ARCHIVE.put(key, archiveText([...(await archivedLines(key)), row]));
+  // A delete's purge (after its answer) may rewrite the object meanwhile: the conditional put then
+  // fails, and, as the move's step would be, the write is run again.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await rewriteObject(env.ARCHIVE, key, (held) => [...held, row]);
+      break;
+    } catch (error) {
+      if (attempt === 3) throw error;
+    }
+  }
   await runBatch(db, [recordOwners(statement("SELECT ?1", receiptId)), statement("DELETE FROM receipts WHERE receipt_id = ?1", receiptId)]);
   return key;
 }
 
 /** The receipts an object holds; none when it does not exist. */
 export async function archivedLines(key: string): Promise<ArchivedReceipt[]> {
-  const object = await env.ARCHIVE.get(key);
-  return object ? archivedReceipts(await object.text()) : [];
+  return (await readReceipts(env.ARCHIVE, key)) ?? [];
 }
 
 /** A receipt's tombstone on its shard, or null. */

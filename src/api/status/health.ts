@@ -13,7 +13,7 @@
 import { isShardOpen, timeOfId, type ShardState } from "../../shared/shard-ids.ts";
 import type { ApiConfig, StatusThresholds } from "../../shared/config.ts";
 import { describeError } from "../../shared/log.ts";
-import { LEGACY_PREFIX, shardOfObjectKey } from "../../storage/archive/layout.ts";
+import { LEGACY_PREFIX, archiveDueAt, shardOfObjectKey } from "../../storage/archive/layout.ts";
 import { EXPECTED_MIGRATION, HEALTH_COUNT_CAP, shardHealth, type ShardHealthRow } from "../../storage/health.ts";
 import { readShardStates } from "../../storage/shard-states.ts";
 import type { Shard } from "../../storage/shards.ts";
@@ -154,7 +154,8 @@ function shardHealthOf(
   const row = read?.row ?? null;
   const fill = read?.bytes == null ? null : read.bytes / config.shardFillBytes;
   const oldestAt = row?.oldest_receipt_id ? isoTimeOfId(row.oldest_receipt_id) : null;
-  const pastAgeMs = oldestAt === null ? null : Math.max(0, now.getTime() - Date.parse(oldestAt) - config.archiveAfterMs);
+  // Behind from when the oldest receipt fell before the archive's cutoff: one waiting for its month to reach the age is not late.
+  const pastAgeMs = oldestAt === null ? null : Math.max(0, now.getTime() - archiveDueAt(new Date(oldestAt), config.archiveAfterMs).getTime());
   const lagging = row !== null && (row.latest_migration ?? "") < EXPECTED_MIGRATION;
   if (read?.error !== undefined) reasons.push({ code: "shard_unreadable", shard: name, message: `Shard ${name} could not be read: ${read.error}` });
   if (state === "open" && fill !== null && fill >= thresholds.fillShare) {
@@ -164,7 +165,7 @@ function shardHealthOf(
     reasons.push({ code: "migrations_lagging", shard: name, message: `Shard ${name} has migrations up to ${row.latest_migration ?? "none"}, the code expects ${EXPECTED_MIGRATION}: npm run shards -- migrate.` });
   }
   if (pastAgeMs !== null && pastAgeMs > thresholds.archiveBehindMs) {
-    reasons.push({ code: "archive_behind", shard: name, message: `Shard ${name} keeps receipts ${Math.round(pastAgeMs / 3_600_000)} h past the archive age: check its archive runs.` });
+    reasons.push({ code: "archive_behind", shard: name, message: `Shard ${name} keeps receipts that fell due for the archive ${Math.round(pastAgeMs / 3_600_000)} h ago: check its archive runs.` });
   }
   return {
     name,

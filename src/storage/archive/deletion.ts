@@ -15,6 +15,7 @@ import type { DeleteOutcome } from "../receipts.ts";
 import { bound, runBatch, statement } from "../statement.ts";
 import { runOnShard, type ShardDb } from "../transient.ts";
 import { archiveObjectKey, archiveText, archivedReceipts } from "./layout.ts";
+import { putObject, readObject } from "./objects.ts";
 import { forgetTombstonedOwner } from "./owners.ts";
 import { insertTombstone, markPurged, objectsToPurge, deleteOldTombstones, runInFlight, unpurgedOfObject } from "./tombstones.ts";
 
@@ -68,14 +69,14 @@ export async function purgeArchivedLines(db: D1Database, archive: R2Bucket, obje
   const [gone, running] = await runBatch(db, [unpurgedOfObject(objectKey), runInFlight(now)]);
   const ids = new Set((gone!.results as { receipt_id: string }[]).map(({ receipt_id }) => receipt_id));
   if (ids.size === 0) return 0;
-  const object = await archive.get(objectKey);
-  if (object) {
-    const kept = archivedReceipts(await object.text()).filter(({ receipt_id }) => !ids.has(receipt_id));
+  const { existing, text } = await readObject(archive, objectKey);
+  if (existing) {
+    const kept = archivedReceipts(text).filter(({ receipt_id }) => !ids.has(receipt_id));
     const moveRunning = running!.results.length > 0;
     if (kept.length === 0 && !moveRunning) {
       await archive.delete(objectKey);
     } else {
-      const written = await archive.put(objectKey, archiveText(kept), { onlyIf: { etagMatches: object.etag } });
+      const written = await putObject(archive, objectKey, archiveText(kept), { etagMatches: existing.etag });
       if (!written || kept.length === 0) return 0;
     }
   }

@@ -12,8 +12,9 @@
 import { auditErasedArchived, countErasedAmong } from "../audit.ts";
 import { eraseCopiesOfArchived } from "../personal-data.ts";
 import type { JobShard, StepRunner } from "../steps.ts";
-import { archiveUserPrefix, archivedReceipts, shardOfObjectKey, type ArchivedReceipt } from "./layout.ts";
+import { archiveUserPrefix, shardOfObjectKey, type ArchivedReceipt } from "./layout.ts";
 import type { LegacyBucket } from "./legacy.ts";
+import { readReceipts } from "./objects.ts";
 import { eraseTombstonesUnder } from "./tombstones.ts";
 
 /** What the erasure needs of the archive's R2 bucket (the ARCHIVE binding, or Miniflare's). */
@@ -79,10 +80,10 @@ async function countPage(
   const listing = await archive.list({ prefix: archiveUserPrefix(user.pseudonym), limit: ARCHIVE_ERASURE_OBJECTS });
   const byShard = new Map<string, ArchivedReceipt[]>();
   for (const { key } of listing.objects) {
-    const object = await archive.get(key);
-    if (!object) continue;
+    const receipts = await readReceipts(archive, key);
+    if (!receipts) continue;
     const shard = shardOfObjectKey(key);
-    byShard.set(shard, [...(byShard.get(shard) ?? []), ...archivedReceipts(await object.text())]);
+    byShard.set(shard, [...(byShard.get(shard) ?? []), ...receipts]);
   }
   const erased: Record<string, number> = {};
   for (const [name, receipts] of byShard) {

@@ -68,6 +68,33 @@ function objectUnder(userPrefix: string, chainId: string, receiptId: string, sha
   return `${userPrefix}${encodeURIComponent(chainId)}/${monthOfId(receiptId)}/${shard}.ndjson`;
 }
 
+/**
+ * The archive's cutoff at `now` for the archive age `archiveAfterMs` (ARCHIVE_AFTER_DAYS): the
+ * move takes the receipts made before it. It is the first instant (UTC) of the month that holds
+ * `now` less the age, so a receipt waits until every receipt of its month, and so of its object,
+ * is at least the age old, and the month moves in one run: each object is put once, not once a
+ * receipt as day by day (docs/scale.md §10). D1 then keeps from the age to the age and a month.
+ *
+ * An age of 0 is apart: the cutoff is `now`, every receipt moves at the next run. Tests and
+ * probes set it to have everything archived at once, and the month rule would leave the current
+ * month's receipts out, which no age asked for.
+ */
+export function archiveCutoff(now: Date, archiveAfterMs: number): Date {
+  if (archiveAfterMs === 0) return now;
+  const aged = new Date(now.getTime() - archiveAfterMs);
+  return new Date(Date.UTC(aged.getUTCFullYear(), aged.getUTCMonth(), 1));
+}
+
+/**
+ * When a receipt made at `createdAt` falls before {@link archiveCutoff}: the archive age after
+ * the end of its month (after `createdAt` itself for an age of 0). The status measures how far
+ * the archive is behind from it.
+ */
+export function archiveDueAt(createdAt: Date, archiveAfterMs: number): Date {
+  if (archiveAfterMs === 0) return createdAt;
+  return new Date(Date.UTC(createdAt.getUTCFullYear(), createdAt.getUTCMonth() + 1, 1) + archiveAfterMs);
+}
+
 /** The UTC month (`yyyy-mm`) of a UUIDv7's time stamp: the month its receipt was made. */
 export function monthOfId(id: string): string {
   return new Date(timeOfId(id)).toISOString().slice(0, 7);

@@ -20,8 +20,8 @@
  * Workers types.
  */
 import type { JobShard, StepRunner } from "../steps.ts";
-import { LEGACY_PREFIX, archiveObjectKey, archivedReceipts, shardOfObjectKey } from "./layout.ts";
-import { rewriteObject, type ArchiveBucket } from "./objects.ts";
+import { LEGACY_PREFIX, archiveObjectKey, shardOfObjectKey } from "./layout.ts";
+import { readReceipts, rewriteObject, type ArchiveBucket } from "./objects.ts";
 import { retargetTombstones } from "./tombstones.ts";
 
 /** What the rename needs of the archive's bucket. */
@@ -73,8 +73,7 @@ async function renamePage(
   const listing = await bucket.list({ prefix: LEGACY_PREFIX, limit: LEGACY_PAGE });
   let renamed = 0;
   for (const { key } of listing.objects) {
-    const object = await bucket.get(key);
-    const lines = object ? archivedReceipts(await object.text()) : [];
+    const lines = (await readReceipts(bucket, key)) ?? [];
     const first = lines[0];
     if (first) {
       const shardName = shardOfObjectKey(key);

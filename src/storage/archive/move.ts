@@ -26,7 +26,7 @@
 import { importAuditHashKey, pseudonymWith } from "../../shared/audit-hash-key.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "../steps.ts";
 import { receiptAsPushed, storedTexts, type StoredColumns } from "../stored-body.ts";
-import { archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
+import { archiveCutoff, archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
 import { lineBytes, readObject, rewriteObject, writeObject, type ArchiveBucket } from "./objects.ts";
 import { markPurged } from "./tombstones.ts";
 import {
@@ -80,16 +80,16 @@ export interface ArchiveOptions {
   runId: string;
   /** Pages before the run stops, incomplete: ARCHIVE_MAX_PAGES unless a test says fewer. */
   maxPages?: number;
-  /** How old a receipt must be to move (ARCHIVE_AFTER_DAYS). */
+  /** The archive age (ARCHIVE_AFTER_DAYS), from which {@link archiveCutoff} fixes the cutoff. */
   archiveAfterMs: number;
   steps?: StepRunner;
   now?: () => Date;
 }
 
 /**
- * Moves the shard's receipts made before now less the archive age to `bucket`. Steps: `begin`
- * (fixes the cutoff, records the run, settles the page records of runs that stopped for good),
- * `move page <n>`, `finish`.
+ * Moves the shard's receipts made before the cutoff ({@link archiveCutoff} at `now`) to `bucket`.
+ * Steps: `begin` (fixes the cutoff, records the run, settles the page records of runs that
+ * stopped for good), `move page <n>`, `finish`.
  *
  * @param hashKey AUDIT_HASH_KEY's bytes, which name an app user in erasure fences.
  */
@@ -101,7 +101,7 @@ export async function archiveShard(
 ): Promise<ArchiveRun> {
   const { cutoff } = await steps("begin", async () => {
     const startedAt = now();
-    const cutoff = new Date(startedAt.getTime() - archiveAfterMs).toISOString();
+    const cutoff = archiveCutoff(startedAt, archiveAfterMs).toISOString();
     const [leftovers] = (await shard.run([leftoverPages(runId, startedAt, LEFTOVER_PAGES), beginRun(runId, cutoff, startedAt.toISOString())])) as [LeftoverPage[]];
     for (const leftover of leftovers) await settleLeftover(shard, bucket, leftover, now);
     return { cutoff };

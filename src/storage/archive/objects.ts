@@ -1,22 +1,42 @@
 /**
- * Writing an archive object (src/storage/archive/layout.ts): read it, change its receipts, put it
- * back only if no one wrote it meanwhile, and read it back. Every writer of an object (the move,
- * the purge of deleted receipts) goes through here, so two of them racing on one key cannot lose
- * each other's change: the later put fails its condition and its step runs again. This file
- * stays free of Workers types: R2's binding and Miniflare's both fit {@link ArchiveBucket}.
+ * Every read and write of an archive object (src/storage/archive/layout.ts). A writer (the move,
+ * the purge of deleted receipts, the rename) reads an object, changes its receipts, puts it back
+ * only if no one wrote it meanwhile, and reads it back, so two of them racing on one key cannot
+ * lose each other's change: the later put fails its condition and its step runs again. Every
+ * reader (an export, an erasure, the soak's and the scripts' readers) gets an object's receipts
+ * from {@link readObject} too, so that none needs to know how an object is stored.
+ *
+ * An object is stored deflated (`deflate-raw`, docs/storage.md#archive): its lines are JSON text
+ * with long runs in common, so an object takes about a quarter of its text's bytes
+ * (docs/scale.md §10). One written before is plain NDJSON text and still reads. The two are
+ * told apart by the object's custom metadata ({@link ENCODING}), which every get returns: not by
+ * its first byte, since a raw deflate stream may begin with `{` as a line does; nor by its HTTP
+ * content encoding, which would tell an HTTP client reading the object to inflate it as zlib's
+ * `deflate`, which a raw stream is not. This file stays free of Workers types: R2's binding and
+ * Miniflare's both fit {@link ArchiveBucket}.
  */
 import { archivedReceipts, archiveText, type ArchivedReceipt } from "./layout.ts";
 import type { WrittenObject } from "./statements.ts";
 
 /** What the archive needs of an R2 bucket. */
 export interface ArchiveBucket {
-  get(key: string): Promise<{ etag: string; text(): Promise<string> } | null>;
+  get(key: string): Promise<StoredObject | null>;
   put(
     key: string,
-    value: string,
-    options: { onlyIf: { etagMatches: string } | { etagDoesNotMatch: string } },
+    value: Uint8Array,
+    options: { onlyIf: { etagMatches: string } | { etagDoesNotMatch: string }; customMetadata: Record<string, string> },
   ): Promise<{ etag: string } | null>;
 }
+
+/** An object as R2's get returns it, as far as the archive reads it. */
+export interface StoredObject {
+  etag: string;
+  customMetadata?: Record<string, string>;
+  arrayBuffer(): Promise<ArrayBuffer>;
+}
+
+/** The custom metadata of an object stored deflated: absent from one written before, in plain text. */
+export const ENCODING = { encoding: "deflate-raw" } as const;
 
 /** An object as read before a rewrite: its ETag and text, or absent. */
 export interface HeldObject {
@@ -25,10 +45,16 @@ export interface HeldObject {
   text: string;
 }
 
-/** Reads the object `key` for {@link writeObject}. */
-export async function readObject(bucket: ArchiveBucket, key: string): Promise<HeldObject> {
+/** Reads the object `key`: its text ("" when absent), as {@link writeObject} takes it. */
+export async function readObject(bucket: Pick<ArchiveBucket, "get">, key: string): Promise<HeldObject> {
   const existing = await bucket.get(key);
-  return { key, existing: existing && { etag: existing.etag }, text: existing ? await existing.text() : "" };
+  return { key, existing: existing && { etag: existing.etag }, text: existing ? await objectText(existing) : "" };
+}
+
+/** The receipts of the object `key`, or null when there is no such object. */
+export async function readReceipts(bucket: Pick<ArchiveBucket, "get">, key: string): Promise<ArchivedReceipt[] | null> {
+  const { existing, text } = await readObject(bucket, key);
+  return existing && archivedReceipts(text);
 }
 
 /**
@@ -48,11 +74,25 @@ export async function writeObject(
   const text = archiveText(change(archivedReceipts(heldText)));
   const written = { object_key: key, receipts: archivedReceipts(text).length, bytes: byteLength(text), created: existing === null };
   if (existing ? text === heldText : text === "") return { ...written, created: false };
-  const put = await bucket.put(key, text, { onlyIf: existing ? { etagMatches: existing.etag } : { etagDoesNotMatch: "*" } });
-  if (!put) throw new Error(`archive object ${key} changed while it was being rewritten`);
-  const readBack = await bucket.get(key);
-  if (!readBack || (await readBack.text()) !== text) throw new Error(`archive object ${key} does not read back as written`);
+  const onlyIf = existing ? { etagMatches: existing.etag } : { etagDoesNotMatch: "*" };
+  if (!(await putObject(bucket, key, text, onlyIf))) throw new Error(`archive object ${key} changed while it was being rewritten`);
+  // Read back as every reader reads it: inflated, so the check covers the encoding too.
+  const readBack = await readObject(bucket, key);
+  if (!readBack.existing || readBack.text !== text) throw new Error(`archive object ${key} does not read back as written`);
   return written;
+}
+
+/**
+ * Puts `text` as the object `key`, deflated, on the condition `onlyIf` on its ETag; returns
+ * whether the condition held and the object was written. The one put of an archive object.
+ */
+export async function putObject(
+  bucket: Pick<ArchiveBucket, "put">,
+  key: string,
+  text: string,
+  onlyIf: { etagMatches: string } | { etagDoesNotMatch: string },
+): Promise<boolean> {
+  return (await bucket.put(key, await deflated(text), { onlyIf, customMetadata: { ...ENCODING } })) !== null;
 }
 
 /** Reads the object `key` and writes it with `change` applied: {@link readObject}, then {@link writeObject}. */
@@ -71,4 +111,24 @@ export function lineBytes(receipt: ArchivedReceipt): number {
 
 function byteLength(text: string): number {
   return new TextEncoder().encode(text).byteLength;
+}
+
+async function inflated(bytes: ArrayBuffer): Promise<Uint8Array> {
+  return piped(new Uint8Array(bytes), new DecompressionStream("deflate-raw"));
+}
+
+async function piped(bytes: Uint8Array, through: ReadableWritablePair<Uint8Array, Uint8Array>): Promise<Uint8Array> {
+  return new Uint8Array(await new Response(new Blob([bytes]).stream().pipeThrough(through)).arrayBuffer());
+}
+
+// The text of an object as got, inflated when it was stored deflated.
+async function objectText(object: StoredObject): Promise<string> {
+  const bytes = await object.arrayBuffer();
+  const stored = object.customMetadata?.encoding === ENCODING.encoding ? await inflated(bytes) : bytes;
+  return new TextDecoder().decode(stored);
+}
+
+// `text` as an object stores it: deflated, raw (no zlib header or checksum: R2 keeps its own).
+async function deflated(text: string): Promise<Uint8Array> {
+  return piped(new TextEncoder().encode(text), new CompressionStream("deflate-raw"));
 }

@@ -7,6 +7,7 @@
  */
 import { createExecutionContext, createMessageBatch, getQueueResult, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { v7 as uuidv7 } from "uuid";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createApp } from "../../../src/api/app.ts";
 import { newIsolateState, type IsolateState } from "../../../src/api/context.ts";
@@ -16,12 +17,15 @@ import { PATHS } from "../../../src/shared/paths.ts";
 import { shardStateKey } from "../../../src/shared/shard-ids.ts";
 import { APP_SCOPE, OPS_SCOPE, type DeletionNotice } from "../../../src/shared/types.ts";
 import { createNotifier } from "../../../src/notifier/index.ts";
+import { healthReport } from "../../../src/api/status/health.ts";
+import { statusThresholds } from "../../../src/shared/config.ts";
 import { LEGACY_PREFIX } from "../../../src/storage/archive/layout.ts";
+import { idOnShard } from "../../../src/storage/shards.ts";
 import { EXPECTED_MIGRATION } from "../../../src/storage/health.ts";
 import { BASE, call, expectErrorShape, issueClient, loginHeadersFor, loginToken, uniqueId } from "../../support/api.ts";
 import { TEST_PUSH_SECRET } from "../../support/keys.ts";
-import { DEPLOYED_PUSH_SETTINGS, deletedNotice, forgetPushEndpoint } from "../../support/notices.ts";
-import { SHARDS } from "../../support/shards.ts";
+import { DEPLOYED_PUSH_SETTINGS, deletedNotice, forgetPushEndpoint, seedReceipt } from "../../support/notices.ts";
+import { SHARDS, dbOf } from "../../support/shards.ts";
 
 /** Thresholds a test can pass in a second, and no reuse of a computed status. */
 const FAST = { STATUS_CACHE_SECONDS: "0", STATUS_DELIVERY_LATE_SECONDS: "1", STATUS_ENDPOINT_DOWN_SECONDS: "1" };
@@ -193,5 +197,39 @@ describe("docs/api.md#status GET /receipts/v2/status", () => {
     const headers = await opsHeaders();
     const answer = await call(PATHS.add, { headers: { ...headers, chain_id: "c1", app_user_id: "au-1", "Content-Type": "application/json" }, body: "{}" });
     expect(expectErrorShape(answer, 403, "Forbidden")).toContain("service.pos");
+  });
+});
+
+describe("docs/operations.md#status archive_behind counts from when a receipt falls due, its month wholly past the archive age", () => {
+  it("a receipt past the age whose month is not wholly past it is not behind; one whose month fell due days ago is", async () => {
+    const DAY_MS = 24 * 60 * 60 * 1000;
+    // Now less 45 days is 6 October: September's receipts fell due on 15 November, October's wait for 15 December.
+    const now = new Date("2026-11-20T12:00:00.000Z");
+    const client = await issueClient();
+    const [waitingShard, lateShard] = [SHARDS[0]!, SHARDS[1]!];
+    const waiting = await seedReceipt(client, { receipt_id: idOnShard(uuidv7({ msecs: Date.parse("2026-10-02T00:00:00.000Z") }), waitingShard) });
+    const late = await seedReceipt(client, { receipt_id: idOnShard(uuidv7({ msecs: Date.parse("2026-09-20T00:00:00.000Z") }), lateShard) });
+    try {
+      const report = await healthReport(
+        {
+          shards: SHARDS,
+          shardStates: env.SHARD_STATES,
+          clients: env.CLIENTS,
+          archive: env.ARCHIVE,
+          config: { shardFillBytes: Number.MAX_SAFE_INTEGER, archiveAfterMs: 45 * DAY_MS },
+          thresholds: statusThresholds({ ...env, STATUS_CACHE_SECONDS: "0", STATUS_ARCHIVE_BEHIND_HOURS: "36" }),
+        },
+        newIsolateState().health,
+        now,
+      );
+      const byName = new Map(report.shards.map((shard) => [shard.name, shard]));
+      // 49.5 days old, 108 h past the age: waiting for October to be wholly 45 days old.
+      expect(byName.get(waitingShard.name)).toMatchObject({ oldest_receipt_at: "2026-10-02T00:00:00.000Z", archive_behind_hours: 0 });
+      // Due since 15 November 00:00: 132 h.
+      expect(byName.get(lateShard.name)).toMatchObject({ oldest_receipt_at: "2026-09-20T00:00:00.000Z", archive_behind_hours: 132 });
+      expect(report.reasons.filter(({ code }) => code === "archive_behind").map(({ shard }) => shard)).toEqual([lateShard.name]);
+    } finally {
+      for (const receipt of [waiting, late]) await dbOf(receipt.receipt_id).prepare("DELETE FROM receipts WHERE receipt_id = ?1").bind(receipt.receipt_id).run();
+    }
   });
 });

@@ -13,10 +13,18 @@ import { dailyArchiveId, nextPartId } from "../../../src/api/workflows/archive-w
 import { startDailyArchives, startsArchives } from "../../../src/api/scheduled.ts";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
-import { archiveObjectKey, archivedReceipts, archiveText, archiveUserPrefix, type ArchivedReceipt } from "../../../src/storage/archive/layout.ts";
+import {
+  archiveCutoff,
+  archiveDueAt,
+  archiveObjectKey,
+  archivedReceipts,
+  archiveText,
+  archiveUserPrefix,
+  type ArchivedReceipt,
+} from "../../../src/storage/archive/layout.ts";
 import { ARCHIVE_PAGE, archiveShard, type ArchiveRun } from "../../../src/storage/archive/move.ts";
 import type { JobShard } from "../../../src/storage/steps.ts";
-import type { ArchiveBucket } from "../../../src/storage/archive/objects.ts";
+import { readObject, type ArchiveBucket } from "../../../src/storage/archive/objects.ts";
 import { pseudonym } from "../../../src/storage/erasure.ts";
 import { writeFence } from "../../../src/storage/fences.ts";
 import { idOnShard, type Shard } from "../../../src/storage/shards.ts";
@@ -70,7 +78,7 @@ async function objectsOf(appUserId: string): Promise<Map<string, string>> {
   let cursor: string | undefined;
   do {
     const listed = await env.ARCHIVE.list({ prefix: archiveUserPrefix(await testUserKey(appUserId)), cursor });
-    for (const { key } of listed.objects) texts.set(key, await (await env.ARCHIVE.get(key))!.text());
+    for (const { key } of listed.objects) texts.set(key, (await readObject(env.ARCHIVE, key)).text);
     cursor = listed.truncated ? listed.cursor : undefined;
   } while (cursor);
   return texts;
@@ -155,13 +163,16 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
   it("docs/api.md#dr-retail a receipt added in DR Retail keeps its format and model in its line; one of our shape has neither", async () => {
     const shard = SHARDS[1]!;
     const user = uniqueId("au-dr");
+    const madeAt = Date.now() - 50 * DAY_MS;
     const [ours, dr] = await seed(shard, [
-      { app_user_id: user, chain_id: "chain-a", at: Date.now() - 50 * DAY_MS },
-      { app_user_id: user, chain_id: "chain-a", at: Date.now() - 50 * DAY_MS + 1000 },
+      { app_user_id: user, chain_id: "chain-a", at: madeAt },
+      { app_user_id: user, chain_id: "chain-a", at: madeAt + 1000 },
     ]);
     const mapped = JSON.stringify({ purchased_at: "2026-10-01T10:00:00+02:00", currency: "SEK", total: 100, line_items: [{ description: "x", quantity: 1, unit_price: 100, total: 100 }] });
     await shard.db.prepare("UPDATE receipts SET format = 'dr-retail/v1.1', mapped = ?2 WHERE receipt_id = ?1").bind(dr!.receipt_id, mapped).run();
-    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 45 * DAY_MS });
+    // A run once their month is wholly past the age.
+    const now = () => archiveDueAt(new Date(madeAt + 1000), 45 * DAY_MS);
+    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 45 * DAY_MS, now });
     const lines = [...(await objectsOf(user)).values()].flatMap(archivedReceipts);
     expect(lines).toEqual([ours, { ...dr, format: "dr-retail/v1.1", mapped }]);
   });
@@ -208,18 +219,94 @@ describe("docs/storage.md#archive moves receipts past the archive age from their
     ]);
   });
 
-  it("leaves receipts younger than the archive age", async () => {
+  it("leaves receipts younger than the archive age, and those past it whose month is not yet wholly past it", async () => {
     const shard = SHARDS[2]!;
     const user = uniqueId("au");
-    const now = Date.now();
+    // Now less the age is 12:00 on 1 October: September is wholly past the age, October is not.
+    const now = Date.UTC(2026, 10, 15, 12);
     const [old, young] = [await seed(shard, [{ app_user_id: user, chain_id: "c", at: now - 46 * DAY_MS }]), await seed(shard, [{ app_user_id: user, chain_id: "c", at: now - 44 * DAY_MS }])];
-    await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 45 * DAY_MS });
-    expect(await whereaboutsOf([...old!.values(), ...young!.values()])).toEqual(
+    const [waiting] = await seed(shard, [{ app_user_id: user, chain_id: "c", at: Date.UTC(2026, 9, 1, 6) }]);
+    const run = await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 45 * DAY_MS, now: () => new Date(now) });
+    expect(run.cutoff).toBe("2026-10-01T00:00:00.000Z");
+    expect(await whereaboutsOf([...old!.values(), ...young!.values(), waiting!])).toEqual(
       new Map([
         [old![0]!.receipt_id, { lines: 1, row: false }],
         [young![0]!.receipt_id, { lines: 0, row: true }],
+        [waiting!.receipt_id, { lines: 0, row: true }],
       ]),
     );
+  });
+});
+
+describe("docs/storage.md#archive a month moves at once, once every receipt of it is past the archive age", () => {
+  const AGE = 45 * DAY_MS;
+
+  /** The bucket, counting puts on the keys under `prefixes`: the test's own objects, on a shard others' tests share. */
+  function countingPuts(prefixes: readonly string[]): { bucket: ArchiveBucket; puts: string[] } {
+    const puts: string[] = [];
+    return {
+      puts,
+      bucket: {
+        get: (key) => env.ARCHIVE.get(key),
+        put: (key, value, options) => {
+          if (prefixes.some((prefix) => key.startsWith(prefix))) puts.push(key);
+          return env.ARCHIVE.put(key, value, options);
+        },
+      },
+    };
+  }
+
+  it("receipts of a month still in progress past the age stay; the first run after the month is wholly past the age moves them all, one put per object", async () => {
+    const shard = SHARDS[0]!;
+    const users = [uniqueId("au-month"), uniqueId("au-month")];
+    const july = (day: number, hour = 12) => Date.UTC(2025, 6, day, hour);
+    const receipts = await seed(shard, [
+      { app_user_id: users[0]!, chain_id: "c", at: july(2) },
+      { app_user_id: users[0]!, chain_id: "c", at: july(15) },
+      { app_user_id: users[0]!, chain_id: "c", at: july(31, 23) },
+      { app_user_id: users[1]!, chain_id: "c", at: july(10) },
+      { app_user_id: users[1]!, chain_id: "c", at: july(20) },
+    ]);
+    const { bucket, puts } = countingPuts(await Promise.all(users.map(async (user) => archiveUserPrefix(await testUserKey(user)))));
+    const runAt = async (at: number) => archiveShard(archiveShardOf(shard), bucket, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: AGE, now: () => new Date(at) });
+
+    // The daily runs up to 14 September: 2 July is 74 days old then, but 31 July only 45 days less a day.
+    for (const day of [20, 31]) await runAt(Date.UTC(2025, 7, day, 3));
+    const lastWaiting = await runAt(Date.UTC(2025, 8, 14, 3));
+    expect(lastWaiting.cutoff).toBe("2025-07-01T00:00:00.000Z");
+    for (const whereabouts of (await whereaboutsOf(receipts)).values()) expect(whereabouts).toEqual({ lines: 0, row: true });
+    expect(puts).toEqual([]);
+
+    // 15 September: July is wholly 45 days old, and its objects are each put once.
+    const moved = await runAt(Date.UTC(2025, 8, 15, 3));
+    expect(moved.cutoff).toBe("2025-08-01T00:00:00.000Z");
+    for (const whereabouts of (await whereaboutsOf(receipts)).values()) expect(whereabouts).toEqual({ lines: 1, row: false });
+    expect(puts.sort()).toEqual([...(await expectedObjects(receipts, shard)).keys()].sort());
+    expect(puts).toHaveLength(users.length);
+  });
+
+  it("an archive age of 0 moves every receipt at the next run, those of the month in progress too", async () => {
+    const shard = SHARDS[1]!;
+    const now = Date.now();
+    const receipts = await seed(shard, [
+      { app_user_id: uniqueId("au-zero"), chain_id: "c", at: now - 1000 },
+      { app_user_id: uniqueId("au-zero"), chain_id: "c", at: now - 40 * DAY_MS },
+    ]);
+    const run = await archiveShard(archiveShardOf(shard), env.ARCHIVE, HASH_KEY, { runId: uniqueId("run"), archiveAfterMs: 0, now: () => new Date(now) });
+    expect(run.cutoff).toBe(new Date(now).toISOString());
+    for (const whereabouts of (await whereaboutsOf(receipts)).values()) expect(whereabouts).toEqual({ lines: 1, row: false });
+  });
+
+  it("a receipt falls before the cutoff from the instant archiveDueAt names, and not a millisecond sooner", () => {
+    for (const made of ["2025-01-31T23:59:59.999Z", "2025-02-01T00:00:00.000Z", "2025-02-14T10:00:00.000Z", "2024-12-31T12:00:00.000Z"]) {
+      for (const age of [0, DAY_MS, AGE, 90 * DAY_MS]) {
+        const createdAt = new Date(made);
+        const due = archiveDueAt(createdAt, age).getTime();
+        const before = (at: number) => createdAt.getTime() < archiveCutoff(new Date(at), age).getTime();
+        // An age of 0 moves a receipt at any run after it was made.
+        expect([before(due - 1), before(due + (age === 0 ? 1 : 0))], `${made} at ${age / DAY_MS} days`).toEqual([false, true]);
+      }
+    }
   });
 });
 

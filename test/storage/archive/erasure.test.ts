@@ -169,7 +169,8 @@ describe("docs/storage.md#archive an erasure never names the app user to R2, so 
     const old = await seedReceipt(caller.client, { app_user_id: victim, receipt_id: idOn(SHARDS[2]) });
     const key = await archiveReceipt(old.receipt_id);
     const legacy = legacyObjectKey(victim, old.chain_id, old.receipt_id, SHARDS[2]!.name);
-    await env.ARCHIVE.put(legacy, await (await env.ARCHIVE.get(key))!.text());
+    // Plain text, as objects were written before the archive deflated them.
+    await env.ARCHIVE.put(legacy, archiveText(await archivedLines(key)));
     await env.ARCHIVE.delete(key);
     const before = await archiveTraces(victim);
 
