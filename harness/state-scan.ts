@@ -10,7 +10,7 @@
  *
  * A SQLite database is read twice. Its bytes, like any file's, for every copy; and its live rows,
  * through SQLite itself on a copy of the database and its WAL, for the rows that hold the value
- * now. SQLite keeps the bytes of deleted rows (free pages, the unused space of a page, the WAL's
+ * now, each BLOB inflated where it was deflated (a receipt's texts since migration 0022). SQLite keeps the bytes of deleted rows (free pages, the unused space of a page, the WAL's
  * older frames) until it happens to overwrite them, and local D1 lets a Worker neither zero them
  * (`PRAGMA secure_delete` is refused) nor VACUUM (docs/storage.md, "Erasure and freed bytes"):
  * so a copy in a database's bytes that no live row explains is reported as freed bytes, apart
@@ -284,18 +284,28 @@ function rowsHolding(db: DatabaseSync, table: string, forms: readonly ScanForm[]
   const columns = (db.prepare(`SELECT name FROM pragma_table_info(?)`).all(table) as { name: string }[]).map(({ name }) => name);
   if (columns.length === 0) return [];
   const anyForm = columns.flatMap((column) => forms.map((_, i) => `instr(CAST(${quoted(column)} AS BLOB), ?${i + 1}) > 0`)).join(" OR ");
-  const found = db.prepare(`SELECT * FROM ${quoted(table)} WHERE ${anyForm}`).all(...forms.map((form) => form.bytes)) as Record<string, unknown>[];
-  return found.map((values) => {
+  // A BLOB may be deflated (a receipt's texts, migration 0022): SQLite cannot search it inflated,
+  // so every row with one is read and searched here.
+  const anyBlob = columns.map((column) => `typeof(${quoted(column)}) = 'blob'`).join(" OR ");
+  const found = db.prepare(`SELECT * FROM ${quoted(table)} WHERE ${anyForm} OR ${anyBlob}`).all(...forms.map((form) => form.bytes)) as Record<string, unknown>[];
+  return found.flatMap((values) => {
     const held: Record<string, string> = {};
     const row: LiveRow["row"] = {};
     for (const column of columns) {
       const value = values[column];
-      const bytes = typeof value === "string" ? Buffer.from(value, "utf8") : value instanceof Uint8Array ? Buffer.from(value) : undefined;
-      const form = bytes && forms.find((candidate) => bytes.includes(candidate.bytes));
-      if (form) held[column] = form.name;
-      row[column] = typeof value === "string" ? value : bytes ? bytes.toString("latin1") : (value as number | bigint | null);
+      const text = typeof value === "string" ? Buffer.from(value, "utf8") : undefined;
+      const reads = value instanceof Uint8Array ? searchableBytes(value) : text ? [{ suffix: "", bytes: text }] : [];
+      for (const read of reads) {
+        const form = forms.find((candidate) => read.bytes.includes(candidate.bytes));
+        if (form) {
+          held[column] = `${form.name}${read.suffix}`;
+          break;
+        }
+      }
+      // A BLOB is shown as what it inflates to, where it does.
+      row[column] = typeof value === "string" ? value : reads.length > 0 ? reads.at(-1)!.bytes.toString("latin1") : (value as number | bigint | null);
     }
-    return { table, columns: held, row };
+    return Object.keys(held).length > 0 ? [{ table, columns: held, row }] : [];
   });
 }
 

@@ -15,6 +15,7 @@ import {
 } from "../src/storage/outbox/statements.ts";
 import { bound, runBatch, statement, type Statement } from "../src/storage/statement.ts";
 import { readReceipts } from "../src/storage/archive/objects.ts";
+import { STORED_COLUMNS, storedTexts, type ReceiptTexts, type StoredColumns } from "../src/storage/stored-body.ts";
 import type { StoreSnapshot } from "./reconcile.ts";
 import type { SoakRuntime } from "./runtime.ts";
 
@@ -85,12 +86,13 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
   for (const { binding, name } of runtime.shards) {
     const db = await runtime.database(binding);
     const rows = async <T>(query: Statement) => (await bound(db, query).all<T>()).results;
-    snapshot.receipts.push(
-      ...(await rows<StoreSnapshot["receipts"][number]>(
-        // A receipt added in DR Retail has its number in its model (docs/api.md#dr-retail-mapping).
-        statement("SELECT receipt_id, json_extract(coalesce(mapped, body), '$.pos_receipt_number') AS marker, app_user_id, created_at FROM receipts"),
-      )),
+    const stored = await rows<Omit<StoreSnapshot["receipts"][number], "marker"> & StoredColumns>(
+      statement(`SELECT receipt_id, app_user_id, created_at, ${STORED_COLUMNS.join(", ")} FROM receipts`),
     );
+    for (const row of stored) {
+      const { receipt_id, app_user_id, created_at } = row;
+      snapshot.receipts.push({ receipt_id, marker: markerOf(await storedTexts(row)), app_user_id, created_at });
+    }
     snapshot.outbox.push(...(await rows<StoreSnapshot["outbox"][number]>(everyEvent())));
     snapshot.failed.push(...(await rows<StoreSnapshot["failed"][number]>(everyFailedEvent())));
     const keys = await rows<Omit<StoreSnapshot["keys"][number], "shard">>(
@@ -108,7 +110,7 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
       if (key.startsWith(EXPORT_FILES)) continue;
       for (const line of (await readReceipts(bucket, key)) ?? []) {
         if (tombstoned.has(line.receipt_id)) continue;
-        const marker = (JSON.parse(line.mapped ?? line.body) as { pos_receipt_number?: string }).pos_receipt_number ?? null;
+        const marker = markerOf({ body: line.body, mapped: line.mapped ?? null });
         snapshot.receipts.push({ receipt_id: line.receipt_id, marker, app_user_id: line.app_user_id, created_at: line.created_at });
         snapshot.archived += 1;
       }
@@ -116,4 +118,9 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
     cursor = listed.truncated ? listed.cursor : undefined;
   } while (cursor);
   return snapshot;
+}
+
+// A receipt's pos_receipt_number: a receipt added in DR Retail has it in its model (docs/api.md#dr-retail-mapping).
+function markerOf({ body, mapped }: ReceiptTexts): string | null {
+  return (JSON.parse(mapped ?? body) as { pos_receipt_number?: string }).pos_receipt_number ?? null;
 }

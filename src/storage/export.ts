@@ -25,6 +25,7 @@ import { readReceipts, type ArchiveBucket } from "./archive/objects.ts";
 import { exportsOfUser, forgetJobs, jobsMadeBefore } from "./app-user-jobs.ts";
 import { liveOwned } from "./ownership.ts";
 import { statement, type Statement } from "./statement.ts";
+import { STORED_COLUMNS, storedTexts, type StoredBytes, type StoredColumns } from "./stored-body.ts";
 import type { JobShard, StepRunner } from "./steps.ts";
 
 /** What the export needs of the archive's bucket: its own chunks, and the user's archived objects. */
@@ -92,17 +93,18 @@ export function exportHeld(userKeyParam: string): string {
 }
 
 /**
- * In delete's batch, before the receipt's row goes: a copy of the receipt for every export that
- * holds its app user (`userKey`), made only where the row is there with the owner's fields and no
+ * In delete's batch, before the receipt's row goes: a copy of the receipt as stored (its texts
+ * deflated where add deflated them, src/storage/stored-body.ts) for every export that holds its
+ * app user (`userKey`), made only where the row is there with the owner's fields and no
  * erasure's fence covers it (`liveOwned`, the condition of delete's own statements), at the
  * deletion's instant.
  * Without a hold it writes nothing: one probe of export_holds' primary key.
  */
 export function copyForExports(owner: { receipt_id: string; client_id: string; chain_id: string; app_user_id: string }, userKey: string, deletedAt: string): Statement {
   return statement(
-    `INSERT INTO export_copies (job_id, receipt_id, deleted_at, line)
+    `INSERT INTO export_copies (job_id, receipt_id, deleted_at, line, deflated)
     SELECT h.job_id, r.receipt_id, ?3, json_object('receipt_id', r.receipt_id, 'chain_id', r.chain_id,
-      'client_id', r.client_id, 'app_user_id', r.app_user_id, 'created_at', r.created_at, 'body', r.body, 'format', r.format, 'mapped', r.mapped)
+      'client_id', r.client_id, 'app_user_id', r.app_user_id, 'created_at', r.created_at, 'body', r.body, 'format', r.format, 'mapped', r.mapped), r.deflated
     FROM export_holds AS h JOIN receipts AS r ON r.receipt_id = ?1
     WHERE h.user_key = ?2 AND ${liveOwned({ receiptId: "?1", clientId: "?4", chainId: "?5", appUserId: "?6", userKey: "?2" })}
     ON CONFLICT DO NOTHING`,
@@ -268,7 +270,8 @@ async function readShards(phase: ShardPhase, shards: readonly JobShard[], user: 
         lines.push(auditLine(row as AuditRow));
         read.audit += 1;
       } else {
-        const receipt = phase === "copies" ? (JSON.parse((row as CopyRow).line) as ReceiptRow) : (row as ReceiptRow);
+        const stored = phase === "copies" ? { ...(JSON.parse((row as CopyRow).line) as Omit<ReceiptRow, "deflated">), deflated: (row as CopyRow).deflated } : (row as ReceiptRow);
+        const receipt = { ...stored, ...(await storedTexts(stored)) };
         lines.push(receiptLine(receipt, false));
         read.receipts += 1;
         read.by_chain[receipt.chain_id] = (read.by_chain[receipt.chain_id] ?? 0) + 1;
@@ -284,10 +287,12 @@ async function readShards(phase: ShardPhase, shards: readonly JobShard[], user: 
   return read;
 }
 
-/** A receipt's row as the shard holds it: an archived receipt's fields, where no format is null. */
-type ReceiptRow = Omit<ArchivedReceipt, "format" | "mapped"> & { format: string | null; mapped: string | null };
+/** A receipt's row as the shard holds it: an archived receipt's fields, its texts as stored. */
+type ReceiptRow = Omit<ArchivedReceipt, "body" | "format" | "mapped"> & StoredColumns;
+/** A delete's copy: the row's columns as JSON, and its deflated texts apart (migration 0022). */
 interface CopyRow {
   line: string;
+  deflated: StoredBytes | null;
 }
 interface AuditRow {
   at: string;
@@ -311,7 +316,7 @@ const CHAINS = `chains(chain_id) AS (
 function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[] {
   if (phase === "receipts") {
     const page = `WITH RECURSIVE ${CHAINS}
-      SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body, format, mapped, receipt_id AS page_key FROM receipts
+      SELECT receipt_id, chain_id, client_id, app_user_id, created_at, ${STORED_COLUMNS.join(", ")}, receipt_id AS page_key FROM receipts
       WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2 AND receipt_id > ?3
       ORDER BY receipt_id LIMIT ?4`;
     return [
@@ -329,7 +334,7 @@ function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[]
   if (phase === "copies") {
     return [
       statement(
-        `SELECT line, receipt_id AS page_key FROM export_copies
+        `SELECT line, deflated, receipt_id AS page_key FROM export_copies
         WHERE job_id = ?1 AND deleted_at > ?2 AND json_extract(line, '$.created_at') <= ?2 AND receipt_id > ?3
           AND NOT EXISTS (SELECT 1 FROM export_seen WHERE job_id = ?1 AND receipt_id = export_copies.receipt_id)
         ORDER BY receipt_id LIMIT ?4`,
@@ -356,7 +361,7 @@ function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[]
  * A receipt's line: its IDs, chain, client and created_at, the receipt in our model, and for one
  * added in another format that format and the original. Stored JSON texts are spliced as they are.
  */
-function receiptLine(row: ReceiptRow | ArchivedReceipt, archived: boolean): string {
+function receiptLine(row: Omit<ArchivedReceipt, "format" | "mapped"> & { format?: string | null; mapped?: string | null }, archived: boolean): string {
   const head = JSON.stringify({ receipt_id: row.receipt_id, chain_id: row.chain_id, client_id: row.client_id, app_user_id: row.app_user_id, created_at: row.created_at, archived });
   const model = row.mapped ?? row.body;
   const original = row.format ? `,"format":${JSON.stringify(row.format)},"original":${row.body}` : "";

@@ -21,6 +21,7 @@ import { deleteInRounds } from "./rounds.ts";
 import { checkShardFill } from "./shard-fill.ts";
 import type { Shard } from "./shards.ts";
 import { statement, type Statement } from "./statement.ts";
+import { deflatedTexts } from "./stored-body.ts";
 import { isLateEventCommit, runOnShard, type ShardDb } from "./transient.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
@@ -208,14 +209,15 @@ export async function storeReceipt(
   event: CreationNotice,
   claim?: IdempotencyClaim,
 ): Promise<AddOutcome & { sizeAfter: number }> {
+  const deflated = await deflatedOf(receipt);
   if (!claim) {
     // A retry after a first run that committed inserts nothing and still means "added"; only a
     // fence leaves no receipt behind.
-    const [, held] = await runOnShard(shard, [insertReceipt(receipt, event), readStored(receipt.receipt_id)]);
+    const [, held] = await runOnShard(shard, [insertReceipt(receipt, deflated, event), readStored(receipt.receipt_id)]);
     const kind = held!.results.length > 0 ? "added" : "erased";
     return { kind, sizeAfter: held!.meta.size_after };
   }
-  const [claimed, inserted] = await runOnShard(shard, [claimKey(receipt, claim), insertReceipt(receipt, event, { ownKey: claim.key })]);
+  const [claimed, inserted] = await runOnShard(shard, [claimKey(receipt, claim), insertReceipt(receipt, deflated, event, { ownKey: claim.key })]);
   return { ...outcomeOf(keyRecordOf(claimed!), receipt.receipt_id, claim, receipt.app_user_id), sizeAfter: inserted!.meta.size_after };
 }
 
@@ -334,9 +336,8 @@ async function completeOn(
 ): Promise<KeyRecord & { sizeAfter: number }> {
   const giveWay = givingWay === undefined ? [] : [dropClaim(receipt.client_id, claim!.key, givingWay)];
   const liveFrom = idempotencyCutoff(new Date(receipt.created_at));
-  const [inserted, claimed] = (
-    await runOnShard(shard, [...giveWay, insertReceipt(receipt, event, { unclaimedKey: claim!.key, liveFrom }), claimKey(receipt, claim!)])
-  ).slice(giveWay.length);
+  const insert = insertReceipt(receipt, await deflatedOf(receipt), event, { unclaimedKey: claim!.key, liveFrom });
+  const [inserted, claimed] = (await runOnShard(shard, [...giveWay, insert, claimKey(receipt, claim!)])).slice(giveWay.length);
   return { ...keyRecordOf(claimed!), sizeAfter: inserted!.meta.size_after };
 }
 
@@ -464,40 +465,46 @@ function idempotencyCutoff(now: Date): string {
 }
 
 /**
- * The one receipt insert, with its created event: into the view `receipt_format_adds` (migrations 0014, 0015),
- * whose trigger writes the receipt and records the event only where this insert stored the
- * receipt, so both cost one statement. Never where an erasure's fence of the app user stands at
- * or after its created_at. With `ownKey`, only while that Idempotency-Key's record (claimed just
- * before in the same batch) names this receipt; with `unclaimedKey`, only while the shard holds no
- * live record of that key (the receipt of a claim made ahead, docs/storage.md "One key, one receipt").
+ * The one receipt insert, with its created event: into the view `receipt_deflated_adds` (migrations
+ * 0014, 0015, 0022), whose trigger writes the receipt with its texts `deflated`
+ * (./stored-body.ts) and records the event only where this insert stored the receipt, so both
+ * cost one statement. Never where an erasure's fence of the app user stands at or after its
+ * created_at. With `ownKey`, only while that Idempotency-Key's record (claimed just before in the
+ * same batch) names this receipt; with `unclaimedKey`, only while the shard holds no live record
+ * of that key (the receipt of a claim made ahead, docs/storage.md "One key, one receipt").
  */
 function insertReceipt(
   receipt: FencedReceipt,
+  deflated: Uint8Array,
   event: CreationNotice,
   key?: { ownKey: string } | { unclaimedKey: string; liveFrom: string },
 ): Statement {
   const { event_id, event_payload, event_at } = eventColumns(event);
-  const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, receipt.body, receipt.created_at, receipt.user_key];
+  const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, deflated, receipt.created_at, receipt.user_key];
   // With the key claimed just before in the same batch: only while its record names this receipt.
   // Before the key's claim on the receipt's shard: only while the shard holds no live record of it.
   const keyCondition =
     key === undefined
       ? ""
       : "ownKey" in key
-        ? " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?13 AND receipt_id = ?1)"
-        : " AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?13 AND created_at >= ?14)";
+        ? " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?12 AND receipt_id = ?1)"
+        : " AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?12 AND created_at >= ?13)";
   const keyValues = key === undefined ? [] : "ownKey" in key ? [key.ownKey] : [key.unclaimedKey, key.liveFrom];
   return statement(
-    `INSERT INTO receipt_format_adds (receipt_id, chain_id, client_id, app_user_id, body, format, mapped, created_at, event_id, event_payload, event_at)
-    SELECT ?1, ?2, ?3, ?4, ?5, ?11, ?12, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
+    `INSERT INTO receipt_deflated_adds (receipt_id, chain_id, client_id, app_user_id, format, deflated, created_at, event_id, event_payload, event_at)
+    SELECT ?1, ?2, ?3, ?4, ?11, ?5, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
     ...values,
     event_id,
     event_payload,
     event_at,
     receipt.format?.name ?? null,
-    receipt.format?.mapped ?? null,
     ...keyValues,
   );
+}
+
+// What the receipt's row keeps of its texts: deflated before its batch, which stays one round trip.
+function deflatedOf(receipt: StoredReceipt): Promise<Uint8Array> {
+  return deflatedTexts({ body: receipt.body, mapped: receipt.format?.mapped ?? null });
 }
 
 // Whether the receipt is stored: after an unkeyed insert, tells a fenced add from a retry.

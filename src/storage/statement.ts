@@ -9,8 +9,8 @@
  * Node.
  */
 
-/** A value a statement's parameter takes. */
-export type SqlValue = string | number | null;
+/** A value a statement's parameter takes: a Uint8Array goes in as a BLOB. */
+export type SqlValue = string | number | Uint8Array | null;
 
 /** SQL text with positional parameters, and the values of `?1`, `?2`, ... in that order. */
 export interface Statement {
@@ -92,7 +92,7 @@ export function inlined({ sql, params }: Statement): string {
  * One value as an SQL literal. Text is written as the hex of its UTF-8 bytes, cast back to text:
  * the literal holds only hex digits between `X'` and `'`, so no value (quotes, `--`, `;`,
  * backslashes, `%`, `_`, any length) can end it early or reach the SQL around it, and a
- * comparison with it is exact, byte for byte.
+ * comparison with it is exact, byte for byte. Bytes are the same literal, left a BLOB.
  *
  * @example sqlLiteral("o'brien") // "CAST(X'6f27627269656e' AS TEXT)"
  */
@@ -102,7 +102,12 @@ export function sqlLiteral(value: SqlValue): string {
     if (!Number.isFinite(value)) throw new RangeError(`not a finite number: ${value}`);
     return String(value);
   }
+  if (value instanceof Uint8Array) return `X'${hexOf(value)}'`;
+  return `CAST(X'${hexOf(new TextEncoder().encode(value))}' AS TEXT)`;
+}
+
+function hexOf(bytes: Uint8Array): string {
   let hex = "";
-  for (const byte of new TextEncoder().encode(value)) hex += byte.toString(16).padStart(2, "0");
-  return `CAST(X'${hex}' AS TEXT)`;
+  for (const byte of bytes) hex += byte.toString(16).padStart(2, "0");
+  return hex;
 }

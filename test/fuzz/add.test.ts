@@ -10,6 +10,7 @@ import { call, issueClient, loginToken, rowCounts, type TestClient } from "../su
 import { IDENTIFYING_HEADERS, asReceived, headerSet, headerValue, receiptBody, times } from "./arbitraries.ts";
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
 import { PATHS } from "../../src/shared/paths.ts";
+import { STORED_COLUMNS, storedTexts, type StoredColumns } from "../../src/storage/stored-body.ts";
 import { rowsOnEveryShard } from "../support/shards.ts";
 
 /** A receipt as the model expects it in D1. */
@@ -77,10 +78,14 @@ describe("fuzzing: add", () => {
         () => [...clients.map((client: TestClient) => client.secret), ...tokens],
       );
 
-      const results = await rowsOnEveryShard<Expected & { receipt_id: string }>(
-        "SELECT receipt_id, chain_id, client_id, app_user_id, body FROM receipts WHERE client_id IN (?, ?)",
+      const rows = await rowsOnEveryShard<Omit<Expected, "body"> & { receipt_id: string } & StoredColumns>(
+        `SELECT receipt_id, chain_id, client_id, app_user_id, ${STORED_COLUMNS.join(", ")} FROM receipts WHERE client_id IN (?, ?)`,
         clients[0]!.clientId,
         clients[1]!.clientId,
+      );
+      // The body as the till sent it, inflated where add deflated it (src/storage/stored-body.ts).
+      const results = await Promise.all(
+        rows.map(async ({ receipt_id, chain_id, client_id, app_user_id, ...texts }) => ({ receipt_id, chain_id, client_id, app_user_id, body: (await storedTexts(texts)).body })),
       );
       expect(Object.fromEntries(results.map(({ receipt_id, ...row }) => [receipt_id, row]))).toEqual(Object.fromEntries(stored));
     },

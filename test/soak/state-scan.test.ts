@@ -1,7 +1,8 @@
 /**
  * The erasure's proof by reading every byte (harness/state-scan.ts): the forms it
  * looks for, a copy in a plain file with its offset, a live row of a database held in its WAL,
- * a deleted row's freed bytes kept apart from the live rows, and a live row an erasure explains.
+ * a deleted row's freed bytes kept apart from the live rows, a live row that holds it only inside
+ * a deflated receipt, and a live row an erasure explains.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +11,7 @@ import { DatabaseSync } from "node:sqlite";
 import { deflateRawSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import { afterErasure, findings, formsOf, scanState, searchableBytes, uuidv7Time } from "../../harness/state-scan.ts";
+import { deflatedTexts } from "../../src/storage/stored-body.ts";
 
 const USER = 'scan "me"/now';
 const dirs: string[] = [];
@@ -109,6 +111,30 @@ describe("docs/storage.md#personal-data the state scan reads every file for an a
     ]);
     // Both rows' bytes, the deleted one's among them, are in the WAL.
     expect(scan.databaseCopies.filter(({ file }) => file === "shard.sqlite-wal").length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("a live row holding the value only inside a receipt's deflated texts is a finding, shown inflated", async () => {
+    const dir = stateDir();
+    const db = walDatabase(path.join(dir, "shard.sqlite"));
+    db.exec("CREATE TABLE receipts (receipt_id TEXT PRIMARY KEY, body TEXT NOT NULL, format TEXT, mapped TEXT, deflated BLOB) STRICT");
+    const body = JSON.stringify({ total: 1, customer: { email: USER }, note: "x".repeat(200) });
+    const mapped = JSON.stringify({ total: 1, metadata: { email: USER } });
+    const deflated = await deflatedTexts({ body, mapped });
+    expect(Buffer.from(deflated).includes(Buffer.from(USER))).toBe(false);
+    db.prepare("INSERT INTO receipts VALUES (?, '', 'dr-retail/v1.1', NULL, ?)").run("r1", deflated);
+    db.prepare("INSERT INTO receipts VALUES (?, '', NULL, NULL, ?)").run("r2", await deflatedTexts({ body: '{"total":2}', mapped: null }));
+
+    const scan = scanState(dir, USER);
+    expect(scan.unexplainedRows).toEqual([
+      {
+        database: "shard.sqlite",
+        table: "receipts",
+        columns: { deflated: "JSON-escaped, deflated" },
+        row: { receipt_id: "r1", body: "", format: "dr-retail/v1.1", mapped: null, deflated: Buffer.from(`${mapped}\n${body}`).toString("latin1") },
+      },
+    ]);
+    // Bytes alone hide it: no copy in the database's bytes.
+    expect(scan.databaseCopies).toEqual([]);
   });
 
   it("after an erasure, its own app_user.erased event and receipts created after its instant are explained; an earlier receipt is not", () => {

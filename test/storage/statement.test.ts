@@ -47,6 +47,15 @@ describe("statements: inlined values read back exactly as bound ones", () => {
     expect(() => inlined(statement("SELECT ?1", Number.NaN))).toThrow(RangeError);
   });
 
+  it("bytes go in as a BLOB, bound or inlined, and read back as the same bytes", async () => {
+    const bytes = new Uint8Array([0, 39, 0xff, 10, 92]);
+    const query = statement("SELECT ?1 AS value, typeof(?1) AS type", bytes);
+    expect(sqlLiteral(bytes)).toBe("X'0027ff0a5c'");
+    const viaBind = await bound(db, query).first();
+    expect(await db.prepare(inlined(query)).first()).toEqual(viaBind);
+    expect(viaBind).toEqual({ value: [...bytes], type: "blob" });
+  });
+
   it("writes text as a hex literal that holds nothing of the value's own characters", () => {
     expect(sqlLiteral("o'brien")).toBe("CAST(X'6f27627269656e' AS TEXT)");
     expect(sqlLiteral(null)).toBe("NULL");

@@ -9,17 +9,16 @@ import { readReceipts, rewriteObject } from "../../src/storage/archive/objects.t
 import { recordOwners } from "../../src/storage/archive/owners.ts";
 import { shardOfId } from "../../src/storage/shards.ts";
 import { runBatch, statement } from "../../src/storage/statement.ts";
-import { SHARDS, dbOf } from "./shards.ts";
+import { SHARDS, dbOf, storedReceipt } from "./shards.ts";
 import { testUserKey } from "./user-keys.ts";
 
 /** Moves a stored receipt to the archive; returns its object's key. */
 export async function archiveReceipt(receiptId: string): Promise<string> {
   const db = dbOf(receiptId);
-  const row = await db
-    .prepare("SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body FROM receipts WHERE receipt_id = ?")
-    .bind(receiptId)
-    .first<ArchivedReceipt>();
-  if (!row) throw new Error(`no receipt ${receiptId} to archive`);
+  const stored = (await storedReceipt(receiptId)) as ArchivedReceipt | null;
+  if (!stored) throw new Error(`no receipt ${receiptId} to archive`);
+  const { chain_id, client_id, app_user_id, created_at, body } = stored;
+  const row: ArchivedReceipt = { receipt_id: receiptId, chain_id, client_id, app_user_id, created_at, body };
   const key = archiveObjectKey(await testUserKey(row.app_user_id), row.chain_id, receiptId, shardOfId(SHARDS, receiptId)!.name);
   // A delete's purge (after its answer) may rewrite the object meanwhile: the conditional put then
   // fails, and, as the move's step would be, the write is run again.

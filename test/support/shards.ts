@@ -5,6 +5,7 @@
 import { env } from "cloudflare:workers";
 import { v7 as uuidv7 } from "uuid";
 import { idOnShard, shardOfId, shardsOf, type Shard } from "../../src/storage/shards.ts";
+import { storedTexts, type StoredColumns } from "../../src/storage/stored-body.ts";
 
 /** Every shard of the test run, ordered by name. */
 export const SHARDS: readonly Shard[] = shardsOf(env);
@@ -27,8 +28,20 @@ export async function rowsOnEveryShard<Row>(sql: string, ...values: unknown[]): 
   return all.flatMap(({ results }) => results);
 }
 
-/** A stored receipt's row, read from the shard its ID names. */
+/**
+ * A stored receipt's row, read from the shard its ID names, with its texts as the till sent them
+ * in `body` and `mapped` (src/storage/stored-body.ts), as a row stored before migration 0022 held
+ * them.
+ */
 export async function storedReceipt(receiptId: string): Promise<Record<string, unknown> | null> {
+  const row = await rawReceipt(receiptId);
+  if (!row) return null;
+  const { deflated: _deflated, ...columns } = row;
+  return { ...columns, ...(await storedTexts(row as unknown as StoredColumns)) };
+}
+
+/** A stored receipt's row as the shard its ID names holds it, its texts deflated. */
+export async function rawReceipt(receiptId: string): Promise<Record<string, unknown> | null> {
   return dbOf(receiptId).prepare("SELECT * FROM receipts WHERE receipt_id = ?").bind(receiptId).first();
 }
 

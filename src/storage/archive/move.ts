@@ -25,6 +25,7 @@
  */
 import { importAuditHashKey, pseudonymWith } from "../../shared/audit-hash-key.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "../steps.ts";
+import { receiptAsPushed, storedTexts, type StoredColumns } from "../stored-body.ts";
 import { archiveCutoff, archiveObjectKey, type ArchivedReceipt } from "./layout.ts";
 import { lineBytes, readObject, rewriteObject, writeObject, type ArchiveBucket } from "./objects.ts";
 import { markPurged } from "./tombstones.ts";
@@ -39,6 +40,7 @@ import {
   leftoverPages,
   settlePage,
   type CopiedReceipt,
+  type MovedReceipts,
   type PageRecord,
   type Tombstone,
 } from "./statements.ts";
@@ -147,27 +149,29 @@ async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageCo
   const last = rows.at(-1)?.receipt_id ?? after;
   const done = rows.length < ARCHIVE_PAGE;
   const record: PageRecord = earlier ? { lines: JSON.parse(earlier.lines), new_objects: JSON.parse(earlier.new_objects) } : { lines: [], new_objects: [] };
-  if (rows.length === 0) return earlier ? settle(shard, bucket, runId, pageId, [], record, now, { last, done }) : { last, done };
+  if (rows.length === 0) return earlier ? settle(shard, bucket, runId, pageId, NOTHING_MOVED, record, now, { last, done }) : { last, done };
 
   const keys = new Map<string, string>();
   for (const { app_user_id } of rows) if (!keys.has(app_user_id)) keys.set(app_user_id, await userKey(app_user_id));
-  const candidates = rows.map((row) => {
-    const receipt = archivedLine(row);
-    return {
-      receipt,
-      copied: {
-        receipt_id: row.receipt_id,
-        created_at: row.created_at,
-        user_key: keys.get(row.app_user_id)!,
-        object_key: archiveObjectKey(keys.get(row.app_user_id)!, row.chain_id, row.receipt_id, shard.name),
-        bytes: lineBytes(receipt),
-      } satisfies CopiedReceipt,
-    };
-  });
+  // A created event still in the outbox keeps its receipt as pushed there once the row goes.
+  const read = await Promise.all(
+    rows.map(async (row) => ({ row, receipt: await archivedLine(row), pushed: row.created_event_kept === 1 ? await receiptAsPushed(row) : null })),
+  );
+  const candidates = read.map(({ row, receipt, pushed }) => ({
+    receipt,
+    pushed,
+    copied: {
+      receipt_id: row.receipt_id,
+      created_at: row.created_at,
+      user_key: keys.get(row.app_user_id)!,
+      object_key: archiveObjectKey(keys.get(row.app_user_id)!, row.chain_id, row.receipt_id, shard.name),
+      bytes: lineBytes(receipt),
+    } satisfies CopiedReceipt,
+  }));
   const [fencedRows] = (await shard.run([fencedAmong(candidates.map(({ copied }) => copied))])) as [{ receipt_id: string }[]];
   const fenced = new Set(fencedRows.map(({ receipt_id }) => receipt_id));
   const moving = candidates.filter(({ copied }) => !fenced.has(copied.receipt_id));
-  if (moving.length === 0) return earlier ? settle(shard, bucket, runId, pageId, [], record, now, { last, done }) : { last, done };
+  if (moving.length === 0) return earlier ? settle(shard, bucket, runId, pageId, NOTHING_MOVED, record, now, { last, done }) : { last, done };
 
   const byObject = groupBy(moving, ({ copied }) => copied.object_key);
   const held = await inGroups([...byObject.keys()], (objectKey) => readObject(bucket, objectKey));
@@ -180,7 +184,8 @@ async function movePage({ shard, bucket, runId, beforeId, userKey, now }: PageCo
   // Before the first put: a failure after it leaves the record for the next attempt to settle.
   await shard.run([recordPage(pageId, runId, merged)]);
   await inGroups(held, (object) => writeObject(bucket, object, (receipts) => [...receipts, ...byObject.get(object.key)!.map(({ receipt }) => receipt)]));
-  return settle(shard, bucket, runId, pageId, moving.map(({ copied }) => copied), merged, now, { last, done });
+  const kept = moving.flatMap(({ copied, pushed }) => (pushed === null ? [] : [{ receipt_id: copied.receipt_id, body: pushed }]));
+  return settle(shard, bucket, runId, pageId, { copied: moving.map(({ copied }) => copied), kept }, merged, now, { last, done });
 }
 
 /** A page's record that another run left, as {@link leftoverPages} reads it. */
@@ -200,7 +205,7 @@ const LEFTOVER_PAGES = 2;
 async function settleLeftover(shard: JobShard, bucket: ArchiveBucket, leftover: LeftoverPage, now: () => Date): Promise<void> {
   const found = await inGroups(JSON.parse(leftover.new_objects) as string[], async (key) => ((await bucket.get(key)) ? [key] : []));
   const record: PageRecord = { lines: JSON.parse(leftover.lines), new_objects: found.flat() };
-  await settle(shard, bucket, leftover.run_id, leftover.page, [], record, now, null);
+  await settle(shard, bucket, leftover.run_id, leftover.page, NOTHING_MOVED, record, now, null);
 }
 
 // Ends a page: its batch, then the purge of the lines that got a tombstone.
@@ -209,13 +214,13 @@ async function settle<T>(
   bucket: ArchiveBucket,
   runId: string,
   pageId: string,
-  copied: readonly CopiedReceipt[],
+  moved: MovedReceipts,
   record: PageRecord,
   now: () => Date,
   result: T,
 ): Promise<T> {
   const at = now().toISOString();
-  const results = await shard.run(settlePage(runId, pageId, copied, record, at));
+  const results = await shard.run(settlePage(runId, pageId, moved, record, at));
   const tombstones = results[1] as Tombstone[];
   if (tombstones.length > 0) await purgeLines(shard, bucket, tombstones, at);
   return result;
@@ -232,16 +237,21 @@ async function purgeLines(shard: JobShard, bucket: ArchiveBucket, tombstones: re
   await shard.run([markPurged(tombstones.map(({ receipt_id }) => receipt_id), new Date(at))]);
 }
 
+// A page that removes no receipt: a leftover's, or one whose receipts are all fenced or gone.
+const NOTHING_MOVED: MovedReceipts = { copied: [], kept: [] };
+
 // The line's fields in one order, whatever order the row's columns came in: the same receipt
-// always makes the same bytes. A receipt of our own shape has no format or model (NULL columns).
-function archivedLine(row: ArchivedRow): ArchivedReceipt {
-  const { receipt_id, chain_id, client_id, app_user_id, created_at, body, format, mapped } = row;
+// always makes the same bytes, its texts as the till sent them (inflated where add deflated
+// them). A receipt of our own shape has no format or model (NULL columns).
+async function archivedLine(row: ArchivedRow): Promise<ArchivedReceipt> {
+  const { receipt_id, chain_id, client_id, app_user_id, created_at, format } = row;
+  const { body, mapped } = await storedTexts(row);
   const line: ArchivedReceipt = { receipt_id, chain_id, client_id, app_user_id, created_at, body };
   return format === null || mapped === null ? line : { ...line, format, mapped };
 }
 
 // A row of pageToArchive: the format columns are NULL for a receipt of our own shape.
-type ArchivedRow = Omit<ArchivedReceipt, "format" | "mapped"> & { format: string | null; mapped: string | null };
+type ArchivedRow = Pick<ArchivedReceipt, "receipt_id" | "chain_id" | "client_id" | "app_user_id" | "created_at"> & StoredColumns & { created_event_kept: number };
 
 function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {
   const groups = new Map<string, T[]>();

@@ -9,8 +9,9 @@
  */
 import { auditedRemoval } from "../audit.ts";
 import { fenced } from "../fences.ts";
-import { eventUndelivered, keepBodiesOfArchived } from "../outbox/statements.ts";
+import { createdEventKept, eventUndelivered, keepBodiesOfArchived } from "../outbox/statements.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
+import { STORED_COLUMNS } from "../stored-body.ts";
 import { recordOwners } from "./owners.ts";
 
 /** A receipt of a page as the move copied it: where its line went and what fences it. */
@@ -22,6 +23,15 @@ export interface CopiedReceipt {
   object_key: string;
   /** The length in bytes of its line in the object. */
   bytes: number;
+}
+
+/**
+ * What a page's batch removes: the receipts it copied, and of those whose created event is in the
+ * outbox, the receipt as that event carries it (src/storage/stored-body.ts `receiptAsPushed`).
+ */
+export interface MovedReceipts {
+  copied: readonly CopiedReceipt[];
+  kept: readonly { receipt_id: string; body: string }[];
 }
 
 /** A line a page writes or wrote, as its page's record keeps it until the page is settled. */
@@ -60,11 +70,14 @@ export function firstIdAt(cutoff: Date): string {
 
 /**
  * Up to `limit` receipts made before the cutoff whose receipt_id is above `after`, in order, but
- * none with an event not yet delivered: it waits for a later run.
+ * none with an event not yet delivered: it waits for a later run. Rows: the receipt's columns,
+ * its texts as stored (src/storage/stored-body.ts), and `created_event_kept`, 1 while its
+ * created event is in the outbox, whose row then keeps the receipt ({@link settlePage}).
  */
 export function pageToArchive(beforeId: string, after: string, limit: number): Statement {
   return statement(
-    `SELECT receipt_id, chain_id, client_id, app_user_id, created_at, body, format, mapped FROM receipts
+    `SELECT receipt_id, chain_id, client_id, app_user_id, created_at, ${STORED_COLUMNS.join(", ")},
+      ${createdEventKept("receipts.receipt_id")} AS created_event_kept FROM receipts
     WHERE receipt_id > ?1 AND receipt_id < ?2 AND NOT ${eventUndelivered("receipts.receipt_id")}
     ORDER BY receipt_id LIMIT ?3`,
     after,
@@ -130,11 +143,11 @@ const MOVABLE = `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = copi
  * `record` whose receipt a delete or an erasure removed (since the page was read, or since an
  * earlier attempt of the page wrote it) or that a fence now covers (its line must not stay), the
  * removal of the rest of `copied`, with their owner rows recorded just before and their bodies
- * kept for the event feed in their created events' rows (while in the outbox), and the page's
- * record settled. The tombstones' statement returns the new ones, {@link Tombstone}s; the
+ * (`kept`) kept for the event feed in their created events' rows (while in the outbox), and the
+ * page's record settled. The tombstones' statement returns the new ones, {@link Tombstone}s; the
  * removal returns the receipt_ids it removed.
  */
-export function settlePage(runId: string, pageId: string, copied: readonly CopiedReceipt[], record: PageRecord, now: string): Statement[] {
+export function settlePage(runId: string, pageId: string, { copied, kept }: MovedReceipts, record: PageRecord, now: string): Statement[] {
   const page = JSON.stringify(copied);
   // The rows the batch removes: their owners are recorded from them just before, so that delete
   // answers for a moved receipt as for a live one (src/storage/archive/owners.ts).
@@ -162,7 +175,7 @@ export function settlePage(runId: string, pageId: string, copied: readonly Copie
       now,
     ),
     recordOwners(removed),
-    keepBodiesOfArchived(removed),
+    keepBodiesOfArchived(removed, kept),
     enclose(removed, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`),
     ...settleRecord(pageId),
   ];

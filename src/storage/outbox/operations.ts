@@ -3,6 +3,7 @@
  * D1 database, and says what became of the events in the terms of their life ({@link EventState}).
  */
 import { bound, runBatch } from "../statement.ts";
+import { receiptAsPushed, type StoredColumns } from "../stored-body.ts";
 import { pushedEvent } from "./pushed-event.ts";
 import {
   claimEvents as claimStatement,
@@ -95,25 +96,34 @@ export async function claimEvents(
   const { results: states } =
     unclaimedIds.length === 0 ? { results: [] } : await bound(db, claimStates(unclaimedIds)).all<StateRow>();
   const rows = new Map(states.map((row) => [row.event_id, row]));
+  const bodies = new Map(await Promise.all(claimed.map(async (row) => [row.event_id, await pushedBody(row)] as const)));
   return eventIds.map((eventId) => {
     const row = claims.get(eventId);
     if (row) {
       // A second copy of one event in the batch finds it held by the first.
       claims.delete(eventId);
       const retryUntil = row.retry_until === null ? null : new Date(row.retry_until);
-      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, body: row.body, endpointDown: row.endpoint_down === 1 };
+      const body = bodies.get(eventId)!;
+      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, body, endpointDown: row.endpoint_down === 1 };
     }
     return claimedIds.has(eventId) ? { status: "held", until } : unclaimed(rows.get(eventId), now);
   });
 }
 
-interface ClaimedRow {
+type ClaimedRow = ReceiptColumns & {
   event_id: string;
   payload: string;
   attempts: number;
   retry_until: string | null;
-  body: string | null;
   endpoint_down: number;
+};
+
+/** A receipt's stored columns as a claim or the feed reads them: all null where it is not stored. */
+type ReceiptColumns = StoredColumns | { [Column in keyof StoredColumns]: null };
+
+// The receipt as its created event carries it, or null where it is not stored.
+function pushedBody(row: ReceiptColumns): Promise<string | null> | null {
+  return row.body === null ? null : receiptAsPushed(row as StoredColumns);
 }
 
 interface StateRow extends OutboxRowState {
@@ -277,13 +287,14 @@ export async function readFeed(
   const events = rows.sort((a, b) => (a.event_id < b.event_id ? -1 : 1)).slice(0, limit);
   return {
     found: true,
-    events: events.map((row) => pushedEvent(row.payload, row.body)),
+    events: await Promise.all(events.map(async (row) => pushedEvent(row.payload, (await pushedBody(row)) ?? row.archived_body))),
     next: events.at(-1)?.event_id ?? null,
   };
 }
 
-interface FeedRow {
+type FeedRow = ReceiptColumns & {
   event_id: string;
   payload: string;
-  body: string | null;
-}
+  /** The body the archive's move kept of a created event's receipt it took (migration 0019). */
+  archived_body: string | null;
+};

@@ -8,7 +8,7 @@
  * The event's JSON text as the app gets it: `payload` as the outbox stores it, with `receipt`
  * added when `receiptBody` is given, as text, so that the app gets exactly the bytes add stored.
  * For a receipt in a published format, `receiptBody` holds its model and then its `format` and
- * `original` members (src/storage/outbox/statements.ts).
+ * `original` members (src/storage/stored-body.ts `receiptAsPushed`).
  *
  * @example pushedEvent('{"type":"receipt.created"}', '{"total":1}') // '{"type":"receipt.created","receipt":{"total":1}}'
  */

@@ -34,6 +34,7 @@ import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
 import { archivedOwned } from "../archive/owners.ts";
 import { liveOwned } from "../ownership.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
+import { STORED_COLUMNS } from "../stored-body.ts";
 
 /** Where an event is in its life (see above); `failed` and `purged` have no outbox row. */
 export type EventState = "recorded" | "enqueued" | "claimed" | "delivered" | "failed" | "purged";
@@ -78,7 +79,7 @@ function recordEvent(
 
 /**
  * An event as its outbox row holds it. Add hands its created event over in these columns to its
- * insert into the view `receipt_format_adds` (migrations 0014, 0015, src/storage/receipts.ts), whose trigger
+ * insert into the view `receipt_deflated_adds` (migrations 0014, 0015, 0022, src/storage/receipts.ts), whose trigger
  * records it with the receipt in the same statement, only where that statement stored the
  * receipt: a replayed add, which stores nothing, records no second event.
  */
@@ -229,20 +230,23 @@ const CREATED_EVENT_OF_ITS_RECEIPT = `FROM notice_outbox AS created
         AND created.delivered_at IS NULL AND json_extract(created.payload, '$.type') = 'receipt.created'`;
 
 /**
- * What a created event carries of its receipt, as JSON members after `"receipt":`
- * (./pushed-event.ts): the body of a receipt in our shape; for one in a published format
- * (docs/api.md#dr-retail) its model, then `format` and `original`, the body as the till sent it.
+ * The receipt's stored columns (src/storage/stored-body.ts `STORED_COLUMNS`) of the row whose
+ * receipt_id is `receiptId` (an SQL expression), for a SELECT or RETURNING list: each NULL where
+ * the receipt is not stored (`body` is never NULL on a stored one). What a created event carries
+ * of its receipt is made of them in TypeScript (`receiptAsPushed`): add stores the texts deflated.
  */
-const RECEIPT_AS_PUSHED = `CASE WHEN format IS NULL THEN body ELSE mapped || ',"format":' || json_quote(format) || ',"original":' || body END`;
+function storedReceiptColumns(receiptId: string): string {
+  return STORED_COLUMNS.map((column) => `(SELECT ${column} FROM receipts WHERE receipts.receipt_id = ${receiptId}) AS ${column}`).join(",\n      ");
+}
 
 /**
  * → claimed: takes the events for one push attempt until `until`, unless delivered, held by an
  * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
  * row for those. A claim also marks the event enqueued at `now`: its queue copy arrived, so the
  * cron job leaves it to its schedule until it counts as lost. Rows: `event_id`, `payload`,
- * `attempts`, `retry_until`, `body`, the receipt's stored body, which a created event's push
- * carries (null once the receipt is deleted), and `endpoint_down`, 1 while the shard's copy of
- * the push service's state says down.
+ * `attempts`, `retry_until`, the receipt's stored columns ({@link storedReceiptColumns}), which a
+ * created event's push carries (`body` null once the receipt is deleted), and `endpoint_down`, 1
+ * while the shard's copy of the push service's state says down.
  */
 export function claimEvents(eventIds: readonly string[], until: Date, now: Date): Statement {
   return statement(
@@ -251,7 +255,7 @@ export function claimEvents(eventIds: readonly string[], until: Date, now: Date)
       AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
     RETURNING event_id, payload, attempts, retry_until,
-      (SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id) AS body,
+      ${storedReceiptColumns("notice_outbox.receipt_id")},
       (SELECT down_since IS NOT NULL FROM push_endpoint WHERE id = 1) AS endpoint_down`,
     JSON.stringify(eventIds),
     until.toISOString(),
@@ -407,21 +411,30 @@ export function eraseEventsOfReceipts(receipts: Statement): [Statement, Statemen
 }
 
 /**
- * Keeps the receipt as its created event carries it ({@link RECEIPT_AS_PUSHED}) of each stored
- * receipt that `receipts` selects (a query of one column, receipt_id) in that event's row, while
- * that row is in the outbox: in the archive's
- * batch that removes those receipts, before their removal, so that the event feed still has
- * their created events' bodies (migration 0019). A stored receipt has no event but its created
- * one, found in the primary key's range of the receipt's millisecond.
+ * Keeps each receipt of `kept` as its created event carries it (src/storage/stored-body.ts
+ * `receiptAsPushed`, made by the move from the row it read) in that event's row, where
+ * `receipts` (a query of one column, receipt_id) selects it and while that row is in the outbox:
+ * in the archive's batch that removes those receipts, before their removal, so that the event
+ * feed still has their created events' bodies (migration 0019). A stored receipt has no event
+ * but its created one, found in the primary key's range of the receipt's millisecond.
  */
-export function keepBodiesOfArchived(receipts: Statement): Statement {
+export function keepBodiesOfArchived(receipts: Statement, kept: readonly { receipt_id: string; body: string }[]): Statement {
   return enclose(
     receipts,
-    (ids) => `UPDATE notice_outbox SET archived_body = (SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = notice_outbox.receipt_id)
-    WHERE event_id IN (WITH receipt(receipt_id) AS (${ids})
+    (ids, bodies) => `UPDATE notice_outbox SET archived_body = kept.value ->> 'body' FROM json_each(${bodies}) AS kept
+    WHERE kept.value ->> 'receipt_id' = notice_outbox.receipt_id AND event_id IN (WITH receipt(receipt_id) AS (${ids})
       SELECT event.event_id FROM receipt JOIN notice_outbox AS event
         ON ${eventOfReceiptMadeIn("event", "receipt.receipt_id", "substr(receipt.receipt_id, 1, 13)")})`,
+    JSON.stringify(kept),
   );
+}
+
+/**
+ * SQL true while the created event of the receipt `receiptId` (an SQL expression) is in the
+ * outbox: the archive's move then keeps its body there ({@link keepBodiesOfArchived}).
+ */
+export function createdEventKept(receiptId: string): string {
+  return `EXISTS (SELECT 1 FROM notice_outbox WHERE ${eventOfReceiptMadeIn("notice_outbox", receiptId, `substr(${receiptId}, 1, 13)`)})`;
 }
 
 /**
@@ -456,24 +469,29 @@ export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number
  * their state (recorded, enqueued, claimed, delivered, or failed: the feed is for catching up on
  * what the push did not bring). A created event whose receipt was deleted since is left out, as
  * the push leaves it out, unless it is `from` itself: the caller's cursor stays good, also one
- * past `before`; one whose receipt the archive moved keeps the body it kept ({@link keepBodiesOfArchived}). Both tables are read down their primary key and stop at `limit`; an event is
- * never in both (it moves between them in one batch). Rows: `event_id`, `payload`, and `body`: a
- * created event's receipt as stored, else null.
+ * past `before`; one whose receipt the archive moved keeps the body it kept ({@link keepBodiesOfArchived}).
+ * Both tables are read down their primary key and stop at `limit`; an event is never in both (it
+ * moves between them in one batch). Rows: `event_id`, `payload`, `archived_body`, and a created
+ * event's receipt's stored columns ({@link storedReceiptColumns}), each null for another event.
  */
 export function feedPage(from: string, before: string, limit: number): Statement {
   const created = "json_extract(payload, '$.type') = 'receipt.created'";
-  const stored = (table: string) => `(SELECT ${RECEIPT_AS_PUSHED} FROM receipts WHERE receipts.receipt_id = ${table}.receipt_id)`;
+  const stored = (table: string) => `EXISTS (SELECT 1 FROM receipts WHERE receipts.receipt_id = ${table}.receipt_id)`;
   // The outbox's row may keep the body of a receipt the archive moved; a failed event's receipt
   // is never moved (src/storage/archive/statements.ts).
-  const body = (table: string) => (table === "notice_outbox" ? `COALESCE(${stored(table)}, archived_body)` : stored(table));
-  const page = (table: string) => `SELECT * FROM (SELECT event_id, payload, CASE WHEN ${created} THEN ${body(table)} END AS body
+  const kept = (table: string) => (table === "notice_outbox" ? `(${stored(table)} OR archived_body IS NOT NULL)` : stored(table));
+  const archived = (table: string) => (table === "notice_outbox" ? "archived_body" : "NULL");
+  const page = (table: string) => `SELECT * FROM (SELECT event_id, payload, CASE WHEN ${created} THEN receipt_id END AS created_receipt,
+      CASE WHEN ${created} THEN ${archived(table)} END AS archived_body
     FROM ${table} WHERE event_id >= ?1
-      AND (event_id = ?1 OR (event_id < ?3 AND (NOT ${created} OR ${body(table)} IS NOT NULL)))
+      AND (event_id = ?1 OR (event_id < ?3 AND (NOT ${created} OR ${kept(table)})))
     ORDER BY event_id LIMIT ?2)`;
   return statement(
-    `${page("notice_outbox")}
-    UNION ALL ${page("failed_notices")}
-    ORDER BY event_id LIMIT ?2`,
+    `SELECT event_id, payload, archived_body, ${storedReceiptColumns("page.created_receipt")}
+    FROM (${page("notice_outbox")}
+      UNION ALL ${page("failed_notices")}
+      ORDER BY event_id LIMIT ?2) AS page
+    ORDER BY event_id`,
     from,
     limit,
     before,
