@@ -359,13 +359,23 @@ function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[]
 
 /**
  * A receipt's line: its IDs, chain, client and created_at, the receipt in our model, and for one
- * added in another format that format and the original. Stored JSON texts are spliced as they are.
+ * added in another format that format and the original. Stored JSON texts are spliced as they
+ * are, on one line ({@link onOneLine}).
  */
 function receiptLine(row: Omit<ArchivedReceipt, "format" | "mapped"> & { format?: string | null; mapped?: string | null }, archived: boolean): string {
   const head = JSON.stringify({ receipt_id: row.receipt_id, chain_id: row.chain_id, client_id: row.client_id, app_user_id: row.app_user_id, created_at: row.created_at, archived });
-  const model = row.mapped ?? row.body;
-  const original = row.format ? `,"format":${JSON.stringify(row.format)},"original":${row.body}` : "";
+  const model = onOneLine(row.mapped ?? row.body);
+  const original = row.format ? `,"format":${JSON.stringify(row.format)},"original":${onOneLine(row.body)}` : "";
   return `${head.slice(0, -1)},"receipt":${model}${original}}`;
+}
+
+/**
+ * A stored JSON text on one line of the NDJSON file, the same JSON value byte for byte but its
+ * line breaks: a till may send its body pretty-printed, and a JSON text holds a CR or LF only as
+ * white space between tokens (inside a string it must be escaped), so a space keeps the value.
+ */
+function onOneLine(json: string): string {
+  return json.replace(/[\r\n]/g, " ");
 }
 
 function auditLine(row: AuditRow): string {

@@ -127,6 +127,31 @@ describe("docs/api.md#export an app client exports an app user's data", () => {
     for (const key of keys) expect(key).not.toContain(shopper);
   });
 
+  it("a receipt sent pretty-printed, with CR LF line breaks, live and archived, is one line of the file holding the same JSON value", async () => {
+    const shopper = uniqueId("pretty");
+    const pretty = JSON.stringify(validReceiptBody(), null, 2).replaceAll("\n", "\r\n");
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i += 1) {
+      const added = await postAdd({ ...pos.headers, app_user_id: shopper }, pretty);
+      expect(added.status).toBe(200);
+      ids.push(added.body.data.receipt_id);
+    }
+    await archiveReceipt(ids[1]!);
+    const jobId = (await start("export", app.headers, shopper)).body.data.job_id as string;
+    await untilDone(app.headers, jobId);
+    const answer = await call(jobPath(jobId, "export"), { method: "GET", headers: app.headers });
+    const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body);
+    const lines = text.split("\n").filter(Boolean);
+    // Two receipts and the summary, each line a JSON object of its own.
+    expect(lines).toHaveLength(3);
+    const receipts = lines.map((line) => JSON.parse(line)).filter((line) => "receipt" in line);
+    expect(receipts.map(({ receipt_id, archived }) => [receipt_id, archived]).sort()).toEqual([
+      [ids[0], false],
+      [ids[1], true],
+    ]);
+    for (const line of receipts) expect(line.receipt).toEqual(validReceiptBody());
+  });
+
   it("the same Idempotency-Key answers the same job; another client reads neither the job nor its file", async () => {
     const shopper = uniqueId("shopper");
     const key = uniqueId("key");
