@@ -9,9 +9,10 @@
  * of 2,177 bytes and its model of 889 take 836 bytes so, 995 apart. The model is JSON that
  * JSON.stringify wrote, which holds no line feed, so the first line feed ends it.
  *
- * CompressionStream and DecompressionStream are the same in workerd and in Node, so the soak, the
- * scripts and the tests read a shard's rows as the Workers do. This file stays free of Workers types.
+ * The compression is ./deflate.ts's, which Node has too: the soak, the scripts and the tests read a
+ * shard's rows as the Workers do. This file stays free of Workers types.
  */
+import { deflateRaw, inflateRaw } from "./deflate.ts";
 
 /** A receipt's texts as the till sent them: the body, and for a published format its model. */
 export interface ReceiptTexts {
@@ -45,7 +46,7 @@ export const STORED_COLUMNS = ["body", "format", "mapped", "deflated"] as const;
  */
 export async function deflatedTexts(texts: ReceiptTexts): Promise<Uint8Array> {
   const joined = texts.mapped === null ? texts.body : `${texts.mapped}\n${texts.body}`;
-  return transformed(new TextEncoder().encode(joined), new CompressionStream("deflate-raw"));
+  return deflateRaw(new TextEncoder().encode(joined));
 }
 
 /** The texts a stored row holds, inflated where add deflated them. */
@@ -71,11 +72,5 @@ export async function receiptAsPushed(row: StoredColumns): Promise<string> {
 
 /** The bytes of a BLOB that `deflate-raw` wrote, inflated. */
 export function inflated(bytes: StoredBytes): Promise<Uint8Array> {
-  const view = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes as ArrayBuffer | readonly number[]);
-  return transformed(view, new DecompressionStream("deflate-raw"));
-}
-
-async function transformed(bytes: Uint8Array, stream: CompressionStream | DecompressionStream): Promise<Uint8Array> {
-  const piped = new Blob([bytes as Uint8Array<ArrayBuffer>]).stream().pipeThrough(stream);
-  return new Uint8Array(await new Response(piped).arrayBuffer());
+  return inflateRaw(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes as ArrayBuffer | readonly number[]));
 }

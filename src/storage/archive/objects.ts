@@ -15,8 +15,17 @@
  * `deflate`, which a raw stream is not. This file stays free of Workers types: R2's binding and
  * Miniflare's both fit {@link ArchiveBucket}.
  */
+import { deflateRaw, inflateRaw } from "../deflate.ts";
 import { archivedReceipts, archiveText, type ArchivedReceipt } from "./layout.ts";
-import type { WrittenObject } from "./statements.ts";
+
+/** An object as the move wrote it and read it back. */
+export interface WrittenObject {
+  object_key: string;
+  receipts: number;
+  bytes: number;
+  /** The object did not exist before. */
+  created: boolean;
+}
 
 /** What the archive needs of an R2 bucket. */
 export interface ArchiveBucket {
@@ -113,22 +122,14 @@ function byteLength(text: string): number {
   return new TextEncoder().encode(text).byteLength;
 }
 
-async function inflated(bytes: ArrayBuffer): Promise<Uint8Array> {
-  return piped(new Uint8Array(bytes), new DecompressionStream("deflate-raw"));
-}
-
-async function piped(bytes: Uint8Array, through: ReadableWritablePair<Uint8Array, Uint8Array>): Promise<Uint8Array> {
-  return new Uint8Array(await new Response(new Blob([bytes]).stream().pipeThrough(through)).arrayBuffer());
-}
-
 // The text of an object as got, inflated when it was stored deflated.
 async function objectText(object: StoredObject): Promise<string> {
   const bytes = await object.arrayBuffer();
-  const stored = object.customMetadata?.encoding === ENCODING.encoding ? await inflated(bytes) : bytes;
+  const stored = object.customMetadata?.encoding === ENCODING.encoding ? await inflateRaw(new Uint8Array(bytes)) : bytes;
   return new TextDecoder().decode(stored);
 }
 
 // `text` as an object stores it: deflated, raw (no zlib header or checksum: R2 keeps its own).
-async function deflated(text: string): Promise<Uint8Array> {
-  return piped(new TextEncoder().encode(text), new CompressionStream("deflate-raw"));
+function deflated(text: string): Promise<Uint8Array> {
+  return deflateRaw(new TextEncoder().encode(text));
 }

@@ -43,15 +43,6 @@ export interface PageRecord {
   new_objects: string[];
 }
 
-/** An object as the move wrote it and read it back. */
-export interface WrittenObject {
-  object_key: string;
-  receipts: number;
-  bytes: number;
-  /** The object did not exist before. */
-  created: boolean;
-}
-
 /** An archived receipt that is gone, and the object whose line still holds it until purged. */
 export interface Tombstone {
   receipt_id: string;
