@@ -13,6 +13,7 @@ import { applyMigrations, issueClient, type HarnessClient } from "../../harness/
 import { PATHS } from "../../src/shared/paths.ts";
 import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
 import { POS_SCOPE } from "../../src/shared/types.ts";
+import { STORED_COLUMNS, storedTexts, type StoredColumns } from "../../src/storage/stored-body.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
 import { freshState } from "../support/run-script.ts";
 
@@ -87,11 +88,15 @@ async function storedFor(databases: D1[], clientId: string, key: string): Promis
   const receipts: string[] = [];
   let created = 0;
   for (const db of databases) {
+    // A receipt's texts are stored deflated (src/storage/stored-body.ts): SQL cannot read into them.
     const rows = await db
-      .prepare("SELECT receipt_id FROM receipts WHERE client_id = ?1 AND json_extract(body, '$.line_items[0].description') = ?2")
-      .bind(clientId, key)
-      .all<{ receipt_id: string }>();
-    receipts.push(...rows.results.map((row) => row.receipt_id));
+      .prepare(`SELECT receipt_id, ${STORED_COLUMNS.join(", ")} FROM receipts WHERE client_id = ?1`)
+      .bind(clientId)
+      .all<{ receipt_id: string } & StoredColumns>();
+    for (const row of rows.results) {
+      const { body } = await storedTexts(row);
+      if ((JSON.parse(body) as { line_items: { description: string }[] }).line_items[0]!.description === key) receipts.push(row.receipt_id);
+    }
   }
   for (const db of databases) {
     for (const receiptId of receipts) {
