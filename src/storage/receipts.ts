@@ -71,6 +71,11 @@ export interface IdempotencyClaim {
   fingerprint: string;
   /** The answer a retry within the window gets again. */
   response: AddResponse;
+  /**
+   * Set where the key was claimed on other shards first: the receipt goes in only while this shard
+   * holds no live record of the key, then the claim; `givingWay` names a losing crossed claim here.
+   */
+  claimedAhead?: { givingWay?: string };
 }
 
 /**
@@ -113,10 +118,10 @@ export class NoOpenShardError extends Error {
  * Carries out an add's plan: with no target, asks the planned shards for the key's earlier add
  * (throws {@link NoOpenShardError} when none holds one); else stores the receipt on the target,
  * after claiming its key ahead where the plan says, and where a call of the key recorded it
- * first, answers as that call's record says, made good where it was claimed ahead. A store whose
- * event would have committed too late for the event feed stored nothing, its key record included:
- * it is made once more under fresh IDs and time, on the plan's `again`. In the common case one D1
- * round trip: the target's batch.
+ * first, answers as that call's record says ({@link answerOf}). A store whose event would have
+ * committed too late for the event feed stored nothing, its key record included: it is made once
+ * more under fresh IDs and time, on the plan's `again`. In the common case one D1 round trip: the
+ * target's batch.
  *
  * @param context the isolate's memory, which notes a failing target, and the fill check's needs.
  */
@@ -127,7 +132,7 @@ export async function storeAsPlanned(plan: AddPlan, receipt: NewReceipt, newEven
     // A till's retry of an add that went through before the last shard closed still gets its
     // first answer: only a new receipt has nowhere to go.
     for (const shard of keyed?.ahead ?? []) {
-      const [read] = await runOnShard(shard, [readKey(receipt.client_id, keyed!.key, idempotencyCutoff(new Date()))]);
+      const [read] = await runOnShard(shard, [readKey(receipt.client_id, keyed!.key, new Date())]);
       const record = read!.results[0] as KeyRecord | undefined;
       if (record) return answerOf(add, record, shard);
     }
@@ -159,57 +164,53 @@ interface Add {
  * go to the other open shards while it recovers.
  */
 async function storeOn(add: Add, target: Shard, context: PlacementContext): Promise<Stored> {
-  const data = newReceiptData(add.receipt, target);
-  const [row, claim] = rowAndClaim(add, data);
+  const own = receiptOn(add, target);
   const ahead = add.plan.keyed?.ahead ?? [];
   for (const shard of ahead) {
-    const [claimed] = await runOnShard(shard, [claimKey(row, claim!, { keepUser: false })]);
+    const [claimed] = await runOnShard(shard, [claimKey(own.row, own.claim!, { keepUser: false })]);
     const record = keyRecordOf(claimed!);
-    if (record.receipt_id !== data.receipt_id) return answerOf(add, record, shard);
+    if (record.receipt_id !== own.row.receipt_id) return answerOf(add, record, shard);
   }
-  const event = add.newEvent(data, target);
-  const stored = await (ahead.length > 0 ? completeOn(target, row, claim, event) : storeReceipt(target, row, event, claim)).catch((error: unknown) => {
+  const claim = own.claim && ahead.length > 0 ? { ...own.claim, claimedAhead: {} } : own.claim;
+  const stored = await storeReceipt(target, own.row, own.event, claim).catch((error: unknown) => {
     context.memory.failingUntil.set(target.name, Date.now() + FAILING_SHARD_PAUSE_MS);
     throw error;
   });
   const { env, memory, settings, waitUntil } = context;
   waitUntil(
-    checkShardFill(env.SHARD_STATES, { shard: target, bytes: stored.sizeAfter }, { shards: add.plan.shards, thresholdBytes: settings.shardFillBytes, now: new Date(data.created_at) }, memory),
+    checkShardFill(env.SHARD_STATES, { shard: target, bytes: stored.sizeAfter }, { shards: add.plan.shards, thresholdBytes: settings.shardFillBytes, now: new Date(own.row.created_at) }, memory),
   );
-  // After claims made ahead, the target's record may be another call's: its answer.
-  if ("receipt_id" in stored && stored.receipt_id !== data.receipt_id) return answerOf(add, stored, target);
-  const outcome = "kind" in stored ? stored : outcomeOf(stored, data.receipt_id, claim!, data.app_user_id);
-  const response: AddResponse = { data, status: "OK", status_code: 200 };
-  switch (outcome.kind) {
-    case "added":
-      return { kind: "added", response, shard: target, event };
-    case "erased":
-      return { kind: "erased", response };
-    case "conflict":
-      return { kind: "conflict" };
-    case "replayed":
-      return claim ? madeGood(add, outcome.response, target) : outcome;
-  }
+  // The target's record may be another call's: its answer.
+  if (stored.record && stored.record.receipt_id !== own.row.receipt_id) return answerOf(add, stored.record, target);
+  return stored.kind === "added" ? { kind: "added", response: own.response, shard: target, event: own.event } : { kind: "erased", response: own.response };
 }
 
 /**
  * Stores a receipt in one D1 round trip, and reports the database's size after it (for the fill
- * check). With a claim, the key record and the receipt go in one batch, which D1 runs as a
- * transaction and never beside another write: the receipt is inserted only if the key record is
- * this request's, so of any number of requests racing with one key exactly one adds a receipt
- * and every other one reads that request's answer. An erasure's fence (src/storage/fences.ts) of
- * the app user at or after created_at keeps the receipt and its event out: the add then counts as
- * stored and erased at once (docs/api.md#erasure). A transient D1 error is retried: a second
- * run after a first that committed finds this request's own receipt or key record, and answers
- * as the first would have.
+ * check) and, with a claim, the key's record the batch leaves. With a claim, the key record and
+ * the receipt go in one batch, which D1 runs as a transaction and never beside another write: the
+ * receipt is inserted only if the key record is this request's, so of any number of requests
+ * racing with one key exactly one adds a receipt and every other one reads that request's answer.
+ * A claim `claimedAhead` (the key was claimed on other shards first, by this call or by an earlier
+ * one whose receipt a replay makes good) inserts the receipt only while this shard holds no live
+ * record of the key, then claims it: so the receipt is stored at most once, however many calls
+ * complete it, and never again after a delete or an erasure removed it (its key record stays for
+ * the window); `givingWay` names a claim made ahead here for a receipt that can never be stored,
+ * removed first so that this receipt takes its place (docs/storage.md "Crossed claims").
+ *
+ * An erasure's fence (src/storage/fences.ts) of the app user at or after created_at keeps the
+ * receipt and its event out: the add then counts as stored and erased at once
+ * (docs/api.md#erasure). A transient D1 error is retried: a second run after a first that
+ * committed finds this request's own receipt or key record, and answers as the first would have.
  */
 export async function storeReceipt(
   shard: ShardDb,
   receipt: FencedReceipt,
   event: CreationNotice,
   claim?: IdempotencyClaim,
-): Promise<AddOutcome & { sizeAfter: number }> {
-  const deflated = await deflatedOf(receipt);
+): Promise<AddOutcome & { sizeAfter: number; record?: KeyRecord }> {
+  // The row's texts, deflated before the batch, which stays one round trip.
+  const deflated = await deflatedTexts({ body: receipt.body, mapped: receipt.format?.mapped ?? null });
   if (!claim) {
     // A retry after a first run that committed inserts nothing and still means "added"; only a
     // fence leaves no receipt behind.
@@ -217,8 +218,17 @@ export async function storeReceipt(
     const kind = held!.results.length > 0 ? "added" : "erased";
     return { kind, sizeAfter: held!.meta.size_after };
   }
-  const [claimed, inserted] = await runOnShard(shard, [claimKey(receipt, claim), insertReceipt(receipt, deflated, event, { ownKey: claim.key })]);
-  return { ...outcomeOf(keyRecordOf(claimed!), receipt.receipt_id, claim, receipt.app_user_id), sizeAfter: inserted!.meta.size_after };
+  const ahead = claim.claimedAhead;
+  const giveWay = ahead?.givingWay === undefined ? [] : [dropClaim(receipt.client_id, claim.key, ahead.givingWay)];
+  const results = await runOnShard(
+    shard,
+    ahead
+      ? [...giveWay, insertReceipt(receipt, deflated, event, { unclaimedKey: claim.key }), claimKey(receipt, claim)]
+      : [claimKey(receipt, claim), insertReceipt(receipt, deflated, event, { ownKey: claim.key })],
+  );
+  const [claimed, inserted] = ahead ? [results.at(-1), results.at(-2)] : results;
+  const record = keyRecordOf(claimed!);
+  return { ...outcomeOf(record, receipt.receipt_id, claim, receipt.app_user_id), record, sizeAfter: inserted!.meta.size_after };
 }
 
 /** What became of an add on its shard. */
@@ -252,14 +262,6 @@ function outcomeOf(record: KeyRecord, receiptId: string, claim: Pick<Idempotency
   return replayOf(record, appUserId);
 }
 
-// The answer of the call that recorded the key first, found on `on`: a conflict for another
-// request, else its answer, made good where it was claimed ahead.
-async function answerOf(add: Add, record: KeyRecord, on: Shard, hops = 0): Promise<Stored> {
-  if (record.fingerprint !== add.plan.keyed!.fingerprint) return { kind: "conflict" };
-  const replay = replayOf(record, add.receipt.app_user_id);
-  return record.erased_at === null ? madeGood(add, replay.response, on, hops) : replay;
-}
-
 /**
  * How many shards a replay follows claims made ahead across: the shard the receipt's ID names, and
  * once more after two crossed claims were settled there.
@@ -267,86 +269,83 @@ async function answerOf(add: Add, record: KeyRecord, on: Shard, hops = 0): Promi
 const MAX_CLAIM_HOPS = 2;
 
 /**
- * A first answer found on `on` whose receipt another shard holds, or should: its call claimed the
- * key ahead on `on` and may have stopped before it stored the receipt. Stores it there as that call
- * would have (only where that shard holds no live record of the key, so never twice and never
- * again after a delete), then answers as that shard's record says (docs/storage.md "Making a claim
- * good").
+ * The answer of the call that recorded the key first, its record found on `where`: a conflict for
+ * another request; else its first answer, once that answer's receipt is stored. A live record on
+ * another shard than the one its receipt's ID names was claimed ahead by a call that may have
+ * stopped before it stored the receipt: it is stored there as that call would have (only where
+ * that shard holds no live record of the key, so never twice and never again after a delete), and
+ * the answer is what that shard's record says (docs/storage.md "Making a claim good"). Where the
+ * two shards each hold the other call's claim, the claim on the shard ranked first in the key's
+ * order wins, the same in every isolate, and the other gives way to its receipt
+ * (docs/storage.md "Crossed claims").
  */
-async function madeGood(add: Add, response: AddResponse, on: Shard, hops = 0): Promise<Stored> {
-  const { shards } = add.plan;
-  const holder = shardOfId(shards, response.data.receipt_id);
-  if (!holder || holder === on) return { kind: "replayed", response };
-  if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead lead on past the shard its receipt names; nothing stored");
-  const data = { ...response.data, app_user_id: add.receipt.app_user_id };
-  const record = await storeOrOwn(add, holder, data);
-  const crossed =
-    record.receipt_id !== data.receipt_id &&
-    record.erased_at === null &&
-    record.fingerprint === add.plan.keyed!.fingerprint &&
-    shardOfId(shards, record.receipt_id) === on;
-  if (!crossed) return answerOf(add, record, holder, hops + 1);
-  // Two calls that saw a shard's state on either side of a change each claimed the key ahead on
-  // the other's shard before either stored (docs/storage.md "Crossed claims"): each record names a
-  // receipt that only the other's shard could hold. The claim on the shard ranked first in the
-  // key's order wins, the same in every isolate; the other gives way to its receipt.
-  const [winner, loser] =
-    shards.indexOf(on) < shards.indexOf(holder)
-      ? [data, { receiptId: record.receipt_id, on: holder }]
-      : [replayOf(record, add.receipt.app_user_id).response.data, { receiptId: data.receipt_id, on }];
-  const settled = await storeOrOwn(add, loser.on, winner, loser.receiptId);
-  return answerOf(add, settled, loser.on, hops + 1);
-}
-
-/**
- * Stores the receipt `data` names on `holder` as {@link completeOn} does. Its event would commit too
- * late for the feed (migration 0018) when the claim is older than that: no call can store its
- * receipt any more, so none was ever answered with it, and this call stores a receipt of its own
- * there instead, under the same rule: whichever call's record that shard holds first is the key's
- * answer for every call after.
- */
-async function storeOrOwn(add: Add, holder: Shard, data: AddResponse["data"], givingWay?: string): Promise<KeyRecord> {
-  try {
-    return await completeOn(holder, ...rowAndClaim(add, data), add.newEvent(data, holder), givingWay);
-  } catch (error) {
-    if (!isLateEventCommit(error)) throw error;
-    const own = newReceiptData(add.receipt, holder);
-    return completeOn(holder, ...rowAndClaim(add, own), add.newEvent(own, holder), givingWay);
+async function answerOf(add: Add, found: KeyRecord, where: Shard): Promise<Stored> {
+  const { shards, keyed } = add.plan;
+  let [record, on] = [found, where];
+  for (let hops = 0; ; hops += 1) {
+    if (record.fingerprint !== keyed!.fingerprint) return { kind: "conflict" };
+    const replay = replayOf(record, add.receipt.app_user_id);
+    const holder = shardOfId(shards, record.receipt_id);
+    if (record.erased_at !== null || !holder || holder === on) return replay;
+    if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead lead on past the shard its receipt names; nothing stored");
+    const data = { ...replay.response.data, app_user_id: add.receipt.app_user_id };
+    const made = await storeOrOwn(add, holder, data);
+    const crossed = made.receipt_id !== data.receipt_id && made.erased_at === null && made.fingerprint === keyed!.fingerprint && shardOfId(shards, made.receipt_id) === on;
+    if (!crossed) {
+      [record, on] = [made, holder];
+      continue;
+    }
+    const [winner, loser] =
+      shards.indexOf(on) < shards.indexOf(holder)
+        ? [data, { receiptId: made.receipt_id, on: holder }]
+        : [replayOf(made, add.receipt.app_user_id).response.data, { receiptId: data.receipt_id, on }];
+    [record, on] = [await storeOrOwn(add, loser.on, winner, loser.receiptId), loser.on];
   }
 }
 
 /**
- * Stores a receipt whose key was claimed on another shard first, by this call or by an earlier one
- * whose answer a replay is giving: inserts the receipt with its key record only while this shard
- * holds no live record of the key, in one batch (one round trip). So the receipt is stored at most
- * once, however many calls complete it, and never again after a delete or an erasure removed it:
- * its key record stays for the window. Returns the key's record on this shard, which names the
- * receipt this shard holds for the key.
- *
- * With `givingWay`, a claim made ahead here for that receipt, which can never be stored (its own
- * shard holds another call's record of the key), is removed first in the same batch, so that
- * this receipt takes its place (docs/storage.md "Crossed claims").
+ * Stores the receipt `data` names on `holder`, the key claimed ahead ({@link storeReceipt}), and
+ * returns the key's record there. Its event would commit too late for the feed (migration 0018)
+ * when the claim is older than that: no call can store its receipt any more, so none was ever
+ * answered with it, and this call stores a receipt of its own there instead, under the same rule:
+ * whichever call's record that shard holds first is the key's answer for every call after.
  */
-async function completeOn(
-  shard: Shard,
-  receipt: FencedReceipt,
-  claim: IdempotencyClaim | undefined,
-  event: CreationNotice,
-  givingWay?: string,
-): Promise<KeyRecord & { sizeAfter: number }> {
-  const giveWay = givingWay === undefined ? [] : [dropClaim(receipt.client_id, claim!.key, givingWay)];
-  const liveFrom = idempotencyCutoff(new Date(receipt.created_at));
-  const insert = insertReceipt(receipt, await deflatedOf(receipt), event, { unclaimedKey: claim!.key, liveFrom });
-  const [inserted, claimed] = (await runOnShard(shard, [...giveWay, insert, claimKey(receipt, claim!)])).slice(giveWay.length);
-  return { ...keyRecordOf(claimed!), sizeAfter: inserted!.meta.size_after };
+async function storeOrOwn(add: Add, holder: Shard, data: AddResponse["data"], givingWay?: string): Promise<KeyRecord> {
+  const store = async (as?: AddResponse["data"]) => {
+    const { row, claim, event } = receiptOn(add, holder, as);
+    return (await storeReceipt(holder, row, event, { ...claim!, claimedAhead: { ...(givingWay !== undefined && { givingWay }) } })).record!;
+  };
+  try {
+    return await store(data);
+  } catch (error) {
+    if (!isLateEventCommit(error)) throw error;
+    return store();
+  }
 }
 
-// The row and, with a key, the claim of a receipt whose answer's data is `data`.
-function rowAndClaim(add: Add, data: AddResponse["data"]): [FencedReceipt, IdempotencyClaim | undefined] {
+/**
+ * The receipt of `add` as it is stored on `shard`: its answer, row, claim (with a key) and created
+ * event. Its data is given for the receipt of a claim a replay makes good, else new: one clock
+ * reading for ID and time, as the ID's time is created_at (docs/api.md), also when the clock moves
+ * on between two readings. UUIDv7: the time in front keeps inserts at the end of the primary key's
+ * b-tree. uuid's default spends 31 of the random bits on a counter within one millisecond, which
+ * makes neighbouring IDs partly predictable; fresh random bits for every ID keep them unguessable:
+ * the 62 of rand_b, as rand_a carries the shard's tag.
+ */
+function receiptOn(add: Add, shard: Shard, given?: AddResponse["data"]) {
   const { receipt, plan } = add;
-  const row = { ...data, body: receipt.body, ...(receipt.format && { format: receipt.format }), user_key: receipt.user_key };
+  const now = Date.now();
+  const data = given ?? {
+    receipt_id: idOnShard(uuidv7({ msecs: now, random: crypto.getRandomValues(new Uint8Array(16)) }), shard),
+    chain_id: receipt.chain_id,
+    client_id: receipt.client_id,
+    app_user_id: receipt.app_user_id,
+    created_at: new Date(now).toISOString(),
+  };
+  const row: FencedReceipt = { ...data, body: receipt.body, ...(receipt.format && { format: receipt.format }), user_key: receipt.user_key };
   const response: AddResponse = { data, status: "OK", status_code: 200 };
-  return [row, plan.keyed && { key: plan.keyed.key, fingerprint: plan.keyed.fingerprint, response }];
+  const claim: IdempotencyClaim | undefined = plan.keyed && { key: plan.keyed.key, fingerprint: plan.keyed.fingerprint, response };
+  return { row, claim, event: add.newEvent(data, shard), response };
 }
 
 // The key's record a claim's RETURNING hands back.
@@ -354,19 +353,6 @@ function keyRecordOf(claimed: D1Result): KeyRecord {
   const row = (claimed as D1Result<KeyRecord>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
   return row;
-}
-
-// The answer's data of a new receipt on `shard`, made now. One clock reading for both: the ID's
-// time is created_at (docs/api.md), also when the clock moves on between two readings. UUIDv7:
-// the time in front keeps inserts at the end of the primary key's b-tree. uuid's default spends
-// 31 of the random bits on a counter within one millisecond, which makes neighbouring IDs partly
-// predictable; fresh random bits for every ID keep them unguessable: the 62 of rand_b, as rand_a
-// carries the shard's tag.
-function newReceiptData(receipt: NewReceipt, shard: Shard): AddResponse["data"] {
-  const now = Date.now();
-  const receipt_id = idOnShard(uuidv7({ msecs: now, random: crypto.getRandomValues(new Uint8Array(16)) }), shard);
-  const { chain_id, client_id, app_user_id } = receipt;
-  return { receipt_id, chain_id, client_id, app_user_id, created_at: new Date(now).toISOString() };
 }
 
 /**
@@ -477,7 +463,7 @@ function insertReceipt(
   receipt: FencedReceipt,
   deflated: Uint8Array,
   event: CreationNotice,
-  key?: { ownKey: string } | { unclaimedKey: string; liveFrom: string },
+  key?: { ownKey: string } | { unclaimedKey: string },
 ): Statement {
   const { event_id, event_payload, event_at } = eventColumns(event);
   const values = [receipt.receipt_id, receipt.chain_id, receipt.client_id, receipt.app_user_id, deflated, receipt.created_at, receipt.user_key];
@@ -489,7 +475,7 @@ function insertReceipt(
       : "ownKey" in key
         ? " AND EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?12 AND receipt_id = ?1)"
         : " AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?12 AND created_at >= ?13)";
-  const keyValues = key === undefined ? [] : "ownKey" in key ? [key.ownKey] : [key.unclaimedKey, key.liveFrom];
+  const keyValues = key === undefined ? [] : "ownKey" in key ? [key.ownKey] : [key.unclaimedKey, idempotencyCutoff(new Date(receipt.created_at))];
   return statement(
     `INSERT INTO receipt_deflated_adds (receipt_id, chain_id, client_id, app_user_id, format, deflated, created_at, event_id, event_payload, event_at)
     SELECT ?1, ?2, ?3, ?4, ?11, ?5, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
@@ -500,11 +486,6 @@ function insertReceipt(
     receipt.format?.name ?? null,
     ...keyValues,
   );
-}
-
-// What the receipt's row keeps of its texts: deflated before its batch, which stays one round trip.
-function deflatedOf(receipt: StoredReceipt): Promise<Uint8Array> {
-  return deflatedTexts({ body: receipt.body, mapped: receipt.format?.mapped ?? null });
 }
 
 // Whether the receipt is stored: after an unkeyed insert, tells a fenced add from a retry.
@@ -548,14 +529,14 @@ function dropClaim(clientId: string, key: string, receiptId: string): Statement 
   return statement("DELETE FROM idempotency_keys WHERE client_id = ?1 AND idempotency_key = ?2 AND receipt_id = ?3", clientId, key, receiptId);
 }
 
-// A key's record, only one created at or after `liveFrom`.
-function readKey(clientId: string, key: string, liveFrom: string): Statement {
+// A key's record, only one still live at `now`.
+function readKey(clientId: string, key: string, now: Date): Statement {
   return statement(
     `SELECT receipt_id, fingerprint, response, erased_at FROM idempotency_keys
     WHERE client_id = ?1 AND idempotency_key = ?2 AND created_at >= ?3`,
     clientId,
     key,
-    liveFrom,
+    idempotencyCutoff(now),
   );
 }
 

@@ -6,9 +6,11 @@
  * before still writes them through the view receipt_format_adds) is read as it always was.
  */
 import { env } from "cloudflare:workers";
+import { v7 as uuidv7 } from "uuid";
 import { describe, expect, it } from "vitest";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import type { AddResponse } from "../../src/shared/schemas.ts";
+import { idOnShard } from "../../src/shared/shard-ids.ts";
 import type { CreationNotice } from "../../src/shared/types.ts";
 import { archiveObjectKey } from "../../src/storage/archive/layout.ts";
 import { archiveShard } from "../../src/storage/archive/move.ts";
@@ -23,7 +25,7 @@ import { inflated } from "../../src/storage/stored-body.ts";
 import { uniqueId } from "../support/api.ts";
 import { archivedLines } from "../support/archive.ts";
 import { TEST_AUDIT_HASH_KEY } from "../support/keys.ts";
-import { SHARDS, idOn, rawReceipt } from "../support/shards.ts";
+import { SHARDS, rawReceipt } from "../support/shards.ts";
 import { testUserKey } from "../support/user-keys.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
@@ -44,9 +46,12 @@ interface Added {
 }
 
 function newReceipt(dr: boolean): Added {
-  const now = new Date().toISOString();
+  // ID, event_id and created_at in one millisecond, as add makes them: the move finds a receipt's
+  // created event in its ID's millisecond, and two clock readings can straddle one.
+  const at = Date.now();
+  const now = new Date(at).toISOString();
   const receipt: FencedReceipt = {
-    receipt_id: idOn(shard),
+    receipt_id: idOnShard(uuidv7({ msecs: at }), shard),
     chain_id: "chain-stored",
     client_id: uniqueId("pos-stored"),
     app_user_id: uniqueId("au-stored"),
@@ -56,7 +61,7 @@ function newReceipt(dr: boolean): Added {
     user_key: "hmac-sha256:no-erasure",
   };
   const { receipt_id, app_user_id, chain_id, client_id } = receipt;
-  const event: CreationNotice = { event_id: idOn(shard), type: "receipt.created", occurred_at: now, receipt_id, app_user_id, chain_id, client_id, created_at: now };
+  const event: CreationNotice = { event_id: idOnShard(uuidv7({ msecs: at }), shard), type: "receipt.created", occurred_at: now, receipt_id, app_user_id, chain_id, client_id, created_at: now };
   const pushed = dr ? `${DR_MODEL},"format":"${DR_FORMAT}","original":${DR_BODY}` : BODY;
   return { receipt, event, pushed };
 }
