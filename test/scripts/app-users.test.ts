@@ -2,15 +2,15 @@
  * docs/api.md#erasure, docs/api.md#export, docs/operations.md "A shopper asks to be forgotten" and
  * "Jobs": `npm run app-users -- erase|export` and `npm run jobs` themselves, against `npm start` on a throwaway local
  * state with two shards: the erasure runs as the service's Workflow. The erasure's own rules on
- * three shards are in test/api/workflows/erasure.test.ts.
+ * three shards are in test/api/workflows/erasure.test.ts; what the commands refuse before they
+ * reach a service, in test/scripts/app-users-usage.test.ts.
  */
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MIN_FEED_SETTLE_SECONDS } from "../../src/shared/config.ts";
-import { freePort } from "../../harness/ports.ts";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { closeLocalStates, localState } from "../../scripts/lib/local-state.ts";
@@ -26,6 +26,7 @@ let port = 0;
 let dev: ChildProcess | undefined;
 const appUsersArgs = (args: string[]) => [...args.slice(0, 1), "--port", String(port), "--persist-to", state, ...args.slice(1)];
 const appUsers = (args: string[]) => runScript("app-users", appUsersArgs(args));
+const appUsersAsync = (args: string[]) => runScriptAsync("app-users", appUsersArgs(args));
 const jobs = (args: string[]) => runScript("jobs", [...args, "--port", String(port)]);
 
 /** Puts one receipt of each app user on each shard, with IDs that name the shard: one batch a shard. */
@@ -70,35 +71,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await closeLocalStates();
   if (dev) await endGroup(dev);
-});
-
-describe("docs/api.md#erasure npm run app-users: bad arguments, usage and exit 2", () => {
-  it.each([
-    ["no command", []],
-    ["an unknown command", ["forget", "au-1"]],
-    ["no app_user_id", ["erase"]],
-    ["two app_user_ids", ["erase", "au-1", "au-2"]],
-    ["an unknown flag", ["erase", "au-1", "--force"]],
-    ["an empty app_user_id", ["erase", ""]],
-    ["white space at an end", ["erase", " au-1"]],
-    ["a control character", ["erase", "au-\u0007"]],
-    ["a non-ASCII character", ["erase", "au-é"]],
-    ["257 characters", ["erase", "a".repeat(257)]],
-    ["--remote with --port", ["erase", "au-1", "--remote"]],
-    ["a port that is not a number", ["erase", "au-1", "--port", "x"]],
-    ["export without an app_user_id", ["export"]],
-    ["export of two app_user_ids", ["export", "au-1", "au-2"]],
-    ["export with an unknown flag", ["export", "au-1", "--no-wait"]],
-    ["export with a control character", ["export", "au-\u0007"]],
-    ["export --json without --out: the file itself goes to standard output", ["export", "au-1", "--json"]],
-    ["export --out without a file", ["export", "au-1", "--out"]],
-    ["export --remote with --port", ["export", "au-1", "--remote"]],
-  ])("%s", (_label, args) => {
-    const result = runScript("app-users", args.includes("--remote") ? [...args, "--port", "1"] : args);
-    expect(result.status, result.stderr).toBe(2);
-    expect(result.stderr).toContain("Usage: npm run app-users");
-    expect(result.stdout).toBe("");
-  });
 });
 
 // First, while the service has run no other job: `jobs list` describes every job, one wrangler run each.
@@ -187,13 +159,16 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
 
 });
 
-describe("docs/api.md#export npm run app-users -- export runs the export's job in npm start", () => {
+// Each export waits FEED_SETTLE_SECONDS after its instant: the cases run at once, every command
+// in a process of its own, so that none blocks this process while another case holds the local
+// state open.
+describe.concurrent("docs/api.md#export npm run app-users -- export runs the export's job in npm start", () => {
   const out = mkdtempSync(path.join(tmpdir(), "receipts-export-"));
   const exportedIn = (file: string) => readFileSync(file, "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
 
-  it("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", () => {
+  it("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", async () => {
     const file = path.join(out, "exported.ndjson");
-    const result = appUsers(["export", "--out", file, "--json", EXPORTED]);
+    const result = await appUsersAsync(["export", "--out", file, "--json", EXPORTED]);
     expect(result.status, result.stderr).toBe(0);
     const printed = JSON.parse(result.stdout) as { job: string; occurred_at: string };
     expect(printed).toEqual({
@@ -218,32 +193,33 @@ describe("docs/api.md#export npm run app-users -- export runs the export's job i
     expect(lines.at(-1)).toEqual({ summary: { job_id: printed.job, occurred_at: printed.occurred_at, receipts: 2, archived_receipts: 0, by_chain: { "chain-1": 2 }, audit_records: 0, archive_read: true } });
     expect(lines).toHaveLength(3);
 
-    const shown = jobs(["show", printed.job, "--json"]);
+    const shown = await runScriptAsync("jobs", ["show", printed.job, "--json", "--port", String(port)]);
     expect(shown.status, shown.stderr).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: printed.job, kind: "export", part_of: null, state: "complete", error: null });
   });
 
-  it("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", () => {
-    const result = appUsers(["export", "anyone"]);
+  it("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", async () => {
+    const [result, plain] = await Promise.all([
+      appUsersAsync(["export", "anyone"]),
+      appUsersAsync(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]),
+    ]);
     expect(result.status, result.stderr).toBe(0);
     const lines = result.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, { receipts?: number }>);
     expect(lines).toHaveLength(3);
     expect(lines.at(-1)!.summary).toMatchObject({ receipts: 2, archived_receipts: 0 });
 
-    const plain = appUsers(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]);
     expect(plain.status, plain.stderr).toBe(0);
     expect(plain.stdout).toMatch(/^Exported 0 receipts \(0 archived\) and 0 audit records of app user "nobody-at-all" as of \S+ to \S+nobody\.ndjson; job [0-9a-f-]{36}\.\n$/);
   });
 
   it("an erasure of the app user takes their export's file from the archive's bucket at once", async () => {
-    // Not blocking this process, which holds the local state open to look into the bucket.
-    const exported = await runScriptAsync("app-users", appUsersArgs(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]));
+    const exported = await appUsersAsync(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]);
     expect(exported.status, exported.stderr).toBe(0);
     const { job } = JSON.parse(exported.stdout) as { job: string };
     const chunks = async () =>
       (await localState({ remote: false, persistTo: state }, path.join(ROOT, "wrangler.toml")).r2("ARCHIVE", (bucket) => bucket.list({ prefix: exportPrefix(job) }))).objects.length;
     expect(await chunks()).toBeGreaterThan(0);
-    const erased = await runScriptAsync("app-users", appUsersArgs(["erase", "--json", EXPORTED_THEN_ERASED]));
+    const erased = await appUsersAsync(["erase", "--json", EXPORTED_THEN_ERASED]);
     expect(erased.status, erased.stderr).toBe(0);
     expect(await chunks()).toBe(0);
   });
@@ -258,28 +234,6 @@ describe("docs/operations.md Jobs: the commands find npm start on the port it re
     const result = runScript("app-users", ["erase", "--json", "found-by-its-record", "--persist-to", state]);
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toMatchObject({ app_user_id: "found-by-its-record", receipts_erased: 0 });
-  });
-
-  it("a refused connection on --port names the address tried and how to name another: exit 1, nothing started", async () => {
-    const closed = await freePort();
-    for (const [name, args] of [["app-users", ["erase", "au-1"]], ["jobs", ["list"]], ["archive", ["run"]]] as const) {
-      const result = runScript(name, [...args, "--port", String(closed)]);
-      expect(result.status, `${name}: ${result.stderr}`).toBe(1);
-      expect(result.stdout).toBe("");
-      expect(result.stderr.trim().split("\n")).toEqual([
-        `Nothing answers at http://localhost:${closed} (--port): start the service with npm start, or name the port it serves on with --port <port> (or its state with --persist-to <dir>; --remote for the deployment).`,
-      ]);
-    }
-  });
-
-  it("a recorded port where nothing answers any more names the record", async () => {
-    const other = freshState();
-    const closed = await freePort();
-    // A live process (this one) with a port nothing serves: npm start ended without its exit handler.
-    writeFileSync(path.join(other, "npm-start.json"), JSON.stringify({ port: closed, pid: process.pid }));
-    const result = runScript("jobs", ["list", "--persist-to", other]);
-    expect(result.status, result.stderr).toBe(1);
-    expect(result.stderr).toContain(`Nothing answers at http://localhost:${closed} (recorded by npm start in ${path.relative(ROOT, path.join(other, "npm-start.json"))}):`);
   });
 });
 
