@@ -5,7 +5,6 @@
  * tables: receipts still in D1 past the archive age, what the archive holds, the last run.
  */
 import path from "node:path";
-import { unstable_readConfig } from "wrangler";
 import type { ArchiveRun } from "../src/storage/archive/move.ts";
 import { archiveStatus, firstIdAt } from "../src/storage/archive/statements.ts";
 import { archiveAfterMs } from "../src/shared/config.ts";
@@ -81,7 +80,7 @@ async function status(argv: string[]): Promise<void> {
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
   const shards = targetShards(target);
-  const beforeId = firstIdAt(new Date(Date.now() - archiveAgeMs(shards[0]!, target.remote)));
+  const beforeId = firstIdAt(new Date(Date.now() - (await archiveAgeMs(shards[0]!, target.remote))));
   const rows: ({ shard: string } & StatusRow)[] = [];
   const failures = await onEachShard(shards, async (shard) => {
     const [row] = (await execute<StatusRow>(target, shard, [archiveStatus(beforeId)]))[0]!;
@@ -132,7 +131,9 @@ function chosenShards(remote: boolean, name: string | undefined): ConfigShard[] 
 
 // The archive age the service runs with: the config's ARCHIVE_AFTER_DAYS, which `npm start` takes
 // from .dev.vars when that file sets it.
-function archiveAgeMs(shard: ConfigShard, remote: boolean): number {
+async function archiveAgeMs(shard: ConfigShard, remote: boolean): Promise<number> {
+  // Loaded here alone: wrangler takes over half a second to load, which every other run paid.
+  const { unstable_readConfig } = await import("wrangler");
   const vars = unstable_readConfig({ config: shard.config }).vars as Record<string, string>;
   const local = remote ? {} : readDevVars(path.join(PROJECT_ROOT, ".dev.vars"));
   return archiveAfterMs({ ARCHIVE_AFTER_DAYS: local.ARCHIVE_AFTER_DAYS ?? vars.ARCHIVE_AFTER_DAYS! });
