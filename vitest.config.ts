@@ -44,9 +44,11 @@ export default defineConfig(async () => {
       // of the root config alone: set on each project, it was ignored and the run printed them all.
       silent: "passed-only" as const,
       // Vitest's default, a worker less than the cores, runs one file at a time on two cores. A file
-      // spends most of its time waiting on other processes (workerd, wrangler, npm start), so a
-      // second file alongside it takes little from it: two node files ran in 41 s instead of 81.
-      maxWorkers: Math.max(2, availableParallelism() - 1),
+      // spends most of its time waiting on other processes (workerd, wrangler, npm start) or on a
+      // window, a tail or a claim running out, so files alongside it take little from it: two node
+      // files ran in 41 s instead of 81, and the whole suite on two cores, with two other suites
+      // running on the machine, in 366 s with four workers against 448 s with two.
+      maxWorkers: Math.max(2, 2 * availableParallelism()),
       projects: [
         {
           // The Workers themselves, inside workerd against local D1, KV and Queues.
