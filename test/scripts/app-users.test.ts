@@ -159,14 +159,13 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
 
 });
 
-// Each export waits FEED_SETTLE_SECONDS after its instant: the cases run at once, every command
-// in a process of its own, so that none blocks this process while another case holds the local
-// state open.
-describe.concurrent("docs/api.md#export npm run app-users -- export runs the export's job in npm start", () => {
+describe("docs/api.md#export npm run app-users -- export runs the export's job in npm start", () => {
   const out = mkdtempSync(path.join(tmpdir(), "receipts-export-"));
   const exportedIn = (file: string) => readFileSync(file, "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
 
-  it("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", async () => {
+  // Each export waits FEED_SETTLE_SECONDS after its instant: these two cases run at once, each
+  // command a process of its own.
+  it.concurrent("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", async () => {
     const file = path.join(out, "exported.ndjson");
     const result = await appUsersAsync(["export", "--out", file, "--json", EXPORTED]);
     expect(result.status, result.stderr).toBe(0);
@@ -198,7 +197,7 @@ describe.concurrent("docs/api.md#export npm run app-users -- export runs the exp
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: printed.job, kind: "export", part_of: null, state: "complete", error: null });
   });
 
-  it("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", async () => {
+  it.concurrent("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", async () => {
     const [result, plain] = await Promise.all([
       appUsersAsync(["export", "anyone"]),
       appUsersAsync(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]),
@@ -212,6 +211,7 @@ describe.concurrent("docs/api.md#export npm run app-users -- export runs the exp
     expect(plain.stdout).toMatch(/^Exported 0 receipts \(0 archived\) and 0 audit records of app user "nobody-at-all" as of \S+ to \S+nobody\.ndjson; job [0-9a-f-]{36}\.\n$/);
   });
 
+  // After them, alone: this process opens the local state beside npm start to look into the bucket.
   it("an erasure of the app user takes their export's file from the archive's bucket at once", async () => {
     const exported = await appUsersAsync(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]);
     expect(exported.status, exported.stderr).toBe(0);
