@@ -26,7 +26,6 @@ let port = 0;
 let dev: ChildProcess | undefined;
 const appUsersArgs = (args: string[]) => [...args.slice(0, 1), "--port", String(port), "--persist-to", state, ...args.slice(1)];
 const appUsers = (args: string[]) => runScript("app-users", appUsersArgs(args));
-const appUsersAsync = (args: string[]) => runScriptAsync("app-users", appUsersArgs(args));
 const jobs = (args: string[]) => runScript("jobs", [...args, "--port", String(port)]);
 
 /** Puts one receipt of each app user on each shard, with IDs that name the shard: one batch a shard. */
@@ -163,11 +162,9 @@ describe("docs/api.md#export npm run app-users -- export runs the export's job i
   const out = mkdtempSync(path.join(tmpdir(), "receipts-export-"));
   const exportedIn = (file: string) => readFileSync(file, "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
 
-  // Each export waits FEED_SETTLE_SECONDS after its instant: these two cases run at once, each
-  // command a process of its own.
-  it.concurrent("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", async () => {
+  it("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", () => {
     const file = path.join(out, "exported.ndjson");
-    const result = await appUsersAsync(["export", "--out", file, "--json", EXPORTED]);
+    const result = appUsers(["export", "--out", file, "--json", EXPORTED]);
     expect(result.status, result.stderr).toBe(0);
     const printed = JSON.parse(result.stdout) as { job: string; occurred_at: string };
     expect(printed).toEqual({
@@ -192,34 +189,32 @@ describe("docs/api.md#export npm run app-users -- export runs the export's job i
     expect(lines.at(-1)).toEqual({ summary: { job_id: printed.job, occurred_at: printed.occurred_at, receipts: 2, archived_receipts: 0, by_chain: { "chain-1": 2 }, audit_records: 0, archive_read: true } });
     expect(lines).toHaveLength(3);
 
-    const shown = await runScriptAsync("jobs", ["show", printed.job, "--json", "--port", String(port)]);
+    const shown = jobs(["show", printed.job, "--json"]);
     expect(shown.status, shown.stderr).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: printed.job, kind: "export", part_of: null, state: "complete", error: null });
   });
 
-  it.concurrent("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", async () => {
-    const [result, plain] = await Promise.all([
-      appUsersAsync(["export", "anyone"]),
-      appUsersAsync(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]),
-    ]);
+  it("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", () => {
+    const result = appUsers(["export", "anyone"]);
     expect(result.status, result.stderr).toBe(0);
     const lines = result.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, { receipts?: number }>);
     expect(lines).toHaveLength(3);
     expect(lines.at(-1)!.summary).toMatchObject({ receipts: 2, archived_receipts: 0 });
 
+    const plain = appUsers(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]);
     expect(plain.status, plain.stderr).toBe(0);
     expect(plain.stdout).toMatch(/^Exported 0 receipts \(0 archived\) and 0 audit records of app user "nobody-at-all" as of \S+ to \S+nobody\.ndjson; job [0-9a-f-]{36}\.\n$/);
   });
 
-  // After them, alone: this process opens the local state beside npm start to look into the bucket.
   it("an erasure of the app user takes their export's file from the archive's bucket at once", async () => {
-    const exported = await appUsersAsync(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]);
+    // Not blocking this process, which holds the local state open to look into the bucket.
+    const exported = await runScriptAsync("app-users", appUsersArgs(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]));
     expect(exported.status, exported.stderr).toBe(0);
     const { job } = JSON.parse(exported.stdout) as { job: string };
     const chunks = async () =>
       (await localState({ remote: false, persistTo: state }, path.join(ROOT, "wrangler.toml")).r2("ARCHIVE", (bucket) => bucket.list({ prefix: exportPrefix(job) }))).objects.length;
     expect(await chunks()).toBeGreaterThan(0);
-    const erased = await appUsersAsync(["erase", "--json", EXPORTED_THEN_ERASED]);
+    const erased = await runScriptAsync("app-users", appUsersArgs(["erase", "--json", EXPORTED_THEN_ERASED]));
     expect(erased.status, erased.stderr).toBe(0);
     expect(await chunks()).toBe(0);
   });
