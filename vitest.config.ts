@@ -40,10 +40,15 @@ export default defineConfig(async () => {
   };
   return {
     test: {
+      // Every request logs a line; show them only for a test that fails. The reporter reads this
+      // of the root config alone: set on each project, it was ignored and the run printed them all.
+      silent: "passed-only" as const,
       // Vitest's default, a worker less than the cores, runs one file at a time on two cores. A file
-      // spends most of its time waiting on other processes (workerd, wrangler, npm start), so a
-      // second file alongside it takes little from it: two node files ran in 41 s instead of 81.
-      maxWorkers: Math.max(2, availableParallelism() - 1),
+      // spends most of its time waiting on other processes (workerd, wrangler, npm start) or on a
+      // window, a tail or a claim running out, so files alongside it take little from it: two node
+      // files ran in 41 s instead of 81, and the whole suite on two cores, with two other suites
+      // running on the machine, in 366 s with four workers against 448 s with two.
+      maxWorkers: Math.max(2, 2 * availableParallelism()),
       projects: [
         {
           // The Workers themselves, inside workerd against local D1, KV and Queues.
@@ -66,8 +71,6 @@ export default defineConfig(async () => {
           ],
           test: {
             name: "workers",
-            // Every request logs a line; show them only for a test that fails.
-            silent: "passed-only",
             globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/storage/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
             // A `.node.test.ts` file drives the code it tests from outside (wrangler dev): it runs on Node.
@@ -100,7 +103,6 @@ export default defineConfig(async () => {
           ],
           test: {
             name: "workers-wide",
-            silent: "passed-only",
             include: WIDE_FILES,
             provide: { wideStepLimit: WIDE_STEP_LIMIT, widePartShards: WIDE_PART_SHARDS },
             setupFiles: ["./test/support/apply-migrations.ts"],
@@ -112,7 +114,6 @@ export default defineConfig(async () => {
           // adds in flight) was seen never to end when another test file's runtime started meanwhile.
           test: {
             name: "node-alone",
-            silent: "passed-only",
             environment: "node",
             testTimeout: 60_000,
             globalSetup: ["./test/support/migrated-state.ts"],
@@ -124,7 +125,6 @@ export default defineConfig(async () => {
           // Operator scripts, documents, the examples and the soak's rules, which run on Node.
           test: {
             name: "node",
-            silent: "passed-only",
             environment: "node",
             // Each operator command starts wrangler, which takes a second or two.
             testTimeout: 60_000,

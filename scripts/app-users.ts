@@ -8,7 +8,6 @@
  */
 import { writeFileSync } from "node:fs";
 import path from "node:path";
-import { unstable_readConfig } from "wrangler";
 import { parseAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { OPERATOR_CLIENT, startJob as recordJob, type AppUserJob } from "../src/storage/app-user-jobs.ts";
 import { recordErasureRequest } from "../src/storage/erasure-requests.ts";
@@ -172,7 +171,7 @@ function auditHashKey(storage: Target): Uint8Array {
  */
 async function exportFile(storage: Target, first: ConfigShard, jobId: string): Promise<string> {
   const config = first.config ?? localConfigPaths().api;
-  const read = storage.remote ? remoteObject(config) : localObject(storage, config);
+  const read = storage.remote ? await remoteObject(config) : localObject(storage, config);
   const chunks: string[] = [];
   for (let number = 1; ; number += 1) {
     const chunk = await read(exportChunkKey(jobId, number));
@@ -187,7 +186,9 @@ function localObject(storage: Target, config: string): (key: string) => Promise<
   return (key) => state.r2(ARCHIVE_BINDING, async (bucket) => (await bucket.get(key))?.text() ?? null);
 }
 
-function remoteObject(config: string): (key: string) => Promise<string | null> {
+async function remoteObject(config: string): Promise<(key: string) => Promise<string | null>> {
+  // Loaded here alone: wrangler takes over half a second to load, which every other run paid.
+  const { unstable_readConfig } = await import("wrangler");
   const bucket = unstable_readConfig({ config }).r2_buckets.find((each: { binding: string }) => each.binding === ARCHIVE_BINDING) as { bucket_name?: string; jurisdiction?: string } | undefined;
   if (!bucket?.bucket_name) throw new Error(`No ${ARCHIVE_BINDING} bucket in ${config}.`);
   const jurisdiction = bucket.jurisdiction ? ["--jurisdiction", bucket.jurisdiction] : [];

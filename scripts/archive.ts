@@ -5,7 +5,6 @@
  * tables: receipts still in D1 due by the archive's cutoff, what the archive holds, the last run.
  */
 import path from "node:path";
-import { unstable_readConfig } from "wrangler";
 import { archiveCutoff } from "../src/storage/archive/layout.ts";
 import type { ArchiveRun } from "../src/storage/archive/move.ts";
 import { archiveStatus, firstIdAt } from "../src/storage/archive/statements.ts";
@@ -83,7 +82,7 @@ async function status(argv: string[]): Promise<void> {
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
   const shards = targetShards(target);
-  const beforeId = firstIdAt(archiveCutoff(new Date(), archiveAgeMs(shards[0]!, target.remote)));
+  const beforeId = firstIdAt(archiveCutoff(new Date(), await archiveAgeMs(shards[0]!, target.remote)));
   const rows: ({ shard: string } & StatusRow)[] = [];
   const failures = await onEachShard(shards, async (shard) => {
     const [row] = (await execute<StatusRow>(target, shard, [archiveStatus(beforeId)]))[0]!;
@@ -134,7 +133,9 @@ function chosenShards(remote: boolean, name: string | undefined): ConfigShard[] 
 
 // The archive age the service runs with: the config's ARCHIVE_AFTER_DAYS, which `npm start` takes
 // from .dev.vars when that file sets it.
-function archiveAgeMs(shard: ConfigShard, remote: boolean): number {
+async function archiveAgeMs(shard: ConfigShard, remote: boolean): Promise<number> {
+  // Loaded here alone: wrangler takes over half a second to load, which every other run paid.
+  const { unstable_readConfig } = await import("wrangler");
   const vars = unstable_readConfig({ config: shard.config }).vars as Record<string, string>;
   const local = remote ? {} : readDevVars(path.join(PROJECT_ROOT, ".dev.vars"));
   return archiveAfterMs({ ARCHIVE_AFTER_DAYS: local.ARCHIVE_AFTER_DAYS ?? vars.ARCHIVE_AFTER_DAYS! });

@@ -132,8 +132,12 @@ export async function describeJob(kind: JobKind, id: string, target: JobTarget):
   return JSON.parse(jsonPart(output)) as DescribedJob;
 }
 
-/** Polls an instance until it ended (complete, errored or terminated) and returns it. */
-export async function waitForJob(kind: JobKind, id: string, target: JobTarget, pauseMs = 1000): Promise<DescribedJob> {
+/**
+ * Polls an instance until it ended (complete, errored or terminated) and returns it: a deployed
+ * one each second (a poll is a wrangler run), a local one five times as often (a poll is a
+ * request to npm start, and a command waited half a second on average past its job's end).
+ */
+export async function waitForJob(kind: JobKind, id: string, target: JobTarget, pauseMs = target.remote ? 1000 : 200): Promise<DescribedJob> {
   for (;;) {
     const job = await describeJob(kind, id, target);
     if (ENDED.has(job.status)) return job;

@@ -10,7 +10,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { runBatch, type Statement } from "../../src/storage/statement.ts";
 import { atCommandEnd } from "./cli.ts";
 import { readShards, type ConfigShard } from "./shards.ts";
@@ -60,7 +60,7 @@ export function localState(target: Target, config: string): LocalState {
   const key = `${persist}\n${config}`;
   let runtime = open.get(key);
   if (!runtime) {
-    const options = convertV4MiniflareOptions({
+    const v4Options = {
       modules: true,
       script: "export default {}",
       resourcePersistencePath: path.join(persist, "v3"),
@@ -69,10 +69,13 @@ export function localState(target: Target, config: string): LocalState {
       r2Buckets: bindingsOf(config, "r2_buckets", "bucket_name"),
       // The runtime runs no code of ours: what it logs is a failed start, which its error carries.
       handleStructuredLogs: () => undefined,
-    });
+    };
     // The runtime opens the state's files as it starts, and can find them locked like any call.
     runtime = whileLocked(async () => {
-      const mf = new Miniflare(options);
+      // Loaded at the first call alone: a command that ends before one (bad arguments, --help)
+      // no longer pays its load.
+      const { Miniflare, convertV4MiniflareOptions } = await import("miniflare");
+      const mf = new Miniflare(convertV4MiniflareOptions(v4Options));
       try {
         await mf.ready;
         return mf;

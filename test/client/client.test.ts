@@ -264,15 +264,22 @@ describe("client: add retries safely under one Idempotency-Key", () => {
 
 describe("docs/api.md#limits client: a 429 or 503 that says when is waited out, and sent again under the same key", { timeout: 150_000 }, () => {
   it("an add over the client's limit waits Retry-After against the real Worker and stores the receipt once", async () => {
-    const client = await issueClient();
     const policy = ratePolicy("add", "standard");
+    // A fresh client each attempt: one whose spending spilled into the next window cannot spend
+    // its whole limit there. The add goes after the attempt, so the attempt starts in a window's
+    // first second, leaving the add the rest of it.
+    const { client, started } = await withinOneWindow(
+      policy,
+      async () => {
+        const client = await issueClient();
+        await spend(policy, client.clientId, policy.quota);
+        return { client, started: Date.now() };
+      },
+      0.9,
+    );
     const recorder = workerFetch();
     const pos = clientFor(client, recorder.fetch);
     const options = { chainId: client.chains[0]!, appUserId: uniqueId("au"), idempotencyKey: uniqueId("till") };
-    const started = await withinOneWindow(policy, async () => {
-      await spend(policy, client.clientId, policy.quota);
-      return Date.now();
-    });
     const added = await pos.add(receipt(), options);
     const adds = recorder.calls.filter((call) => call.path === PATHS.add);
     expect(adds.length).toBeGreaterThanOrEqual(2);

@@ -2,15 +2,15 @@
  * docs/api.md#erasure, docs/api.md#export, docs/operations.md "A shopper asks to be forgotten" and
  * "Jobs": `npm run app-users -- erase|export` and `npm run jobs` themselves, against `npm start` on a throwaway local
  * state with two shards: the erasure runs as the service's Workflow. The erasure's own rules on
- * three shards are in test/api/workflows/erasure.test.ts.
+ * three shards are in test/api/workflows/erasure.test.ts; what the commands refuse before they
+ * reach a service, in test/scripts/app-users-usage.test.ts.
  */
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MIN_FEED_SETTLE_SECONDS } from "../../src/shared/config.ts";
-import { freePort } from "../../harness/ports.ts";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { closeLocalStates, localState } from "../../scripts/lib/local-state.ts";
@@ -70,35 +70,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await closeLocalStates();
   if (dev) await endGroup(dev);
-});
-
-describe("docs/api.md#erasure npm run app-users: bad arguments, usage and exit 2", () => {
-  it.each([
-    ["no command", []],
-    ["an unknown command", ["forget", "au-1"]],
-    ["no app_user_id", ["erase"]],
-    ["two app_user_ids", ["erase", "au-1", "au-2"]],
-    ["an unknown flag", ["erase", "au-1", "--force"]],
-    ["an empty app_user_id", ["erase", ""]],
-    ["white space at an end", ["erase", " au-1"]],
-    ["a control character", ["erase", "au-\u0007"]],
-    ["a non-ASCII character", ["erase", "au-é"]],
-    ["257 characters", ["erase", "a".repeat(257)]],
-    ["--remote with --port", ["erase", "au-1", "--remote"]],
-    ["a port that is not a number", ["erase", "au-1", "--port", "x"]],
-    ["export without an app_user_id", ["export"]],
-    ["export of two app_user_ids", ["export", "au-1", "au-2"]],
-    ["export with an unknown flag", ["export", "au-1", "--no-wait"]],
-    ["export with a control character", ["export", "au-\u0007"]],
-    ["export --json without --out: the file itself goes to standard output", ["export", "au-1", "--json"]],
-    ["export --out without a file", ["export", "au-1", "--out"]],
-    ["export --remote with --port", ["export", "au-1", "--remote"]],
-  ])("%s", (_label, args) => {
-    const result = runScript("app-users", args.includes("--remote") ? [...args, "--port", "1"] : args);
-    expect(result.status, result.stderr).toBe(2);
-    expect(result.stderr).toContain("Usage: npm run app-users");
-    expect(result.stdout).toBe("");
-  });
 });
 
 // First, while the service has run no other job: `jobs list` describes every job, one wrangler run each.
@@ -258,28 +229,6 @@ describe("docs/operations.md Jobs: the commands find npm start on the port it re
     const result = runScript("app-users", ["erase", "--json", "found-by-its-record", "--persist-to", state]);
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toMatchObject({ app_user_id: "found-by-its-record", receipts_erased: 0 });
-  });
-
-  it("a refused connection on --port names the address tried and how to name another: exit 1, nothing started", async () => {
-    const closed = await freePort();
-    for (const [name, args] of [["app-users", ["erase", "au-1"]], ["jobs", ["list"]], ["archive", ["run"]]] as const) {
-      const result = runScript(name, [...args, "--port", String(closed)]);
-      expect(result.status, `${name}: ${result.stderr}`).toBe(1);
-      expect(result.stdout).toBe("");
-      expect(result.stderr.trim().split("\n")).toEqual([
-        `Nothing answers at http://localhost:${closed} (--port): start the service with npm start, or name the port it serves on with --port <port> (or its state with --persist-to <dir>; --remote for the deployment).`,
-      ]);
-    }
-  });
-
-  it("a recorded port where nothing answers any more names the record", async () => {
-    const other = freshState();
-    const closed = await freePort();
-    // A live process (this one) with a port nothing serves: npm start ended without its exit handler.
-    writeFileSync(path.join(other, "npm-start.json"), JSON.stringify({ port: closed, pid: process.pid }));
-    const result = runScript("jobs", ["list", "--persist-to", other]);
-    expect(result.status, result.stderr).toBe(1);
-    expect(result.stderr).toContain(`Nothing answers at http://localhost:${closed} (recorded by npm start in ${path.relative(ROOT, path.join(other, "npm-start.json"))}):`);
   });
 });
 

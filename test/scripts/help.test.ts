@@ -1,6 +1,6 @@
 /** docs/api.md#operators: every operator command prints its usage on --help and -h, and exits 0. */
 import { describe, expect, it } from "vitest";
-import { runScript } from "../support/run-script.ts";
+import { runScriptAsync } from "../support/run-script.ts";
 
 const COMMANDS: [script: string, args: string[]][] = [
   ["clients", []],
@@ -23,10 +23,11 @@ const COMMANDS: [script: string, args: string[]][] = [
 ];
 
 describe("docs/api.md#operators --help and -h on every operator command", () => {
-  it.each(COMMANDS.flatMap(([script, args]) => ["--help", "-h"].map((flag) => [script, [...args, flag].join(" "), [...args, flag]] as const)))(
+  // Each case is a process of its own that does nothing but print: they run at once.
+  it.concurrent.each(COMMANDS.flatMap(([script, args]) => ["--help", "-h"].map((flag) => [script, [...args, flag].join(" "), [...args, flag]] as const)))(
     "npm run %s -- %s: the usage on standard output, exit 0, nothing done",
-    (script, _label, args) => {
-      const result = runScript(script, [...args]);
+    async (script, _label, args) => {
+      const result = await runScriptAsync(script, [...args]);
       expect(result.status, result.stderr).toBe(0);
       expect(result.stdout).toMatch(new RegExp(`^Usage: npm run ${script}`));
       expect(result.stderr).toBe("");

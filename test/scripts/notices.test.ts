@@ -6,10 +6,10 @@ import { shardTag, stampShardTag } from "../../src/shared/shard-ids.ts";
 import { EVENT_ID_PATTERN, replayFailed } from "../../src/storage/outbox/statements.ts";
 import { inlined } from "../../src/storage/statement.ts";
 import { migrateLocalShards, localD1 } from "../support/local-d1.ts";
-import { freshState, runScript } from "../support/run-script.ts";
+import { freshState, runScriptAsync } from "../support/run-script.ts";
 
 const state = freshState();
-const notices = (...args: string[]) => runScript("notices", [...args, "--persist-to", state]);
+const notices = (...args: string[]) => runScriptAsync("notices", [...args, "--persist-to", state]);
 
 /**
  * The fields docs/api.md names for a command's JSON rows: the first `{"a", "b"}` after the
@@ -49,7 +49,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => closeLocalStates());
 
-describe("docs/api.md#operators npm run notices: bad arguments", () => {
+// Each case is a process of its own that writes nothing: they run at once.
+describe.concurrent("docs/api.md#operators npm run notices: bad arguments", () => {
   it.each([
     ["no command", []],
     ["an unknown command", ["resend"]],
@@ -61,15 +62,15 @@ describe("docs/api.md#operators npm run notices: bad arguments", () => {
     ["an event_id that names no shard", ["replay", NOWHERE]],
     ["an event_id that names no shard beside one that does", ["replay", FIRST, NOWHERE]],
     ["1,001 event_ids, one more than a replay takes", ["replay", ...Array.from({ length: 1001 }, () => FIRST)]],
-  ])("%s: usage on standard error, exit 2", (_label, args) => {
-    const result = notices(...args);
+  ])("%s: usage on standard error, exit 2", async (_label, args) => {
+    const result = await notices(...args);
     expect(result.status).toBe(2);
     expect(result.stderr).toContain("Usage: npm run notices");
     expect(result.stdout).toBe("");
   });
 
-  it("--remote with --persist-to: exit 2", () => {
-    const result = runScript("notices", ["failed", "--remote", "--persist-to", state]);
+  it("--remote with --persist-to: exit 2", async () => {
+    const result = await runScriptAsync("notices", ["failed", "--remote", "--persist-to", state]);
     expect(result.status).toBe(2);
   });
 });
@@ -82,7 +83,7 @@ describe("docs/api.md#operators npm run notices: failed and replay across shards
       [THIRD, "receipt.created", "r-third", "2026-11-22T10:52:00.000Z", "HTTP 400 from the push service"],
     );
     await storeFailed("s2", [SECOND, "receipt.deleted", "r-second", "2026-11-22T10:51:00.000Z", "HTTP 503 from the push service"]);
-    const listed = notices("failed", "--json");
+    const listed = await notices("failed", "--json");
     expect(listed.status, listed.stderr).toBe(0);
     expect(JSON.parse(listed.stdout)).toEqual([
       { event_id: FIRST, type: "receipt.deleted", shard: "s1", receipt_id: "r-first", failed_at: "2026-11-22T10:50:00.000Z", attempts: 11, last_error: "HTTP 410 from the push service" },
@@ -91,14 +92,14 @@ describe("docs/api.md#operators npm run notices: failed and replay across shards
     ]);
     expect(Object.keys(JSON.parse(listed.stdout)[0])).toEqual(documentedFields("notices -- failed --json"));
 
-    const replayed = notices("replay", FIRST);
+    const replayed = await notices("replay", FIRST);
     expect(replayed.status, replayed.stderr).toBe(0);
     expect(replayed.stdout).toContain(`${FIRST}\tshard=s1`);
     expect(replayed.stdout).toContain("within a minute");
     expect(await d1("s1", "SELECT event_id, enqueued_at, delivered_at, attempts FROM notice_outbox")).toEqual([
       { event_id: FIRST, enqueued_at: null, delivered_at: null, attempts: 0 },
     ]);
-    const text = notices("failed");
+    const text = await notices("failed");
     expect(text.status, text.stderr).toBe(0);
     expect(text.stdout.split("\n")).toEqual([
       "EVENT_ID                              TYPE             SHARD  RECEIPT_ID  FAILED_AT                 ATTEMPTS  LAST_ERROR",
@@ -108,18 +109,18 @@ describe("docs/api.md#operators npm run notices: failed and replay across shards
     ]);
   });
 
-  it("replay of an event_id that is not a failed notice: exit 1 naming it; the others given are replayed on their shards", () => {
-    const result = notices("replay", SECOND, FIRST);
+  it("replay of an event_id that is not a failed notice: exit 1 naming it; the others given are replayed on their shards", async () => {
+    const result = await notices("replay", SECOND, FIRST);
     expect(result.status).toBe(1);
     expect(result.stdout).toContain(`${SECOND}\tshard=s2`);
     expect(result.stderr).toContain(`No failed notice ${FIRST}`);
   });
 
-  it("replay without event_ids replays every failed notice on every shard", () => {
-    const result = notices("replay");
+  it("replay without event_ids replays every failed notice on every shard", async () => {
+    const result = await notices("replay");
     expect(result.status, result.stderr).toBe(0);
     expect(result.stdout).toContain(`${THIRD}\tshard=s1`);
-    expect(notices("failed").stdout.trim()).toBe("No failed notices.");
+    expect((await notices("failed")).stdout.trim()).toBe("No failed notices.");
   });
 });
 
