@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { archiveText, archiveUserPrefix, type ArchivedReceipt } from "../../src/storage/archive/layout.ts";
 import { EXPORT_STEP_BYTES, exportAppUser, type ExportBucket } from "../../src/storage/export.ts";
 import type { Statement } from "../../src/storage/statement.ts";
+import { deflatedTexts } from "../../src/storage/stored-body.ts";
 import type { JobShard, StepRunner } from "../../src/storage/steps.ts";
 import { pseudonymWith, importAuditHashKey } from "../../src/shared/audit-hash-key.ts";
 
@@ -35,6 +36,8 @@ describe("docs/scale.md exports: 100,000 receipts over 5,000 shards within every
       costs.push(current);
       return result;
     };
+    // A row's texts as add stores them, deflated; D1 hands a BLOB back as an array of its bytes.
+    const STORED = { body: "", format: null, mapped: null, deflated: [...(await deflatedTexts({ body: BODY, mapped: null }))] };
     // The live receipts, spread over the shards, a few hundred on the first.
     const live = new Map<number, { receipt_id: string }[]>();
     for (let i = 0; i < LIVE; i += 1) {
@@ -54,7 +57,7 @@ describe("docs/scale.md exports: 100,000 receipts over 5,000 shards within every
           return (live.get(index) ?? [])
             .filter(({ receipt_id }) => receipt_id > after)
             .slice(0, limit)
-            .map(({ receipt_id }) => ({ receipt_id, chain_id: "c1", client_id: "pos-1", created_at: "2026-11-01T00:00:00.000Z", body: BODY, format: null, mapped: null, page_key: receipt_id }));
+            .map(({ receipt_id }) => ({ receipt_id, chain_id: "c1", client_id: "pos-1", created_at: "2026-11-01T00:00:00.000Z", ...STORED, page_key: receipt_id }));
         });
       },
     })) as JobShard[];
