@@ -1,19 +1,31 @@
 /**
  * globalSetup of the node projects: migrates the shards of one throwaway local state once, for
- * every test file that needs migrated shards to copy (`migrateLocalShards`). A `wrangler d1
- * migrations apply` costs about 6 s of CPU a shard; four files paid it twice each.
+ * every test file that needs migrated shards to copy (`migrateLocalShards`). In this process,
+ * through the local state the operator commands open (scripts/lib/local-state.ts), recording each
+ * migration in `d1_migrations` as `wrangler d1 migrations apply` does: a wrangler run took about
+ * 6 s of CPU a shard, and every test waited for it. The wrangler path itself is what
+ * test/scripts/shards-migrate.test.ts runs.
  */
-import { spawn } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { readD1Migrations } from "@cloudflare/vitest-plugin";
 import type { TestProject } from "vitest/node";
-import { LOCAL_SHARDS } from "./local-d1.ts";
+import { closeLocalStates, localState } from "../../scripts/lib/local-state.ts";
+import { readShards } from "../../scripts/lib/shards.ts";
+import { statement } from "../../src/storage/statement.ts";
 import { ROOT } from "./run-script.ts";
 
 // The node and node-alone projects share one template: vitest runs each project's globalSetup in
 // turn before any test starts, and a second migration delayed every test by its seconds.
 const TEMPLATE = Symbol.for("receipts-v2.migratedState");
+
+// wrangler's own record of the migrations a database has (`wrangler d1 migrations list` reads it).
+const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS d1_migrations(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT UNIQUE,
+  applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL
+)`;
 
 export default async function migrateOnce(project: TestProject): Promise<() => void> {
   const shared = globalThis as { [TEMPLATE]?: Promise<string> };
@@ -24,22 +36,16 @@ export default async function migrateOnce(project: TestProject): Promise<() => v
 
 async function migratedTemplate(): Promise<string> {
   const template = mkdtempSync(path.join(tmpdir(), "receipts-migrated-"));
-  // Each shard in a state of its own, side by side (two wrangler runs on one local state lock
-  // each other out), then together: a shard is one SQLite file named by its database_id.
-  const apart = await Promise.all(LOCAL_SHARDS.map(migrateAlone));
-  for (const state of apart) {
-    cpSync(state, template, { recursive: true });
-    rmSync(state, { recursive: true, force: true });
+  const config = path.join(ROOT, "wrangler.toml");
+  const migrations = await readD1Migrations(path.join(ROOT, "migrations"));
+  const state = localState({ remote: false, persistTo: template }, config);
+  // Each migration in a batch of its own, as wrangler applies them.
+  for (const shard of readShards(config)) {
+    await state.batch(shard, [statement(MIGRATIONS_TABLE)]);
+    for (const { name, queries } of migrations) {
+      await state.batch(shard, [...queries.map((sql) => statement(sql)), statement("INSERT INTO d1_migrations (name) VALUES (?1)", name)]);
+    }
   }
+  await closeLocalStates();
   return template;
-}
-
-async function migrateAlone(shard: string): Promise<string> {
-  const state = mkdtempSync(path.join(tmpdir(), `receipts-migrating-${shard}-`));
-  const status = await new Promise<number | null>((resolve) => {
-    const child = spawn("wrangler", ["d1", "migrations", "apply", `receipts-v2-${shard}`, "--local", "--persist-to", state], { cwd: ROOT, stdio: "ignore" });
-    child.on("close", resolve);
-  });
-  if (status !== 0) throw new Error(`migrations of ${shard} failed (exit ${status})`);
-  return state;
 }
