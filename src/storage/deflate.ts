@@ -16,7 +16,27 @@ export function inflateRaw(bytes: Uint8Array): Promise<Uint8Array> {
   return piped(bytes, new DecompressionStream("deflate-raw"));
 }
 
+// Written and read straight through the stream's own writer and reader: a Blob's stream into a
+// Response doubled the cost of a 2 KB receipt's deflate (0.23 ms against 0.11 in Node), on add's
+// path before its batch.
 async function piped(bytes: Uint8Array, through: CompressionStream | DecompressionStream): Promise<Uint8Array> {
-  const stream = new Blob([bytes as Uint8Array<ArrayBuffer>]).stream().pipeThrough(through);
-  return new Uint8Array(await new Response(stream).arrayBuffer());
+  const writer = through.writable.getWriter();
+  const written = writer.write(bytes as Uint8Array<ArrayBuffer>).then(() => writer.close());
+  // A failure shows in the reads below too; `written` is awaited after them.
+  written.catch(() => undefined);
+  const reader = through.readable.getReader();
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for (let read = await reader.read(); !read.done; read = await reader.read()) {
+    chunks.push(read.value);
+    length += read.value.byteLength;
+  }
+  await written;
+  const joined = new Uint8Array(length);
+  let offset = 0;
+  for (const chunk of chunks) {
+    joined.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return joined;
 }
