@@ -6,6 +6,7 @@
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
 import { FULL_CARD_NUMBER, findCardNumberInText, type CardNumberPlace } from "../shared/card-numbers.ts";
+import { joinedBytes } from "../shared/bytes.ts";
 import { plainMessage } from "../shared/issue-wording.ts";
 import { MAX_NESTING, findIJsonFault, type IJsonFault } from "./i-json.ts";
 import { REFUSALS, bodyTooLarge, mediaTypeParameterRepeated, mediaTypeParameterWithoutValue, refuse } from "./refusals.ts";
@@ -204,13 +205,7 @@ async function readAtMost(request: Request, maxBytes: number, deadlineMs: number
   } finally {
     clearTimeout(timer);
   }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return bytes;
+  return joinedBytes(chunks, size);
 }
 
 function tooLarge(cause: string): ApiError {

@@ -5,6 +5,7 @@
  * streams exist in workerd and in Node, so the soak, the scripts and the scans read what the
  * Workers wrote. This file stays free of Workers types.
  */
+import { joinedBytes } from "../shared/bytes.ts";
 
 /** `bytes`, deflated. */
 export function deflateRaw(bytes: Uint8Array): Promise<Uint8Array> {
@@ -32,11 +33,5 @@ async function piped(bytes: Uint8Array, through: CompressionStream | Decompressi
     length += read.value.byteLength;
   }
   await written;
-  const joined = new Uint8Array(length);
-  let offset = 0;
-  for (const chunk of chunks) {
-    joined.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return joined;
+  return joinedBytes(chunks, length);
 }
