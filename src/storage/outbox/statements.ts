@@ -234,6 +234,7 @@ const CREATED_EVENT_OF_ITS_RECEIPT = `FROM notice_outbox AS created
  * receipt_id is `receiptId` (an SQL expression), for a SELECT or RETURNING list: each NULL where
  * the receipt is not stored (`body` is never NULL on a stored one). What a created event carries
  * of its receipt is made of them in TypeScript (`receiptAsPushed`): add stores the texts deflated.
+ * A subquery a column, since RETURNING takes no join: each finds the row by its primary key.
  */
 function storedReceiptColumns(receiptId: string): string {
   return STORED_COLUMNS.map((column) => `(SELECT ${column} FROM receipts WHERE receipts.receipt_id = ${receiptId}) AS ${column}`).join(",\n      ");
@@ -472,7 +473,7 @@ export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number
  * past `before`; one whose receipt the archive moved keeps the body it kept ({@link keepBodiesOfArchived}).
  * Both tables are read down their primary key and stop at `limit`; an event is never in both (it
  * moves between them in one batch). Rows: `event_id`, `payload`, `archived_body`, and a created
- * event's receipt's stored columns ({@link storedReceiptColumns}), each null for another event.
+ * event's receipt's stored columns (`STORED_COLUMNS`, joined once), each null for another event.
  */
 export function feedPage(from: string, before: string, limit: number): Statement {
   const created = "json_extract(payload, '$.type') = 'receipt.created'";
@@ -487,11 +488,12 @@ export function feedPage(from: string, before: string, limit: number): Statement
       AND (event_id = ?1 OR (event_id < ?3 AND (NOT ${created} OR ${kept(table)})))
     ORDER BY event_id LIMIT ?2)`;
   return statement(
-    `SELECT event_id, payload, archived_body, ${storedReceiptColumns("page.created_receipt")}
+    `SELECT page.event_id, page.payload, page.archived_body, ${STORED_COLUMNS.map((column) => `receipts.${column}`).join(", ")}
     FROM (${page("notice_outbox")}
       UNION ALL ${page("failed_notices")}
       ORDER BY event_id LIMIT ?2) AS page
-    ORDER BY event_id`,
+    LEFT JOIN receipts ON receipts.receipt_id = page.created_receipt
+    ORDER BY page.event_id`,
     from,
     limit,
     before,
