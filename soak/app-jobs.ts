@@ -124,10 +124,14 @@ export async function checkExports(
     const found = checkFile(exported, expected, record, check.problems);
     check.receipts += found.receipts;
     check.archived += found.archived;
-    const erasedAfter = load.erasures.some((erasure) => erasure.appUserId === exported.appUserId && erasure.occurredAt !== undefined && erasure.start > exported.end);
+    // The erasures of the user that ran after the export began. One that began after the soak saw
+    // the export complete must take its file; one that began before may have, since the export
+    // completed on the service before the soak's poll saw it, and so may one that failed part-way.
+    const later = load.erasures.filter((erasure) => erasure.appUserId === exported.appUserId && erasure.end >= exported.start);
+    const erasedAfter = later.some((erasure) => erasure.occurredAt !== undefined && erasure.start > exported.end);
     const chunks = (await bucket.list({ prefix: exportPrefix(exported.jobId!) })).objects.length;
     if (erasedAfter && chunks > 0) check.problems.push(`export ${exported.jobId} of ${exported.appUserId}: ${chunks} chunks left after an erasure of the user`);
-    if (!erasedAfter && chunks === 0) check.problems.push(`export ${exported.jobId} of ${exported.appUserId}: its file is gone, though no erasure of the user followed`);
+    if (later.length === 0 && chunks === 0) check.problems.push(`export ${exported.jobId} of ${exported.appUserId}: its file is gone, though no erasure of the user followed`);
     if (erasedAfter && chunks === 0) check.erasedAfter += 1;
   }
   return check;
