@@ -13,7 +13,8 @@
  *   hold stood (`export_copies`), and an archived line deleted then waits for its purge until the
  *   hold goes (the tombstone says when it was deleted);
  * - a receipt the archive's move takes to R2 while the export runs is read once: the shard's
- *   page records what it read (`export_seen`), and the archive pass skips those.
+ *   page records what it read (`export_seen`), and the archive pass skips those; a step run
+ *   again drops what its failed attempt recorded, or a receipt deleted or moved since would be lost.
  *
  * Each step is bounded (a number of shards, rows and bytes), returns counts, never a key or an
  * ID of the user, and writes what it read to its own chunk object. This file stays free of
@@ -320,6 +321,9 @@ function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[]
       WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2 AND receipt_id > ?3
       ORDER BY receipt_id LIMIT ?4`;
     return [
+      // Marks past the cursor are an earlier attempt's of this step, whose lines never reached the
+      // file: kept, they would hide a receipt deleted or moved since from the copies and the archive.
+      statement("DELETE FROM export_seen WHERE job_id = ?1 AND receipt_id > ?2", user.job_id, after),
       statement(
         `INSERT OR IGNORE INTO export_seen (job_id, receipt_id) SELECT ?5, receipt_id FROM (${page})`,
         user.id,

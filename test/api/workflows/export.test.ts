@@ -16,6 +16,7 @@ import { archiveReceipt } from "../../support/archive.ts";
 import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
 import { deleteHeadersFor } from "../../support/notices.ts";
 import { SHARDS, rowsOnEveryShard } from "../../support/shards.ts";
+import { shardOfId } from "../../../src/shared/shard-ids.ts";
 
 const HASH_KEY = parseAuditHashKey(TEST_AUDIT_HASH_KEY);
 
@@ -111,5 +112,47 @@ describe("docs/api.md#export-cut an export is a consistent cut of its app user's
     };
     await exportAppUser({ id: shopper, job_id: jobId }, jobShards(), HASH_KEY, env.ARCHIVE, { steps, settle: async () => undefined });
     expect((await exportedIds(jobId)).sort()).toEqual([liveId, archivedId].sort());
+  });
+
+  it("a step run again after its read reached one shard and failed on the next: a receipt deleted or moved in between is in the file, once", async () => {
+    const caller = await newCaller();
+    const shopper = uniqueId("shopper");
+    const first = SHARDS[0]!;
+    // Receipts land where placement puts them: enough that two are on the shard a step reads first.
+    const all: string[] = [];
+    while (all.filter((id) => shardOfId(SHARDS, id) === first).length < 2) all.push(await add(caller, shopper));
+    const [deleted, moved] = all.filter((id) => shardOfId(SHARDS, id) === first);
+    const present = new Set(all.filter((id) => id !== deleted));
+    // The first attempt of the receipts' first step reads the first shard's page, then fails on the
+    // second shard, as a D1 fault would; a Workflow runs the step again, after a delete and a move.
+    let failing = false;
+    let failed = 0;
+    const shards = jobShards().map((shard, i) =>
+      i === 1
+        ? {
+            ...shard,
+            run: async (statements: Parameters<JobShard["run"]>[0]) => {
+              if (failing) throw new Error("D1_ERROR: injected");
+              return shard.run(statements);
+            },
+          }
+        : shard,
+    );
+    const retrying: StepRunner = async (name, work) => {
+      if (!name.startsWith("receipts ") || failed > 0) return work();
+      failing = true;
+      await expect(work()).rejects.toThrow("injected");
+      failing = false;
+      failed += 1;
+      await remove(caller, shopper, deleted!);
+      await archiveReceipt(moved!);
+      return work();
+    };
+    const jobId = uniqueId("export");
+    await exportAppUser({ id: shopper, job_id: jobId }, shards, HASH_KEY, env.ARCHIVE, { steps: retrying, settle: async () => undefined });
+    expect(failed, "the step failed once").toBe(1);
+    const ids = await exportedIds(jobId);
+    expect(ids.length, "each receipt once").toBe(new Set(ids).size);
+    expect(new Set(ids)).toEqual(new Set([...present, deleted]));
   });
 });
