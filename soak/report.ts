@@ -75,7 +75,7 @@ export function printReport(summary: {
         ["delivery delay p50 / p99 / max (ms)", `${result.events.delayMs.p50} / ${result.events.delayMs.p99} / ${result.events.delayMs.max}`],
         ["5xx or no answer, explained by a fault", `${result.failedRequests.explained} of ${result.failedRequests.total}`],
         ["dead letters replayed (replays)", `${drain.replayed} (${drain.replays})`],
-        ["of them not refused for good: ran out of retries", String(drain.afterRetries)],
+        ["of them not refused for good: ran out of retries", String(drain.afterRetries.length)],
         [`longest push outage (queue retries once gave up after ${QUEUE_SCHEDULE_SECONDS} s)`, `${(outageMs(summary.windows) / 1000).toFixed(1)} s`],
         [`drain (${drain.complete ? "complete" : "INCOMPLETE"})`, `${drain.seconds.toFixed(1)} s`],
       ],
@@ -101,6 +101,7 @@ export function printReport(summary: {
   console.log(lines.join("\n"));
   for (const problem of PROBLEMS) printExamples(problem, result.problems[problem]);
   printExamples("export mismatch", summary.exports.problems);
+  printExamples("dead-lettered after retries", drain.afterRetries);
   summary.erasures.forEach((erasure, i) => {
     if (erasure.scan && erasure.scan.findings.length > 0) printExamples(`erasure ${i + 1} of ${erasure.appUserId}: copies found`, erasure.scan.findings);
   });

@@ -145,7 +145,7 @@ await runCli(USAGE, async (argv) => {
       ...PROBLEMS.filter((problem) => result.problems[problem].length > 0).map((problem) => `${result.problems[problem].length} × ${problem}`),
       ...Object.entries(faults).filter(([, count]) => count === 0).map(([kind]) => `never injected: ${kind}`),
       ...(drained.complete ? [] : [`the drain did not finish within ${DRAIN_LIMIT_MS / 1000} s`]),
-      ...(drained.afterRetries > 0 ? [`${drained.afterRetries} × dead-lettered after retries: needed an operator's replay`] : []),
+      ...(drained.afterRetries.length > 0 ? [`${drained.afterRetries.length} × dead-lettered after retries: needed an operator's replay`] : []),
       ...(result.events.racing.erased + result.events.racing.kept === 0 ? ["no add raced an erasure of its app user"] : []),
       ...(exports.problems.length > 0 ? [`${exports.problems.length} × export mismatch`] : []),
       ...(exports.checked.load === 0 ? ["no export ran during the load"] : []),
