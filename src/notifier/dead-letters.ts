@@ -1,10 +1,11 @@
 /**
  * The dead-letter queue's consumer: keeps each event that could not be delivered in D1, with its
- * last error, where `npm run notices -- failed` lists it and `replay` sends it again.
+ * last error, where `npm run notices -- failed` lists it and `replay` sends it again. A bundle of
+ * the cron's is not a dead letter of its own: its events go back to the notices queue one by one.
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
-import { receiptOf, type QueuedNotice } from "../shared/types.ts";
+import { receiptOf, type NoticeBundle, type QueuedNotice } from "../shared/types.ts";
 import { deadLetter } from "../storage/outbox/operations.ts";
 import { shardOfId, shardsOf } from "../storage/shards.ts";
 
@@ -29,6 +30,27 @@ export async function storeDeadLetter(message: Message<QueuedNotice>, env: Notif
     message.ack();
   } catch (error) {
     logLine("error", "notice-failed", { event_id, receipt_id, outcome: "store failed; retried", cause: describeError(error) });
+    message.retry({ delaySeconds: 30 });
+  }
+}
+
+/**
+ * Sends each event of a bundle that met its queue retries back to the notices queue as a message
+ * of its own, and acks the bundle; retries it if the send fails. A bundle's retries count every
+ * event's together (a D1 failure of one, another's claim held by a copy, the next one's claim
+ * running out), and each retry takes the bundle whole: ten events meet the queue's retries far
+ * sooner than any one of them would, and stored as failed they would leave their outbox schedule
+ * for an operator's list. Alone, an event that meets its own retries is a dead letter; one
+ * delivered meanwhile is acked as a duplicate.
+ */
+export async function unbundle(message: Message<NoticeBundle>, env: NotifierEnv): Promise<void> {
+  const { events } = message.body;
+  try {
+    await env.NOTICES.sendBatch(events.map((body) => ({ body, contentType: "json" })));
+    logLine("warn", "notice-failed", { events: events.length, outcome: "bundle met its retries; its events queued one by one" });
+    message.ack();
+  } catch (error) {
+    logLine("error", "notice-failed", { events: events.length, outcome: "bundle's events not queued; retried", cause: describeError(error) });
     message.retry({ delaySeconds: 30 });
   }
 }

@@ -6,9 +6,8 @@
  */
 import { deliveryTiming, pushTarget, type DeliveryTiming, type NotifierSettings, type PushTarget, type SettingsMemory } from "../shared/config.ts";
 import type { NotifierEnv } from "../shared/env.ts";
-import type { NoticeMessage } from "../shared/types.ts";
-import { eventMessages } from "./bundles.ts";
-import { FAILED_NOTICES_QUEUE, storeDeadLetter } from "./dead-letters.ts";
+import type { NoticeBundle, NoticeMessage, QueuedNotice } from "../shared/types.ts";
+import { FAILED_NOTICES_QUEUE, storeDeadLetter, unbundle } from "./dead-letters.ts";
 import { deliverBatch, freshEndpointView, type EndpointView } from "./deliver.ts";
 
 /**
@@ -27,10 +26,11 @@ export function createNotifier(isolate: IsolateState = { timing: {}, target: {},
   return {
     async queue(batch, env) {
       if (batch.queue === FAILED_NOTICES_QUEUE) {
-        // A bundle that met its queue retries is dead-lettered whole: each event is stored.
-        const { events, settle } = eventMessages(batch.messages);
-        await Promise.all(events.map((message) => storeDeadLetter(message, env)));
-        settle();
+        await Promise.all(
+          batch.messages.map((message) =>
+            "events" in message.body ? unbundle(message as Message<NoticeBundle>, env) : storeDeadLetter(message as Message<QueuedNotice>, env),
+          ),
+        );
         return;
       }
       const target = await pushTarget(env, isolate.target);

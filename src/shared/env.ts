@@ -40,7 +40,9 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
 }
 
 /** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
-export interface NotifierEnv extends NotifierSettings, ShardBindings, Generated<NotifierBindings, NotifierSettings, "FAILED_NOTICES" | "METRICS"> {
+export interface NotifierEnv extends NotifierSettings, ShardBindings, Generated<NotifierBindings, NotifierSettings, "NOTICES" | "FAILED_NOTICES" | "METRICS"> {
+  /** Producer side of the notices queue, for the events of a bundle that met its retries. */
+  NOTICES: Queue<QueuedNotice>;
   /** Producer side of the dead-letter queue, for notices that retrying cannot fix. */
   FAILED_NOTICES: Queue<QueuedNotice>;
   /** A data point per push attempt (src/shared/metrics.ts); absent from a test's bare env, which then writes none. */

@@ -13,6 +13,7 @@ import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { CountingDataset, fieldsOf } from "../support/metrics.ts";
 import { DEPLOYED_PUSH_SETTINGS, deletedNotice, forgetPushEndpoint } from "../support/notices.ts";
 import { SHARDS } from "../support/shards.ts";
+import { recordingQueue } from "../support/queues.ts";
 
 let answers: number[];
 
@@ -37,7 +38,8 @@ describe("docs/operations.md a data point per push attempt", () => {
     answers = [200, 410, 503];
     const workerEnv: NotifierEnv = {
       ...Object.fromEntries(SHARDS.map((shard) => [shard.binding, shard.db])),
-      FAILED_NOTICES: { send: async () => {}, sendBatch: async () => {} } as unknown as Queue<DeletionNotice>,
+      NOTICES: recordingQueue(),
+      FAILED_NOTICES: recordingQueue(),
       APP_PUSH_URL: "https://push.example.test/receipts",
       APP_PUSH_SECRET: TEST_PUSH_SECRET,
       ...DEPLOYED_PUSH_SETTINGS,

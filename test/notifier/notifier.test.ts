@@ -29,6 +29,7 @@ import { shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { StorageLedger } from "../support/storage-ledger.ts";
 import { routeStorageCalls } from "../support/binding-proxy.ts";
 import { testUserKey } from "../support/user-keys.ts";
+import { recordingQueue } from "../support/queues.ts";
 
 const NOTICES_QUEUE = "receipts-v2-notices";
 const PUSH_URL = "https://push.example.test/receipts";
@@ -44,6 +45,8 @@ let pushes: Push[];
 /** The stub's answers, in order; the last one repeats. An Error is thrown as a network failure. */
 let answers: (number | Error | Response)[];
 let deadLetters: DeletionNotice[];
+/** What the notifier sent back to the notices queue: the events of a bundle that met its retries. */
+let requeued: QueuedNotice[];
 /** The notifier under test: a fresh isolate per test, so that no test inherits another's view of the push service. */
 let notifier: ReturnType<typeof createNotifier>;
 
@@ -53,6 +56,7 @@ beforeEach(async () => {
   pushes = [];
   answers = [200];
   deadLetters = [];
+  requeued = [];
   vi.stubGlobal(
     "fetch",
     vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
@@ -83,12 +87,8 @@ type Settings =
 function notifierEnv(settings: Partial<Pick<NotifierEnv, Settings>> = {}): NotifierEnv {
   return {
     ...Object.fromEntries(SHARDS.map((shard) => [shard.binding, shard.db])),
-    FAILED_NOTICES: {
-      send: async (body: DeletionNotice) => {
-        deadLetters.push(body);
-      },
-      sendBatch: async () => {},
-    } as unknown as Queue<DeletionNotice>,
+    NOTICES: recordingQueue(requeued),
+    FAILED_NOTICES: recordingQueue(deadLetters),
     APP_PUSH_URL: PUSH_URL,
     APP_PUSH_SECRET: TEST_PUSH_SECRET,
     ...DEPLOYED_PUSH_SETTINGS,
@@ -523,8 +523,8 @@ describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a
 
 describe("docs/reliability.md#delivery-for-days a message of the cron's that carries several events", () => {
   /** Hands one bundle message to the notifier; returns whether it was acked, or its retry's delay. */
-  async function deliverBundle(notices: readonly DeletionNotice[], workerEnv = notifierEnv()): Promise<{ acked: boolean; retried?: number }> {
-    const batch = createMessageBatch<NoticeMessage>(NOTICES_QUEUE, [{ id: `bundle-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { events: [...notices] } }]);
+  async function deliverBundle(notices: readonly DeletionNotice[], workerEnv = notifierEnv(), queue = NOTICES_QUEUE): Promise<{ acked: boolean; retried?: number }> {
+    const batch = createMessageBatch<NoticeMessage>(queue, [{ id: `bundle-${crypto.randomUUID()}`, timestamp: new Date(), attempts: 1, body: { events: [...notices] } }]);
     let retried: number | undefined;
     const [message] = batch.messages;
     const retry = message!.retry.bind(message);
@@ -558,6 +558,26 @@ describe("docs/reliability.md#delivery-for-days a message of the cron's that car
     expect(pushes).toHaveLength(2);
     expect(await deliverBundle(notices)).toEqual({ acked: true });
     expect(pushes.map((push) => push.headers["webhook-id"]).sort()).toEqual(notices.map((notice) => notice.event_id).sort());
+  });
+
+  it("one that met its queue retries is no dead letter: its events go back to the queue one by one, each with retries of its own, and stay in the outbox", async () => {
+    const notices = [await recordedNotice(), await recordedNotice(), await recordedNotice()];
+    expect(await deliverBundle(notices, notifierEnv(), FAILED_NOTICES_QUEUE)).toEqual({ acked: true });
+    expect(requeued).toEqual(notices);
+    for (const notice of notices) {
+      expect(await failedRows(notice.receipt_id)).toEqual([]);
+      expect(await outboxRows(notice.receipt_id)).toMatchObject([{ event_id: notice.event_id, delivered_at: null }]);
+    }
+    // Alone, each is delivered as any message is.
+    expect(await deliver(NOTICES_QUEUE, requeued.map((notice) => ({ notice, attempts: 1 })))).toEqual({ acked: 3, retried: [] });
+    expect(pushes.map((push) => push.headers["webhook-id"]).sort()).toEqual(notices.map((notice) => notice.event_id).sort());
+  });
+
+  it("one whose events could not be queued again is retried from the dead-letter queue, nothing stored", async () => {
+    const notices = [await recordedNotice(), await recordedNotice()];
+    const refusing = { ...notifierEnv(), NOTICES: { sendBatch: () => Promise.reject(new Error("Queue send failed")) } as unknown as Queue<QueuedNotice> };
+    expect(await deliverBundle(notices, refusing, FAILED_NOTICES_QUEUE)).toEqual({ acked: false, retried: 30 });
+    for (const notice of notices) expect(await failedRows(notice.receipt_id)).toEqual([]);
   });
 });
 

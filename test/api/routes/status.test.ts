@@ -26,6 +26,7 @@ import { BASE, call, expectErrorShape, issueClient, loginHeadersFor, loginToken,
 import { TEST_PUSH_SECRET } from "../../support/keys.ts";
 import { DEPLOYED_PUSH_SETTINGS, deletedNotice, forgetPushEndpoint, seedReceipt } from "../../support/notices.ts";
 import { SHARDS, dbOf } from "../../support/shards.ts";
+import { recordingQueue } from "../../support/queues.ts";
 
 /** Thresholds a test can pass in a second, and no reuse of a computed status. */
 const FAST = { STATUS_CACHE_SECONDS: "0", STATUS_DELIVERY_LATE_SECONDS: "1", STATUS_ENDPOINT_DOWN_SECONDS: "1" };
@@ -71,7 +72,8 @@ afterEach(async () => {
 /** The notifier, as deployed but probing every 0.2 s, with the test's stubbed push service. */
 const notifierEnv = (): NotifierEnv => ({
   ...Object.fromEntries(SHARDS.map((shard) => [shard.binding, shard.db])),
-  FAILED_NOTICES: { send: async () => {}, sendBatch: async () => {} } as unknown as Queue<DeletionNotice>,
+  NOTICES: recordingQueue(),
+  FAILED_NOTICES: recordingQueue(),
   APP_PUSH_URL: "https://push.example.test/receipts",
   APP_PUSH_SECRET: TEST_PUSH_SECRET,
   ...DEPLOYED_PUSH_SETTINGS,
