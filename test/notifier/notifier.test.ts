@@ -201,6 +201,9 @@ describe("docs/api.md#deletion-notices delivery: a signed push per notice", () =
     expect(pushes).toHaveLength(1);
     expect(result.acked).toBe(1);
     expect(deadLetters).toEqual([notice]);
+    // Stored, as the dead-letter queue's consumer does within a second: until then its claim
+    // holds, and a later test's probe could meet it.
+    await deliver(FAILED_NOTICES_QUEUE, [{ notice, attempts: 1 }]);
   });
 });
 
@@ -595,6 +598,21 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
     const [failed] = await failedRows(notice.receipt_id);
     expect(failed).toMatchObject({ event_id: notice.event_id, attempts: 1, last_error: "HTTP 410 from the push service" });
     expect(JSON.parse(failed!.payload as string)).toEqual(notice);
+  });
+
+  it("a refused event's copy that comes before its dead letter is stored is held, not pushed; once stored, a copy is acked unpushed", async () => {
+    const notice = await recordedNotice();
+    answers = [401, 500];
+    expect(await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
+    expect(deadLetters).toEqual([notice]);
+    // A re-send or a bundle retried whole, before the dead-letter queue's consumer ran.
+    const early = await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }]);
+    expect(early).toEqual({ acked: 0, retried: [expect.any(Number)] });
+    expect(pushes).toHaveLength(1);
+    await deliver(FAILED_NOTICES_QUEUE, [{ notice, attempts: 1 }]);
+    expect(await failedRows(notice.receipt_id)).toMatchObject([{ event_id: notice.event_id, last_error: "HTTP 401 from the push service" }]);
+    expect(await deliver(NOTICES_QUEUE, [{ notice, attempts: 2 }])).toEqual({ acked: 1, retried: [] });
+    expect(pushes).toHaveLength(1);
   });
 
   it("one failing past its retry window ends as a stored failed notice, and replay delivers it once", async () => {

@@ -19,7 +19,8 @@
  *   `delivered` ({@link markDelivered}) or, after a failed attempt, back to enqueued with its
  *   error and when its next attempt is due ({@link recordFailedAttempt}), for the cron job to hand
  *   it over again then ({@link pendingEvents});
- * - `failed`: moved to the failed events by the dead-letter queue's consumer ({@link moveToFailed});
+ * - `failed`: moved to the failed events by the dead-letter queue's consumer ({@link moveToFailed}),
+ *   still claimed from the attempt that dead-lettered it until then;
  * - `purged`: deleted, 14 days after delivery ({@link purgeDelivered}) or by an erasure
  *   ({@link eraseEventsOfReceipts}, {@link eraseLeftoverEventsOfReceipts}).
  *
@@ -290,6 +291,9 @@ export function markDelivered(eventIds: readonly string[], now: Date): Statement
 /**
  * claimed → enqueued: keeps the attempt's error, frees the claim (a copy that comes early may try
  * at once), and records when the next attempt is due and the end of the event's retry window.
+ * With no schedule the event is on its way to the dead letters, and its claim stays until it
+ * runs out: a copy that came meanwhile (a re-send, a bundle retried whole) would push a refused
+ * event again, and a failure of that push would be the last error the operator reads.
  */
 export function recordFailedAttempt(
   eventId: string,
@@ -297,7 +301,8 @@ export function recordFailedAttempt(
   schedule: { nextAttemptAt: Date; retryUntil: Date } | null,
 ): Statement {
   return statement(
-    `UPDATE notice_outbox SET last_error = ?2, claimed_until = NULL, next_attempt_at = ?3, retry_until = COALESCE(?4, retry_until)
+    `UPDATE notice_outbox SET last_error = ?2, claimed_until = CASE WHEN ?3 IS NULL THEN claimed_until END, next_attempt_at = ?3,
+      retry_until = COALESCE(?4, retry_until)
     WHERE event_id = ?1`,
     eventId,
     error,
