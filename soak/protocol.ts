@@ -63,3 +63,19 @@ export const STEPS_PATH = "/__soak/steps";
  * trace store.
  */
 export const SPAN_PATH = "/__soak/span";
+
+/**
+ * The path on the API wrapper that runs SQL on one shard for the harness, over HTTP rather than
+ * through Miniflare's binding proxies: POST `{"binding", "statements": [{"sql", "params"}]}` runs
+ * the statements as one batch on the binding as deployed (no faults) and answers a
+ * {@link SqlResult} each. A proxy's call (a D1 prepare, bind or first query) blocks Node's thread
+ * until workerd answers, while workerd, logging a burst of deliveries, blocks on the output pipe
+ * that only that thread reads: the soak once hung so, for good, in its drain.
+ */
+export const SQL_PATH = "/__soak/sql";
+
+/** One statement's rows and the rows it changed; a BLOB comes as an array of its bytes. */
+export interface SqlResult {
+  results: Record<string, unknown>[];
+  changes: number;
+}

@@ -21,7 +21,8 @@ import { MIN_FEED_SETTLE_SECONDS } from "../src/shared/config.ts";
 import { shardNamed, shardStateKey, type ShardBase, type ShardState } from "../src/shared/shard-ids.ts";
 import { ratePolicy } from "../src/shared/rate-limits.ts";
 import { newTokenKey } from "../src/shared/token-keys.ts";
-import { DEPLOYED_MODULE, FAULTS_PATH, INJECTED_MARK, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls } from "./protocol.ts";
+import type { Statement } from "../src/storage/statement.ts";
+import { DEPLOYED_MODULE, FAULTS_PATH, INJECTED_MARK, SQL_PATH, TRANSIENT_D1_MESSAGE, type BindingFaults, type InjectedCalls, type SqlResult } from "./protocol.ts";
 
 /** The Workers the soak wraps. */
 export type WrappedWorker = "api" | "notifier";
@@ -92,7 +93,6 @@ function soakLimits(configured: unknown): RateLimits {
 /** A shard of the soak's runtime, as every part of the service knows one. */
 export type SoakShard = ShardBase;
 
-type D1 = Awaited<ReturnType<Miniflare["getD1Database"]>>;
 type R2 = Awaited<ReturnType<Miniflare["getR2Bucket"]>>;
 
 export interface SoakRuntime {
@@ -113,7 +113,8 @@ export interface SoakRuntime {
   setShardState(name: string, state: ShardState["state"]): Promise<void>;
   /** Stops workerd with everything in flight and starts it again on the same storage. */
   restart(): Promise<void>;
-  database(binding: string): Promise<D1>;
+  /** Runs statements as one batch on the shard bound as `binding`, as deployed (SQL_PATH). */
+  sql(binding: string, statements: readonly Statement[]): Promise<SqlResult[]>;
   /** The archive's bucket (`ARCHIVE`), as the API Worker sees it. */
   archive(): Promise<R2>;
   recentProblems(): string[];
@@ -236,7 +237,14 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
       mf = new Miniflare(options);
       await readyForLoad(mf);
     },
-    database: (binding) => mf.getD1Database(binding, "api"),
+    async sql(binding, statements) {
+      const response = await (await mf.getWorker("api")).fetch(`http://soak${SQL_PATH}`, {
+        method: "POST",
+        body: JSON.stringify({ binding, statements }),
+      });
+      if (!response.ok) throw new Error(`soak SQL on ${binding}: ${response.status} ${await response.text()}`);
+      return (await response.json()) as SqlResult[];
+    },
     archive: () => mf.getR2Bucket("ARCHIVE", "api"),
     recentProblems: () => [...problems],
     async dispose() {

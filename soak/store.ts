@@ -13,7 +13,7 @@ import {
   listFailed,
   replayFailed,
 } from "../src/storage/outbox/statements.ts";
-import { bound, runBatch, statement, type Statement } from "../src/storage/statement.ts";
+import { statement, type Statement } from "../src/storage/statement.ts";
 import { readReceipts } from "../src/storage/archive/objects.ts";
 import { STORED_COLUMNS, storedTexts, type ReceiptTexts, type StoredColumns } from "../src/storage/stored-body.ts";
 import type { StoreSnapshot } from "./reconcile.ts";
@@ -63,19 +63,18 @@ export async function drain(runtime: SoakRuntime, periodMs: number, limitMs: num
     await runtime.runCron();
     let undelivered = 0;
     for (const { binding } of runtime.shards) {
-      const db = await runtime.database(binding);
-      const pending = await bound(db, countUndelivered()).first<{ n: number }>();
-      undelivered += pending!.n;
-      const failed = await bound(db, countFailed()).first<{ n: number }>();
-      if (failed!.n > 0) {
-        const { results: rows } = await bound(db, listFailed()).all<FailedRow>();
-        for (const row of rows.filter(({ last_error }) => !REFUSED_FOR_GOOD.test(last_error))) {
+      const [pending, failed] = await runtime.sql(binding, [countUndelivered(), countFailed()]);
+      undelivered += (pending!.results[0] as { n: number }).n;
+      const failedNow = (failed!.results[0] as { n: number }).n;
+      if (failedNow > 0) {
+        const [listed] = await runtime.sql(binding, [listFailed()]);
+        for (const row of (listed!.results as unknown as FailedRow[]).filter(({ last_error }) => !REFUSED_FOR_GOOD.test(last_error))) {
           afterRetries.push(`${row.event_id} (${row.type}, ${row.attempts} attempts, failed ${row.failed_at}): ${row.last_error}`);
         }
-        const results = await runBatch(db, replayFailed([]));
+        const results = await runtime.sql(binding, replayFailed([]));
         replayed += results.at(-1)!.results.length;
         replays += 1;
-        undelivered += failed!.n;
+        undelivered += failedNow;
       }
     }
     const seconds = (Date.now() - started) / 1000;
@@ -95,8 +94,7 @@ export async function snapshotStore(runtime: SoakRuntime): Promise<StoreSnapshot
   const snapshot: StoreSnapshot = { receipts: [], outbox: [], failed: [], keys: [], archived: 0 };
   const tombstoned = new Set<string>();
   for (const { binding, name } of runtime.shards) {
-    const db = await runtime.database(binding);
-    const rows = async <T>(query: Statement) => (await bound(db, query).all<T>()).results;
+    const rows = async <T>(query: Statement) => (await runtime.sql(binding, [query]))[0]!.results as T[];
     const stored = await rows<Omit<StoreSnapshot["receipts"][number], "marker"> & StoredColumns>(
       statement(`SELECT receipt_id, app_user_id, created_at, ${STORED_COLUMNS.join(", ")} FROM receipts`),
     );

@@ -12,8 +12,8 @@ import type { ApiEnv } from "../../src/shared/env.ts";
 import type { ErasureParams, SweepMessage } from "../../src/shared/types.ts";
 import { recordErasureRequest } from "../../src/storage/erasure-requests.ts";
 import { shardsOf } from "../../src/storage/shards.ts";
-import { bound } from "../../src/storage/statement.ts";
-import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH, SPAN_PATH, STEPS_PATH } from "../protocol.ts";
+import { bound, runBatch, type Statement } from "../../src/storage/statement.ts";
+import { ARCHIVE_PATH, ERASE_PATH, FAULTS_PATH, SPAN_PATH, SQL_PATH, STEPS_PATH, type SqlResult } from "../protocol.ts";
 import { deployedModule, deployedWorker } from "./deployed.ts";
 import { FaultInjector } from "./fault-injector.ts";
 import { StepGate } from "./step-gate.ts";
@@ -30,6 +30,7 @@ export default {
     if (pathname === ERASE_PATH && request.method === "POST") return startErasure(env, request);
     if (pathname === ERASE_PATH) return job(env.ERASURE, request, searchParams.get("id"));
     if (pathname === ARCHIVE_PATH) return job(env.ARCHIVING, request, searchParams.get("id"));
+    if (pathname === SQL_PATH) return runSql(env, request);
     if (pathname === SPAN_PATH) return Response.json({ found: (await env.ARCHIVE.head(((await request.json()) as { value: string }).value)) !== null });
     return (await api).fetch!(request, faults.wrap(env), ctx);
   },
@@ -79,4 +80,18 @@ async function job<Params>(workflow: Workflow<Params>, request: Request, id: str
     return Response.json({ id: instance.id });
   }
   return Response.json(await (await workflow.get(id ?? "")).status());
+}
+
+// Runs the POSTed statements as one batch on the named shard, as deployed: the harness's reads
+// and an operator's replays must not meet the faults.
+async function runSql(env: ApiEnv, request: Request): Promise<Response> {
+  const { binding, statements } = (await request.json()) as { binding: string; statements: Statement[] };
+  const shard = shardsOf(env).find((each) => each.binding === binding);
+  if (!shard) return new Response(`no shard bound as ${binding}`, { status: 404 });
+  const results = await runBatch(shard.db, statements);
+  const answer: SqlResult[] = results.map(({ results: rows, meta }) => ({ results: rows as Record<string, unknown>[], changes: meta.changes }));
+  // Bytes as arrays of numbers, which JSON keeps.
+  return new Response(JSON.stringify(answer, (_key, value: unknown) => (value instanceof ArrayBuffer ? [...new Uint8Array(value)] : value)), {
+    headers: { "content-type": "application/json" },
+  });
 }

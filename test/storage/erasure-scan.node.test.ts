@@ -25,6 +25,7 @@ import { archivedReceipts, legacyObjectKey, shardOfObjectKey } from "../../src/s
 import { readObject } from "../../src/storage/archive/objects.ts";
 import type { ArchiveRun } from "../../src/storage/archive/move.ts";
 import type { Erasure } from "../../src/storage/erasure.ts";
+import { statement } from "../../src/storage/statement.ts";
 import { PATHS, jobPath } from "../../src/shared/paths.ts";
 import { shardOfId } from "../../src/shared/shard-ids.ts";
 import { APP_SCOPE, POS_SCOPE } from "../../src/shared/types.ts";
@@ -97,7 +98,7 @@ async function addSome(appUserId: string, count: number): Promise<string[]> {
 
 async function rows(sql: string): Promise<number> {
   let total = 0;
-  for (const { binding } of runtime.shards) total += (await (await runtime.database(binding)).prepare(sql).first<{ n: number }>())!.n;
+  for (const { binding } of runtime.shards) total += ((await runtime.sql(binding, [statement(sql)]))[0]!.results[0] as { n: number }).n;
   return total;
 }
 
