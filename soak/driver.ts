@@ -11,8 +11,12 @@ import type { FaultWindow } from "./reconcile.ts";
 import type { PushReceiver } from "./receiver.ts";
 import type { SoakRuntime, SoakShard, WrappedWorker } from "./runtime.ts";
 
-/** How long a restart waits for a push to hold, so that it cuts the notifier off mid-batch. */
-const MID_BATCH_WAIT_MS = 5000;
+/**
+ * How long a restart waits for a push to hold, so that it cuts the notifier off mid-batch: long
+ * enough to outlast a stretch with no push at all, as while the push service is marked down and
+ * the home shard's D1 fails (its probe slot unread), which one run met for 9.5 s.
+ */
+const MID_BATCH_WAIT_MS = 30_000;
 
 type FaultKind = TimedFault["kind"];
 type FaultOf<K extends FaultKind> = Extract<TimedFault, { kind: K }>;
@@ -47,9 +51,14 @@ export class FaultDriver {
   readonly #struck = new Map<TimedFault, Promise<boolean>>();
   /** What the wrapper had injected of a D1 fault's kind when the fault began. */
   readonly #injectedBefore = new Map<TimedFault, number>();
+  /** Settles once no restart is under way: until then nothing calls the runtime. */
   #restarting: Promise<void> = Promise.resolve();
+  /** Settles once no restart is due: a restart waiting for a push holds new operator work off. */
+  #restartDue: Promise<void> = Promise.resolve();
   /** Operator work on the storage under way (see `outsideRestarts`). */
   readonly #operatorWork = new Set<Promise<unknown>>();
+  /** The driver's own calls on the runtime under way (see `#call`), which a restart waits out. */
+  readonly #calls = new Set<Promise<unknown>>();
   // One row per kind of timed fault. Binding faults are recomputed from every fault still active,
   // so ending one is the same call as starting it; an outage lasts while any outage is on.
   readonly #effects: { [K in FaultKind]: FaultEffect<FaultOf<K>> } = {
@@ -116,7 +125,11 @@ export class FaultDriver {
    * would leave them hanging.
    */
   async outsideRestarts<T>(work: () => Promise<T>): Promise<T> {
-    await this.idle();
+    for (;;) {
+      const [due, restarting] = [this.#restartDue, this.#restarting];
+      await Promise.all([due, restarting]);
+      if (due === this.#restartDue && restarting === this.#restarting) break;
+    }
     const running = work();
     this.#operatorWork.add(running);
     try {
@@ -132,12 +145,13 @@ export class FaultDriver {
   }
 
   async #begin(fault: TimedFault): Promise<void> {
-    await this.idle();
     if (fault.kind === "d1" && fault.worker === "notifier") this.#injectedBefore.set(fault, await this.#injected("notifier", "d1"));
-    this.#active.add(fault);
-    this.#started.set(fault, Date.now());
     const effect = this.#effectOf(fault.kind);
-    await effect.on(fault);
+    await this.#call(async () => {
+      this.#active.add(fault);
+      this.#started.set(fault, Date.now());
+      await effect.on(fault);
+    });
     if (effect.struck) this.#struck.set(fault, effect.struck(fault).then(() => true));
   }
 
@@ -149,10 +163,30 @@ export class FaultDriver {
       return;
     }
     this.#active.delete(fault);
-    await this.idle();
     const effect = this.#effectOf(fault.kind);
-    this.windows.push({ kind: fault.kind, start: this.#started.get(fault)!, end: Date.now(), ...effect.where?.(fault) });
-    await effect.off(fault);
+    await this.#call(async () => {
+      this.windows.push({ kind: fault.kind, start: this.#started.get(fault)!, end: Date.now(), ...effect.where?.(fault) });
+      await effect.off(fault);
+    });
+  }
+
+  /**
+   * Runs `work` on the runtime with no restart under way: the check and the start are one
+   * synchronous step, so a restart that begins later finds the call among those it waits out.
+   */
+  async #call<T>(work: () => Promise<T>): Promise<T> {
+    for (;;) {
+      const restarting = this.#restarting;
+      await restarting;
+      if (restarting === this.#restarting) break;
+    }
+    const running = work();
+    this.#calls.add(running);
+    try {
+      return await running;
+    } finally {
+      this.#calls.delete(running);
+    }
   }
 
   #effectOf<K extends FaultKind>(kind: K): FaultEffect<FaultOf<K>> {
@@ -168,12 +202,11 @@ export class FaultDriver {
     }
   }
 
-  // A restart that begins meanwhile fails the read: read again once it is over, a few times.
+  // A failed read is read again, a few times.
   async #injected(worker: WrappedWorker, kind: string): Promise<number> {
     for (let attempt = 1; ; attempt += 1) {
-      await this.idle();
       try {
-        const counts = (await this.#runtime.injected())[worker];
+        const counts = (await this.#call(() => this.#runtime.injected()))[worker];
         return (counts[`${kind} before`] ?? 0) + (counts[`${kind} after`] ?? 0);
       } catch (error) {
         if (attempt >= 10) throw error;
@@ -187,28 +220,30 @@ export class FaultDriver {
   }
 
   async #restart(): Promise<void> {
-    await this.idle();
-    // The operator's work ends first, the faults going on meanwhile; checked again after each
-    // wait, as an erasure's next attempt may have begun in between.
-    while (this.#operatorWork.size > 0) await Promise.allSettled([...this.#operatorWork]);
-    // Everything that waits for idle() waits from here on.
-    let go!: () => void;
-    const ready = new Promise<void>((resolve) => (go = resolve));
-    this.#restarting = (async () => {
-      await ready;
-      await this.#runtime.restart();
-      // A restarted wrapper has forgotten its faults.
-      await this.#applyBindingFaults(false);
-    })();
-    if (await this.#receiver.holdNextPush(MID_BATCH_WAIT_MS)) this.restartsMidBatch += 1;
-    const start = Date.now();
-    go();
-    await this.#restarting;
-    this.windows.push({ kind: "restart", start, end: Date.now() });
+    // No operator work begins from here on; the work under way ends first, the faults going on
+    // meanwhile, and so they do while the restart waits for a push to hold (a while, when the
+    // push service is marked down and a D1 fault holds its probes back).
+    let due!: () => void;
+    this.#restartDue = new Promise<void>((resolve) => (due = resolve));
+    try {
+      while (this.#operatorWork.size > 0) await Promise.allSettled([...this.#operatorWork]);
+      if (await this.#receiver.holdNextPush(MID_BATCH_WAIT_MS)) this.restartsMidBatch += 1;
+      const start = Date.now();
+      // Nothing calls the runtime from here on; the driver's calls under way end first.
+      this.#restarting = (async () => {
+        await Promise.allSettled([...this.#calls]);
+        await this.#runtime.restart();
+        // A restarted wrapper has forgotten its faults.
+        await this.#applyBindingFaults();
+      })();
+      await this.#restarting;
+      this.windows.push({ kind: "restart", start, end: Date.now() });
+    } finally {
+      due();
+    }
   }
 
-  async #applyBindingFaults(waitForRestart = true): Promise<void> {
-    if (waitForRestart) await this.idle();
+  async #applyBindingFaults(): Promise<void> {
     for (const worker of ["api", "notifier"] as const) await this.#runtime.setFaults(worker, this.#faultsOf(worker));
   }
 
