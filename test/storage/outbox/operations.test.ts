@@ -98,7 +98,8 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     // A second delivery of the same event waits until the claim runs out.
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
 
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule: null }] }, t0);
+    const retry = { nextAttemptAt: t0, retryUntil: new Date(t0.getTime() + LEASE_MS) };
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule: retry }] }, t0);
     expect(await stateOf(event.event_id, t0)).toBe("enqueued");
     const [second] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
     expect(second).toMatchObject({ status: "claimed", attempts: 2 });
@@ -131,15 +132,27 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     const t0 = new Date();
     const unclaimed = await recordedEvent(t0);
     const claimed = await recordedEvent(t0);
+    // Its delivery stopped before it recorded anything: the claim runs out by itself.
     await claimEvents(db, [claimed.event_id], t0, LEASE_MS);
-    await settleEvents(db, { delivered: [], failed: [{ eventId: claimed.event_id, error: "HTTP 503 from the push service", schedule: null }] }, t0);
+    const later = new Date(t0.getTime() + LEASE_MS);
 
     const afterGrace = { unsentBefore: new Date(t0.getTime() + SECOND), lostBefore: new Date(t0.getTime() - 1), upSince: null, limit: 1000 };
-    const resent = (await pendingEvents(db, afterGrace, t0)).map(({ event_id }) => event_id);
+    const resent = (await pendingEvents(db, afterGrace, later)).map(({ event_id }) => event_id);
     expect(resent).toContain(unclaimed.event_id);
     expect(resent).not.toContain(claimed.event_id);
-    const lost = (await pendingEvents(db, { ...afterGrace, lostBefore: t0 }, t0)).map(({ event_id }) => event_id);
+    const lost = (await pendingEvents(db, { ...afterGrace, lostBefore: t0 }, later)).map(({ event_id }) => event_id);
     expect(lost).toContain(claimed.event_id);
+  });
+
+  it("a failed attempt that dead-letters the event keeps its claim until the dead letter is stored: no other delivery takes it meanwhile", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 401 from the push service", schedule: null }] }, t0);
+    expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
+    expect(await deadLetter(db, event.event_id, t0)).toBe(true);
+    expect(await stateOf(event.event_id, t0)).toBe("failed");
+    expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "gone" }]);
   });
 
   it("two copies of one event in one batch: the first is claimed, the second finds it held", async () => {
