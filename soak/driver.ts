@@ -125,18 +125,7 @@ export class FaultDriver {
    * would leave them hanging.
    */
   async outsideRestarts<T>(work: () => Promise<T>): Promise<T> {
-    for (;;) {
-      const [due, restarting] = [this.#restartDue, this.#restarting];
-      await Promise.all([due, restarting]);
-      if (due === this.#restartDue && restarting === this.#restarting) break;
-    }
-    const running = work();
-    this.#operatorWork.add(running);
-    try {
-      return await running;
-    } finally {
-      this.#operatorWork.delete(running);
-    }
+    return this.#outside(work, this.#operatorWork, true);
   }
 
   /** Ends every fault still on, struck or not. */
@@ -170,22 +159,28 @@ export class FaultDriver {
     });
   }
 
+  /** Runs the driver's own `work` on the runtime with no restart under way. */
+  #call<T>(work: () => Promise<T>): Promise<T> {
+    return this.#outside(work, this.#calls, false);
+  }
+
   /**
-   * Runs `work` on the runtime with no restart under way: the check and the start are one
-   * synchronous step, so a restart that begins later finds the call among those it waits out.
+   * Runs `work` once no restart is under way (nor, with `dueToo`, due), kept in `running` while it
+   * runs: the check and the start are one synchronous step, so a restart that begins later finds
+   * it among the work it waits out.
    */
-  async #call<T>(work: () => Promise<T>): Promise<T> {
+  async #outside<T>(work: () => Promise<T>, running: Set<Promise<unknown>>, dueToo: boolean): Promise<T> {
     for (;;) {
-      const restarting = this.#restarting;
-      await restarting;
-      if (restarting === this.#restarting) break;
+      const [due, restarting] = [this.#restartDue, this.#restarting];
+      await Promise.all([dueToo ? due : undefined, restarting]);
+      if ((!dueToo || due === this.#restartDue) && restarting === this.#restarting) break;
     }
-    const running = work();
-    this.#calls.add(running);
+    const started = work();
+    running.add(started);
     try {
-      return await running;
+      return await started;
     } finally {
-      this.#calls.delete(running);
+      running.delete(started);
     }
   }
 
