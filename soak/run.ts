@@ -32,7 +32,8 @@ const USAGE = `Usage: npm run soak -- [--seconds <n>] [--concurrency <n>] [--see
 
   --seconds <n>       seconds of load, faults among them (default ${defaults().seconds})
   --concurrency <n>   POS tills sending at once, one client each (default ${defaults().concurrency})
-  --seed <n>          replays a run: the same fault plan and load mix (default: a new one, printed)`;
+  --seed <n>          replays a run: the same fault plan and load mix (default: a new one, printed)
+  --log <file>        writes every line the Workers log to <file>, for a failed run's post-mortem`;
 
 /** The cron's period: a minute in production, short here so that re-sends play out within the run. */
 const CRON_PERIOD_MS = 2000;
@@ -58,6 +59,7 @@ await runCli(USAGE, async (argv) => {
     seconds: { type: "string", default: String(defaults().seconds) },
     concurrency: { type: "string", default: String(defaults().concurrency) },
     seed: { type: "string" },
+    log: { type: "string" },
   });
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const seconds = positiveInteger("--seconds", values.seconds);
@@ -75,7 +77,7 @@ await runCli(USAGE, async (argv) => {
     prng: prng.fork("receiver"),
     pushTimeoutMs: Number(SOAK_VARS.notifier.PUSH_TIMEOUT_SECONDS) * 1000,
   });
-  const runtime = await startSoakRuntime(bundles, receiver.url, secret);
+  const runtime = await startSoakRuntime(bundles, receiver.url, secret, values.log);
   console.log(`Built and started in ${secondsSince(started)} s; ${seconds} s of load from ${concurrency} tills, ${plan.length} planned faults.`);
   try {
     const clients = await Promise.all(

@@ -6,7 +6,7 @@
  * shortened through the Workers' own vars (SOAK_VARS). Storage lives in a directory of its own, so
  * that a restart of the runtime keeps it, and is removed on dispose.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions, type MiniflareOptions } from "miniflare";
@@ -137,7 +137,9 @@ export function buildSoakBundles(): SoakBundles {
 }
 
 /** Starts both wrapped Workers on fresh storage, pushing to `pushUrl` signed with `pushSecret`. */
-export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pushSecret: string): Promise<SoakRuntime> {
+export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pushSecret: string, logFile?: string): Promise<SoakRuntime> {
+  // Every line the Workers log, kept whole for the run's post-mortem (`--log`).
+  const log = logFile === undefined ? undefined : createWriteStream(logFile);
   const storage = mkdtempSync(path.join(tmpdir(), "receipts-soak-"));
   // The API keeps its port across restarts, so that the POS clients need not be told of a new one.
   const apiPort = await freePort();
@@ -153,6 +155,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     // stores, where the erasure scans read it.
     unsafeObservability: true,
     handleStructuredLogs: ({ level, message }) => {
+      log?.write(`${message}\n`);
       // The failures the soak injects itself would crowd out the ones that explain a problem.
       if ((level !== "warn" && level !== "error") || INJECTED_MESSAGES.some((text) => message.includes(text))) return;
       problems.push(message);
@@ -249,6 +252,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     recentProblems: () => [...problems],
     async dispose() {
       await mf.dispose();
+      log?.end();
       rmSync(storage, { recursive: true, force: true });
     },
   };

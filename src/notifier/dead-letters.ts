@@ -1,7 +1,11 @@
 /**
  * The dead-letter queue's consumer: keeps each event that could not be delivered in D1, with its
- * last error, where `npm run notices -- failed` lists it and `replay` sends it again. A bundle of
- * the cron's is not a dead letter of its own: its events go back to the notices queue one by one.
+ * last error, where `npm run notices -- failed` lists it and `replay` sends it again. Only an
+ * event whose retrying is over is one: a message also comes here when it met the queue's retries,
+ * which count a copy's reasons of its own (held by another delivery, a claim run out behind a slow
+ * push service, a D1 failure), and an event still within its retry window stays in the outbox, to
+ * its schedule. A bundle of the cron's is not a dead letter of its own either: its events go back
+ * to the notices queue one by one.
  */
 import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
@@ -12,8 +16,12 @@ import { shardOfId, shardsOf } from "../storage/shards.ts";
 /** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
 
-/** Stores the event of one dead-lettered message and acks it; retries it if D1 fails, so none is dropped. */
-export async function storeDeadLetter(message: Message<QueuedNotice>, env: NotifierEnv, now = new Date()): Promise<void> {
+/**
+ * Stores the event of one dead-lettered message whose retrying is over (a window of `windowMs`)
+ * and acks it; acks one still within its window, leaving it to its schedule; retries it if D1
+ * fails, so none is dropped.
+ */
+export async function storeDeadLetter(message: Message<QueuedNotice>, env: NotifierEnv, windowMs: number, now = new Date()): Promise<void> {
   const { event_id } = message.body;
   const receipt_id = receiptOf(message.body);
   try {
@@ -21,18 +29,20 @@ export async function storeDeadLetter(message: Message<QueuedNotice>, env: Notif
     // until the binding is back.
     const shard = shardOfId(shardsOf(env), event_id);
     if (!shard) throw new Error(`event_id names no shard of this Worker: ${event_id}`);
-    const stored = await deadLetter(shard.db, event_id, now);
-    logLine(stored ? "error" : "info", "notice-failed", {
-      event_id,
-      receipt_id,
-      outcome: stored ? "stored as failed notice" : "nothing to store (delivered, or stored before)",
-    });
+    const outcome = await deadLetter(shard.db, event_id, now, windowMs);
+    logLine(outcome === "failed" ? "error" : "info", "notice-failed", { event_id, receipt_id, outcome: DEAD_LETTER_OUTCOMES[outcome] });
     message.ack();
   } catch (error) {
     logLine("error", "notice-failed", { event_id, receipt_id, outcome: "store failed; retried", cause: describeError(error) });
     message.retry({ delaySeconds: 30 });
   }
 }
+
+const DEAD_LETTER_OUTCOMES = {
+  failed: "stored as failed notice",
+  scheduled: "not stored: within its retry window, left to its schedule",
+  gone: "nothing to store (delivered, or stored before)",
+} as const;
 
 /**
  * Sends each event of a bundle that met its queue retries back to the notices queue as a message

@@ -28,7 +28,9 @@ export function createNotifier(isolate: IsolateState = { timing: {}, target: {},
       if (batch.queue === FAILED_NOTICES_QUEUE) {
         await Promise.all(
           batch.messages.map((message) =>
-            "events" in message.body ? unbundle(message as Message<NoticeBundle>, env) : storeDeadLetter(message as Message<QueuedNotice>, env),
+            "events" in message.body
+              ? unbundle(message as Message<NoticeBundle>, env)
+              : storeDeadLetter(message as Message<QueuedNotice>, env, deliveryTiming(env, isolate.timing).retry.windowMs),
           ),
         );
         return;

@@ -39,17 +39,22 @@ export type NextAttempt = { deadLetter: false; nextAttemptAt: Date; retryUntil: 
 
 /**
  * The next attempt of an event whose attempt number `attempts` failed at `now`. Its window opens
- * at the first failed attempt (`retryUntil` is null until then); the last attempt falls on the
- * window's end, and one that fails there or later dead-letters the event.
+ * at the first failed attempt (`retryUntil` is null until then) and counts only the time the push
+ * service was up: `pausedMs`, how long it was down as a whole since (at most a window), moves the
+ * end later, since the notifier held the event back meanwhile and an outage shorter than the
+ * window must leave it its retries. The last attempt falls on the window's end, and one that fails
+ * there or later dead-letters the event. `retryUntil` in the answer is the window as opened, for
+ * the outbox to keep; the down time is added anew at each attempt.
  */
 export function nextAttempt(
-  attempt: { attempts: number; retryUntil: Date | null; retryAfterSeconds?: number },
+  attempt: { attempts: number; retryUntil: Date | null; pausedMs?: number; retryAfterSeconds?: number },
   schedule: RetrySchedule,
   now: Date,
   random = Math.random(),
 ): NextAttempt {
   const retryUntil = attempt.retryUntil ?? new Date(now.getTime() + schedule.windowMs);
-  if (now >= retryUntil) return { deadLetter: true };
+  const windowEnd = retryUntil.getTime() + Math.min(Math.max(attempt.pausedMs ?? 0, 0), schedule.windowMs);
+  if (now.getTime() >= windowEnd) return { deadLetter: true };
   const due = now.getTime() + retryDelaySeconds(attempt.attempts, schedule, random, attempt.retryAfterSeconds) * 1000;
-  return { deadLetter: false, nextAttemptAt: new Date(Math.min(due, retryUntil.getTime())), retryUntil };
+  return { deadLetter: false, nextAttemptAt: new Date(Math.min(due, windowEnd)), retryUntil };
 }

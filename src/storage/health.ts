@@ -10,7 +10,7 @@ import { outboxHealthColumns, type OutboxHealth } from "./outbox/statements.ts";
 import { statement, type Statement } from "./statement.ts";
 
 /** The newest file of migrations/ this code was written for; a shard whose newest applied migration is older lags. */
-export const EXPECTED_MIGRATION = "0022_deflated_bodies.sql";
+export const EXPECTED_MIGRATION = "0023_paused_retry_windows.sql";
 
 /** Counts of undelivered events and failed notices stop here. */
 export const HEALTH_COUNT_CAP = 10_000;

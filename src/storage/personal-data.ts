@@ -182,6 +182,7 @@ export const D1_TABLES = {
       last_error: NOT_PERSONAL,
       next_attempt_at: NOT_PERSONAL,
       retry_until: NOT_PERSONAL,
+      window_down_ms: NOT_PERSONAL,
       archived_body: {
         holds: ["receipt"],
         reach: {
@@ -318,7 +319,7 @@ export const D1_TABLES = {
     },
   },
   push_endpoint: {
-    columns: { id: NOT_PERSONAL, down_since: NOT_PERSONAL, probe_at: NOT_PERSONAL, up_since: NOT_PERSONAL },
+    columns: { id: NOT_PERSONAL, down_since: NOT_PERSONAL, probe_at: NOT_PERSONAL, up_since: NOT_PERSONAL, down_ms: NOT_PERSONAL },
   },
   // Views: an insert into one writes `receipts` and `notice_outbox` (migrations 0014, 0015, 0018, 0022), and none holds a row.
   receipt_adds: { columns: viewColumns(["receipt_id", "chain_id", "client_id", "app_user_id", "body", "created_at", "event_id", "event_payload", "event_at"]) },

@@ -19,6 +19,7 @@ import { FAILED_NOTICES_QUEUE } from "../../src/notifier/dead-letters.ts";
 import { createNotifier } from "../../src/notifier/index.ts";
 import { nextAttempt, retryDelaySeconds } from "../../src/notifier/retry.ts";
 import { replayFailed } from "../../src/storage/outbox/statements.ts";
+import { markEndpointDown, markEndpointUp } from "../../src/storage/outbox/operations.ts";
 import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { runBatch } from "../../src/storage/statement.ts";
 import { uniqueId } from "../support/api.ts";
@@ -373,6 +374,58 @@ describe("docs/reliability.md#delivery-for-days a failed push's next attempt is 
     expect(attempts).toBeLessThan(150);
   });
 
+  it("the time the push service was down as a whole does not count against an event's window, up to a window more", () => {
+    const { retry } = deliveryTiming(notifierEnv());
+    const t0 = new Date("2026-11-23T12:00:00.000Z");
+    const retryUntil = new Date(t0.getTime() + retry.windowMs);
+    const hour = 3600_000;
+    // Failed after its window's end, with 5 hours of outage since it opened: 5 hours more.
+    const late = new Date(retryUntil.getTime() + hour);
+    const next = nextAttempt({ attempts: 40, retryUntil, pausedMs: 5 * hour }, retry, late, 0.5);
+    expect(next).toMatchObject({ deadLetter: false, retryUntil });
+    if (next.deadLetter) return;
+    expect(next.nextAttemptAt.getTime()).toBeLessThanOrEqual(retryUntil.getTime() + 5 * hour);
+    expect(nextAttempt({ attempts: 40, retryUntil, pausedMs: 5 * hour }, retry, new Date(retryUntil.getTime() + 5 * hour), 0.5)).toEqual({ deadLetter: true });
+    // However long the outage, an event is dead-lettered two windows after it first failed at the latest.
+    expect(nextAttempt({ attempts: 40, retryUntil, pausedMs: 10 * retry.windowMs }, retry, new Date(retryUntil.getTime() + retry.windowMs), 0.5)).toEqual({
+      deadLetter: true,
+    });
+  });
+
+  it("an outage while an event waits leaves it its retries: a failure past its window's first end is scheduled, not dead-lettered", async () => {
+    const [waited, control] = [await recordedNotice(), await recordedNotice()];
+    answers = [503];
+    expect(await deliver(NOTICES_QUEUE, [waited, control].map((notice) => ({ notice, attempts: 1 })))).toEqual({ acked: 2, retried: [] });
+    // Both windows opened 73 hours ago (72 hours long): the rows' first failures set back.
+    const hour = 3600_000;
+    const now = Date.now();
+    for (const notice of [waited, control]) {
+      await dbOf(notice.event_id).prepare("UPDATE notice_outbox SET retry_until = ?1 WHERE event_id = ?2").bind(new Date(now - hour).toISOString(), notice.event_id).run();
+    }
+    // With no outage since, the next failure is past the window: dead-lettered.
+    expect(await deliver(NOTICES_QUEUE, [{ notice: control, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
+    expect(deadLetters).toEqual([control]);
+    // That failure was the third in a row, which this isolate took for an outage of its own: the
+    // one below stands in for it.
+    await forgetPushEndpoint();
+    notifier = createNotifier();
+
+    // An outage of two hours that ended an hour ago: the notifier held the event back meanwhile.
+    const dbs = SHARDS.map((shard) => shard.db);
+    await markEndpointDown(dbs, new Date(now - 3 * hour), 1000);
+    await markEndpointUp(dbs, new Date(now - hour));
+    const [opened] = await outboxRows(waited.receipt_id);
+    expect(await deliver(NOTICES_QUEUE, [{ notice: waited, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
+    expect(deadLetters).toEqual([control]);
+    const [rescheduled] = await outboxRows(waited.receipt_id);
+    expect(rescheduled).toMatchObject({ attempts: 2, retry_until: opened!.retry_until, delivered_at: null });
+    // Its next attempt falls within the hour its window has left.
+    expect(Date.parse(rescheduled!.next_attempt_at!)).toBeLessThanOrEqual(now + hour);
+    // Nor does the dead-letter queue's consumer take it, should a copy of it end there.
+    await deliver(FAILED_NOTICES_QUEUE, [{ notice: waited, attempts: 11 }]);
+    expect(await failedRows(waited.receipt_id)).toEqual([]);
+  });
+
   it("the timing settings: the claim outlasts three push timeouts; one that is not a positive number fails naming it", () => {
     expect(deliveryTiming(notifierEnv({ PUSH_TIMEOUT_SECONDS: "2" }))).toMatchObject({ pushTimeoutMs: 2000, claimMs: 6000 });
     for (const name of ["PUSH_TIMEOUT_SECONDS", "RETRY_FIRST_DELAY_SECONDS", "RETRY_MAX_DELAY_SECONDS", "PUSH_PROBE_SECONDS"] as const) {
@@ -653,6 +706,30 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
     pushes = [];
     expect((await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }])).acked).toBe(1);
     expect(pushes).toHaveLength(1);
+    expect((await outboxRows(notice.receipt_id))[0]!.delivered_at).not.toBeNull();
+  });
+
+  it("a copy that met the queue's retries while its event is within its retry window is no dead letter: the event stays to its schedule and is delivered when due", async () => {
+    const notice = await recordedNotice();
+    answers = [500];
+    expect(await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
+    const [scheduled] = await outboxRows(notice.receipt_id);
+    expect(scheduled!.next_attempt_at).not.toBeNull();
+    // Another copy of it (a re-send, a bundle's event) held, then run out of claims, ten times over.
+    expect(await deliver(FAILED_NOTICES_QUEUE, [{ notice, attempts: 11 }])).toEqual({ acked: 1, retried: [] });
+    expect(await failedRows(notice.receipt_id)).toEqual([]);
+    expect(await outboxRows(notice.receipt_id)).toMatchObject([
+      { event_id: notice.event_id, delivered_at: null, next_attempt_at: scheduled!.next_attempt_at, last_error: "HTTP 500 from the push service" },
+    ]);
+
+    // The cron job hands it over when its attempt is due, and the push service is back.
+    const sent: QueuedNotice[] = [];
+    const queue = { sendBatch: async (messages: { body: NoticeMessage }[]) => void sent.push(...messages.flatMap((m) => noticesOf(m.body))) };
+    const due = new Date(Date.parse(scheduled!.next_attempt_at!) + 1);
+    await resendPendingNotices({ NOTICES: queue as unknown as Queue<NoticeMessage> }, shardOfId(SHARDS, notice.event_id)!, due, apiConfig(env));
+    expect(sent.filter((body) => body.event_id === notice.event_id)).toEqual([notice]);
+    answers = [200];
+    expect((await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }])).acked).toBe(1);
     expect((await outboxRows(notice.receipt_id))[0]!.delivered_at).not.toBeNull();
   });
 

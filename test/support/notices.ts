@@ -92,7 +92,7 @@ export interface OutboxRow {
  * other tests run beside the API.
  */
 export async function forgetPushEndpoint(): Promise<void> {
-  for (const { db } of SHARDS) await db.prepare("UPDATE push_endpoint SET down_since = NULL, probe_at = NULL, up_since = NULL").run();
+  for (const { db } of SHARDS) await db.prepare("UPDATE push_endpoint SET down_since = NULL, probe_at = NULL, up_since = NULL, down_ms = 0").run();
 }
 
 export async function outboxRows(receiptId: string): Promise<OutboxRow[]> {

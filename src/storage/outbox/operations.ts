@@ -22,6 +22,7 @@ import {
   purgeDelivered as purgeStatement,
   recordFailedAttempt,
   stateOfRow,
+  undeliveredEvent,
   type EventState,
   type OutboxRowState,
 } from "./statements.ts";
@@ -67,9 +68,11 @@ export type Claim =
   /**
    * `body`: the receipt's stored body, which a created event's push carries; null once deleted.
    * `retryUntil`: the end of its retry window, null before any attempt failed.
+   * `pausedMs`: how long the push service was down as a whole since its window opened, which the
+   * window does not count (0 before it opened).
    * `endpointDown`: the shard's copy of the push service's state says down.
    */
-  | { status: "claimed"; payload: string; attempts: number; retryUntil: Date | null; body: string | null; endpointDown: boolean }
+  | { status: "claimed"; payload: string; attempts: number; retryUntil: Date | null; pausedMs: number; body: string | null; endpointDown: boolean }
   | { status: "delivered" }
   | { status: "held"; until: Date }
   | { status: "gone" };
@@ -104,7 +107,8 @@ export async function claimEvents(
       claims.delete(eventId);
       const retryUntil = row.retry_until === null ? null : new Date(row.retry_until);
       const body = bodies.get(eventId)!;
-      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, body, endpointDown: row.endpoint_down === 1 };
+      const pausedMs = Math.max(0, row.paused_ms ?? 0);
+      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, pausedMs, body, endpointDown: row.endpoint_down === 1 };
     }
     return claimedIds.has(eventId) ? { status: "held", until } : unclaimed(rows.get(eventId), now);
   });
@@ -115,6 +119,7 @@ type ClaimedRow = ReceiptColumns & {
   payload: string;
   attempts: number;
   retry_until: string | null;
+  paused_ms: number | null;
   endpoint_down: number;
 };
 
@@ -174,19 +179,24 @@ export async function settleEvents(
 ): Promise<void> {
   const statements = [
     ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now)] : []),
-    ...outcome.failed.map(({ eventId, error, schedule }) => recordFailedAttempt(eventId, error, schedule)),
+    ...outcome.failed.map(({ eventId, error, schedule }) => recordFailedAttempt(eventId, error, schedule, now)),
     ...(outcome.upAt ? [markEndpointUpIfDown(outcome.upAt)] : []),
   ];
   if (statements.length > 0) await runBatch(db, statements);
 }
 
 /**
- * Moves an undelivered event from the outbox to the failed events, keeping its last error.
- * Returns false when there was nothing to move: delivered after all, or moved already.
+ * What the dead-letter queue's consumer makes of an event at `now`: `failed`, moved from the
+ * outbox to the failed events with its last error, when its retrying is over (a refusal, its
+ * retry window of `windowMs` ended, the push service's down time not counted, or no push failed
+ * in as long since it was made); else
+ * `scheduled`, left in the outbox, where its schedule or the cron's re-send of a lost copy brings
+ * it back (see {@link moveToFailed}); or `gone`: delivered after all, or moved already.
  */
-export async function deadLetter(db: D1Database, eventId: string, now: Date): Promise<boolean> {
-  const [moved] = await runBatch(db, moveToFailed(eventId, now));
-  return moved!.meta.changes === 1;
+export async function deadLetter(db: D1Database, eventId: string, now: Date, windowMs: number): Promise<"failed" | "scheduled" | "gone"> {
+  const [moved, , left] = await runBatch(db, [...moveToFailed(eventId, now, windowMs), undeliveredEvent(eventId)]);
+  if (moved!.meta.changes === 1) return "failed";
+  return left!.results.length > 0 ? "scheduled" : "gone";
 }
 
 /**

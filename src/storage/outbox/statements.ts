@@ -242,11 +242,36 @@ function storedReceiptColumns(receiptId: string): string {
 }
 
 /**
+ * SQL of the time (ms) the push service was down as a whole, summed, on this shard's copy of its
+ * state at `now` (an SQL parameter): the outages that ended, and the one going on (migration 0023).
+ */
+function downMsAt(now: string): string {
+  return `(SELECT down_ms + CASE WHEN down_since IS NULL THEN 0 ELSE MAX(0, ${msOf(now)} - ${msOf("down_since")}) END
+    FROM push_endpoint WHERE id = 1)`;
+}
+
+/** SQL of the ISO time `isoTime` (an SQL expression) in whole milliseconds (of the Julian day count: for differences). */
+function msOf(isoTime: string): string {
+  return `CAST(round(julianday(${isoTime}) * 86400000) AS INTEGER)`;
+}
+
+/**
+ * SQL of the time (ms) the push service was down since the retry window of the outbox row at hand
+ * opened, at `now`; NULL before its window opened. An event's window counts only the time the push
+ * service was up: while it is down the notifier holds the event back ({@link takeProbe}), and
+ * its window is not to run out meanwhile.
+ */
+function pausedMsAt(now: string): string {
+  return `${downMsAt(now)} - notice_outbox.window_down_ms`;
+}
+
+/**
  * → claimed: takes the events for one push attempt until `until`, unless delivered, held by an
  * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
  * row for those. A claim also marks the event enqueued at `now`: its queue copy arrived, so the
  * cron job leaves it to its schedule until it counts as lost. Rows: `event_id`, `payload`,
- * `attempts`, `retry_until`, the receipt's stored columns ({@link storedReceiptColumns}), which a
+ * `attempts`, `retry_until`, `paused_ms` (the push service's down time since its window opened,
+ * {@link pausedMsAt}), the receipt's stored columns ({@link storedReceiptColumns}), which a
  * created event's push carries (`body` null once the receipt is deleted), and `endpoint_down`, 1
  * while the shard's copy of the push service's state says down.
  */
@@ -256,7 +281,7 @@ export function claimEvents(eventIds: readonly string[], until: Date, now: Date)
     WHERE event_id IN (SELECT value FROM json_each(?1))
       AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
-    RETURNING event_id, payload, attempts, retry_until,
+    RETURNING event_id, payload, attempts, retry_until, ${pausedMsAt("?3")} AS paused_ms,
       ${storedReceiptColumns("notice_outbox.receipt_id")},
       (SELECT down_since IS NOT NULL FROM push_endpoint WHERE id = 1) AS endpoint_down`,
     JSON.stringify(eventIds),
@@ -291,23 +316,29 @@ export function markDelivered(eventIds: readonly string[], now: Date): Statement
 /**
  * claimed → enqueued: keeps the attempt's error, frees the claim (a copy that comes early may try
  * at once), and records when the next attempt is due and the end of the event's retry window.
- * With no schedule the event is on its way to the dead letters, and its claim stays until it
- * runs out: a copy that came meanwhile (a re-send, a bundle retried whole) would push a refused
- * event again, and a failure of that push would be the last error the operator reads.
+ * The window's first failure also notes the push service's down time so far, which the window
+ * does not count ({@link pausedMsAt}). With no schedule the event is on its way to the dead
+ * letters: its window ends at `now`, with no down time to add, which is what lets the
+ * dead-letter queue's consumer move it ({@link moveToFailed}), and its claim
+ * stays until it runs out: a copy that came meanwhile (a re-send, a bundle retried whole) would
+ * push a refused event again, and a failure of that push would be the last error the operator reads.
  */
 export function recordFailedAttempt(
   eventId: string,
   error: string,
   schedule: { nextAttemptAt: Date; retryUntil: Date } | null,
+  now: Date,
 ): Statement {
   return statement(
     `UPDATE notice_outbox SET last_error = ?2, claimed_until = CASE WHEN ?3 IS NULL THEN claimed_until END, next_attempt_at = ?3,
-      retry_until = COALESCE(?4, retry_until)
+      retry_until = COALESCE(?4, retry_until),
+      window_down_ms = CASE WHEN ?3 IS NULL THEN NULL ELSE COALESCE(window_down_ms, ${downMsAt("?5")}) END
     WHERE event_id = ?1`,
     eventId,
     error,
     schedule?.nextAttemptAt.toISOString() ?? null,
-    schedule?.retryUntil.toISOString() ?? null,
+    (schedule?.retryUntil ?? now).toISOString(),
+    now.toISOString(),
   );
 }
 
@@ -315,24 +346,40 @@ export function recordFailedAttempt(
 const NO_ERROR_RECORDED = "dead-lettered with no failed attempt recorded";
 
 /**
- * → failed: moves an undelivered event from the outbox to the failed events at `now`, keeping
- * its attempts and last error, as one batch of two. A delivered one stays where it is (another
- * copy got through); a second move of one event changes nothing. The first statement's change
- * count says whether it moved.
+ * → failed: moves an undelivered event whose retrying is over from the outbox to the failed
+ * events at `now`, keeping its attempts and last error, as one batch of two. Over means its retry
+ * window of `windowMs` ended by `now`, the push service's down time since it opened added (a
+ * refusal ends it at once, {@link recordFailedAttempt}), or, for an event no push of which failed
+ * yet, that it was made a window or more before `now`. Any
+ * other stays where it is, to its schedule: the queue dead-letters a message that met its retries
+ * for reasons of its own (copies held by another delivery, claims run out behind a slow push
+ * service, D1 failures), and such an event is on the cron's way back to the queue, not dead. A
+ * delivered one stays too (another copy got through); a second move of one event changes nothing.
+ * The first statement's change count says whether it moved.
  */
-export function moveToFailed(eventId: string, now: Date): [Statement, Statement] {
+export function moveToFailed(eventId: string, now: Date, windowMs: number): [Statement, Statement] {
+  // The window's end, the down time since it opened added (at most a window more), as {@link pausedMsAt}.
+  const over = (windowParam: string) => `event_id = ?1 AND delivered_at IS NULL AND (
+      (retry_until IS NOT NULL AND ${msOf("retry_until")} + MIN(MAX(COALESCE(${pausedMsAt("?2")}, 0), 0), ${windowParam}) <= ${msOf("?2")})
+      OR (retry_until IS NULL AND ${msOf("created_at")} + ${windowParam} <= ${msOf("?2")}))`;
   return [
     statement(
       `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error)
       SELECT event_id, receipt_id, payload, created_at, ?2, attempts, COALESCE(last_error, ?3)
-      FROM notice_outbox WHERE event_id = ?1 AND delivered_at IS NULL
+      FROM notice_outbox WHERE ${over("?4")}
       ON CONFLICT (event_id) DO NOTHING`,
       eventId,
       now.toISOString(),
       NO_ERROR_RECORDED,
+      windowMs,
     ),
-    statement("DELETE FROM notice_outbox WHERE event_id = ?1 AND delivered_at IS NULL", eventId),
+    statement(`DELETE FROM notice_outbox WHERE ${over("?3")}`, eventId, now.toISOString(), windowMs),
   ];
+}
+
+/** The event `eventId` if it is in the outbox undelivered: one row, `event_id`, or none. */
+export function undeliveredEvent(eventId: string): Statement {
+  return statement("SELECT event_id FROM notice_outbox WHERE event_id = ?1 AND delivered_at IS NULL", eventId);
 }
 
 /**
@@ -368,7 +415,7 @@ export function replayFailed(eventIds: readonly string[]): [Statement, Statement
       `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at, attempts, last_error)
       SELECT event_id, receipt_id, payload, created_at, 0, last_error FROM failed_notices WHERE ${chosen}
       ON CONFLICT (event_id) DO UPDATE SET enqueued_at = NULL, delivered_at = NULL, claimed_until = NULL, attempts = 0,
-        next_attempt_at = NULL, retry_until = NULL`,
+        next_attempt_at = NULL, retry_until = NULL, window_down_ms = NULL`,
       ids,
     ),
     statement(`DELETE FROM failed_notices WHERE ${chosen} RETURNING event_id, receipt_id`, ids),
@@ -583,9 +630,12 @@ export function markEndpointDown(now: Date, probeAt: Date): Statement {
   );
 }
 
-/** A probe got through at `now`: the push service is up, and what waited before now goes out. */
+/**
+ * A probe got through at `now`: the push service is up, what waited before now goes out, and the
+ * outage's length joins the down time that no event's retry window counts.
+ */
 export function markEndpointUp(now: Date): Statement {
-  return statement("UPDATE push_endpoint SET down_since = NULL, up_since = ?1 WHERE id = 1", now.toISOString());
+  return statement(`UPDATE push_endpoint SET down_ms = ${downMsAt("?1")}, down_since = NULL, up_since = ?1 WHERE id = 1`, now.toISOString());
 }
 
 /**
@@ -595,7 +645,8 @@ export function markEndpointUp(now: Date): Statement {
  */
 export function markEndpointUpIfDown(now: Date): Statement {
   return statement(
-    "UPDATE push_endpoint SET down_since = NULL, up_since = ?1 WHERE id = 1 AND down_since IS NOT NULL AND down_since <= ?1",
+    `UPDATE push_endpoint SET down_ms = ${downMsAt("?1")}, down_since = NULL, up_since = ?1
+    WHERE id = 1 AND down_since IS NOT NULL AND down_since <= ?1`,
     now.toISOString(),
   );
 }

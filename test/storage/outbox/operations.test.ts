@@ -36,6 +36,8 @@ const shard = SHARDS[0]!;
 const db = shard.db;
 const LEASE_MS = 60_000;
 const SECOND = 1000;
+/** The retry window, 72 hours deployed. */
+const WINDOW_MS = 72 * 3_600 * SECOND;
 
 /** Where an event is in its life at `now`, read from the two tables. */
 async function stateOf(eventId: string, now: Date): Promise<EventState> {
@@ -93,7 +95,7 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     expect(notYetLost.map(({ event_id }) => event_id)).not.toContain(event.event_id);
 
     const [first] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, retryUntil: null, body: null, endpointDown: false });
+    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, retryUntil: null, pausedMs: 0, body: null, endpointDown: false });
     expect(await stateOf(event.event_id, t0)).toBe("claimed");
     // A second delivery of the same event waits until the claim runs out.
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
@@ -108,7 +110,7 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     await settleEvents(db, { delivered: [event.event_id], failed: [] }, t1);
     expect(await stateOf(event.event_id, t1)).toBe("delivered");
     expect(await claimEvents(db, [event.event_id], t1, LEASE_MS)).toEqual([{ status: "delivered" }]);
-    expect(await deadLetter(db, event.event_id, t1)).toBe(false);
+    expect(await deadLetter(db, event.event_id, t1, WINDOW_MS)).toBe("gone");
     expect(await stateOf(event.event_id, t1)).toBe("delivered");
 
     await purgeDelivered(db, new Date(t1.getTime() - 1), 1000);
@@ -150,7 +152,7 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     await claimEvents(db, [event.event_id], t0, LEASE_MS);
     await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 401 from the push service", schedule: null }] }, t0);
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
-    expect(await deadLetter(db, event.event_id, t0)).toBe(true);
+    expect(await deadLetter(db, event.event_id, t0, WINDOW_MS)).toBe("failed");
     expect(await stateOf(event.event_id, t0)).toBe("failed");
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "gone" }]);
   });
@@ -198,6 +200,31 @@ describe("outbox: the retry schedule kept in the event's row", () => {
 });
 
 describe("outbox: dead letters and their replay", () => {
+  it("a dead letter of an event within its retry window moves nothing: the event stays to its schedule, and is handed over when due", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + WINDOW_MS) };
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 500 from the push service", schedule }] }, t0);
+    // The queue dead-letters a copy that met its retries for reasons of its own, seconds later.
+    const later = new Date(t0.getTime() + 5 * SECOND);
+    expect(await deadLetter(db, event.event_id, later, WINDOW_MS)).toBe("scheduled");
+    expect(await stateOf(event.event_id, later)).toBe("enqueued");
+    const due = new Date(t0.getTime() + 10 * SECOND);
+    const since = { unsentBefore: due, lostBefore: t0, upSince: null, limit: 1000 };
+    expect((await pendingEvents(db, since, due)).map(({ event_id }) => event_id)).toContain(event.event_id);
+    // Once its window is over, a dead letter of it is one.
+    expect(await deadLetter(db, event.event_id, schedule.retryUntil, WINDOW_MS)).toBe("failed");
+  });
+
+  it("a dead letter of an event no push of which failed yet, within its window since it was made, moves nothing", async () => {
+    const t0 = new Date();
+    const event = await recordedEvent(t0);
+    await claimEvents(db, [event.event_id], t0, LEASE_MS);
+    expect(await deadLetter(db, event.event_id, new Date(t0.getTime() + WINDOW_MS - SECOND), WINDOW_MS)).toBe("scheduled");
+    expect(await stateOf(event.event_id, t0)).toBe("claimed");
+  });
+
   it("failed keeps the attempts and last error; a second dead letter moves nothing; replay brings it back as recorded", async () => {
     const t0 = new Date();
     const event = await recordedEvent(t0);
@@ -205,11 +232,11 @@ describe("outbox: dead letters and their replay", () => {
     await claimEvents(db, [event.event_id], t0, LEASE_MS);
     await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 410 from the push service", schedule: null }] }, t0);
 
-    expect(await deadLetter(db, event.event_id, t0)).toBe(true);
+    expect(await deadLetter(db, event.event_id, t0, WINDOW_MS)).toBe("failed");
     expect(await stateOf(event.event_id, t0)).toBe("failed");
     const failed = await db.prepare("SELECT attempts, last_error, failed_at FROM failed_notices WHERE event_id = ?1").bind(event.event_id).first();
     expect(failed).toEqual({ attempts: 1, last_error: "HTTP 410 from the push service", failed_at: t0.toISOString() });
-    expect(await deadLetter(db, event.event_id, t0)).toBe(false);
+    expect(await deadLetter(db, event.event_id, t0, WINDOW_MS)).toBe("gone");
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "gone" }]);
 
     const [, removed] = await runBatch(db, replayFailed([event.event_id]));
@@ -236,10 +263,10 @@ describe("outbox: dead letters and their replay", () => {
     expect(await db.prepare("SELECT COUNT(*) AS n FROM failed_notices").first()).toEqual({ n: 0 });
   });
 
-  it("an event dead-lettered before any failed attempt gets a stand-in for its last error", async () => {
+  it("an event no push of which failed is dead-lettered once its retry window since it was made is over, with a stand-in for its last error", async () => {
     const t0 = new Date();
     const event = await recordedEvent(t0);
-    expect(await deadLetter(db, event.event_id, t0)).toBe(true);
+    expect(await deadLetter(db, event.event_id, new Date(t0.getTime() + WINDOW_MS), WINDOW_MS)).toBe("failed");
     const failed = await db.prepare("SELECT last_error FROM failed_notices WHERE event_id = ?1").bind(event.event_id).first();
     expect(failed).toEqual({ last_error: "dead-lettered with no failed attempt recorded" });
   });
@@ -247,7 +274,7 @@ describe("outbox: dead letters and their replay", () => {
   it("replay without event ids replays every failed event; with ids only those", async () => {
     const t0 = new Date();
     const [one, two] = [await recordedEvent(t0), await recordedEvent(t0)];
-    for (const event of [one, two]) await deadLetter(db, event.event_id, t0);
+    for (const event of [one, two]) await deadLetter(db, event.event_id, new Date(t0.getTime() + WINDOW_MS), WINDOW_MS);
     const [, some] = await runBatch(db, replayFailed([one.event_id]));
     expect(some!.results).toEqual([{ event_id: one.event_id, receipt_id: one.event_id }]);
     expect(await stateOf(two.event_id, t0)).toBe("failed");
@@ -280,7 +307,7 @@ describe("outbox: a receipt's events", () => {
     await runBatch(db, [recordDeletedIfOwned(deleted, "no fence")]);
 
     const [createdClaim] = await claimEvents(db, [created.event_id], t0, LEASE_MS);
-    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, body: '{"total":1}', endpointDown: false });
+    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, pausedMs: 0, body: '{"total":1}', endpointDown: false });
     // Looked at again soon: a push ends long before its claim does.
     expect(await claimEvents(db, [deleted.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + 3 * SECOND) }]);
     expect(await stateOf(deleted.event_id, t0)).toBe("recorded");
@@ -293,7 +320,8 @@ describe("outbox: a receipt's events", () => {
     const t0 = new Date();
     const { created, deleted } = await storedReceiptEvents(t0);
     await runBatch(db, [recordDeletedIfOwned(deleted, "no fence")]);
-    await deadLetter(db, deleted.event_id, t0);
+    // Made a second after t0, its window over since.
+    expect(await deadLetter(db, deleted.event_id, new Date(t0.getTime() + SECOND + WINDOW_MS), WINDOW_MS)).toBe("failed");
     const theReceipt = statement("SELECT ?1", created.receipt_id);
     await runBatch(db, eraseEventsOfReceipts(theReceipt));
     expect(await stateOf(created.event_id, t0)).toBe("purged");
