@@ -9,7 +9,16 @@ export const FLOOR_PATHS = {
   login: "/floor/login",
   add: "/floor/add",
   delete: "/floor/delete",
+  deflate: "/floor/deflate",
 } as const;
+
+/**
+ * The ways to deflate a body that the floor Worker can time (header `deflate-with`): `stream`,
+ * add's own (src/storage/deflate.ts: the runtime's CompressionStream, written and read directly);
+ * `response`, the same stream piped through a Blob into a Response.
+ */
+export const DEFLATES = ["stream", "response"] as const;
+export type Deflate = (typeof DEFLATES)[number];
 
 /** Storage bindings the counting Worker instruments. */
 export type StorageKind = "kv" | "d1" | "queue" | "r2";

@@ -16,7 +16,8 @@ import { countCalls, describeCalls, rowsWritten, type CountedRequest, type Opera
 import { buildAll, bundleSizes, type Bundles } from "./build.ts";
 import { benchNotifier, type NotifierResult } from "./notifier.ts";
 import { sample, summarize, type Measurement, type Sample, type Target } from "./load.ts";
-import { FLOOR_PATHS } from "./protocol.ts";
+import { DEFLATES, FLOOR_PATHS, type Deflate } from "./protocol.ts";
+import { deflateMs } from "./deflate.ts";
 import { APP_USER, addHeaders, logIn, loginHeaders, tokenHeaders } from "./requests.ts";
 import { startRuntime, type Runtime } from "./runtime.ts";
 import { benchTillToApp, type TillToAppRow } from "./till-to-app.ts";
@@ -150,6 +151,16 @@ await runCli(USAGE, async (argv) => {
       failures.push(...count.problems.map((problem) => `${operation}: ${problem}`));
     }
 
+    console.log("\nDeflate per add, CPU in workerd (add's body before its batch; the floor stores it so too):");
+    const deflates: Record<string, Record<Deflate, number>> = {};
+    for (const [size, body] of [["2 KB", receiptBody(2 * KIB)], ["40 KB", receiptBody(40 * KIB)]] as const) {
+      const row = {} as Record<Deflate, number>;
+      for (const deflateWith of DEFLATES) row[deflateWith] = await deflateMs(runtime.urls.floor, body, deflateWith);
+      deflates[size] = row;
+      console.log(`  ${size.padEnd(6)} ${DEFLATES.map((name) => `${name} ${row[name].toFixed(3)} ms`).join(", ")}`);
+    }
+    console.log(`  add deflates with "stream" (src/storage/deflate.ts)`);
+
     console.log(
       `\nTiming (${settings.connections} connections; ${WARMUP_SECONDS} s warm-up, then ${settings.seconds} s ` +
         `per target in ${ROUNDS} turns with its floor):`,
@@ -167,7 +178,7 @@ await runCli(USAGE, async (argv) => {
     const tillRows = withTarget(values.only, TILL_TO_APP) ? await tillToAppTarget(bundles, settings.seconds) : undefined;
     writeFileSync(
       RESULTS_FILE,
-      `${JSON.stringify({ routes: rows, d1_rows_written: rowsWrittenBy, notifier: notifierRow, till_to_app: tillRows }, null, 2)}\n`,
+      `${JSON.stringify({ routes: rows, d1_rows_written: rowsWrittenBy, deflate_ms: deflates, notifier: notifierRow, till_to_app: tillRows }, null, 2)}\n`,
     );
     console.log(`Wrote ${path.relative(process.cwd(), RESULTS_FILE)}.`);
     if (failures.length > 0) {
