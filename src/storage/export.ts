@@ -173,7 +173,7 @@ export async function exportAppUser(
     for (const [chain, count] of Object.entries(read.by_chain)) summary.by_chain[chain] = (summary.by_chain[chain] ?? 0) + count;
   };
 
-  for (const phase of SHARD_PHASES) {
+  const shardPass = async (phase: ShardPhase) => {
     let cursor: ShardCursor | null = { shard: 0, after: "" };
     while (cursor) {
       const at: ShardCursor = cursor;
@@ -182,7 +182,12 @@ export async function exportAppUser(
       tally(read);
       cursor = read.next;
     }
-  }
+  };
+  // The file's order (docs/api.md#export): every receipt, live then deleted since the instant then
+  // archived, then the audit records, then the summary. The archive pass comes after the shards'
+  // receipts, whose pages record what they read for it to skip.
+  await shardPass("receipts");
+  await shardPass("copies");
   for (let cursor: string | null = ""; cursor !== null; ) {
     const at: string = cursor;
     const number = (chunk += 1);
@@ -191,6 +196,7 @@ export async function exportAppUser(
     summary.archived_receipts += read.receipts;
     cursor = read.next;
   }
+  await shardPass("audit");
   const last = (chunk += 1);
   const erased = await steps("summary", async () => {
     await bucket.put(exportChunkKey(user.job_id, last), `${JSON.stringify({ summary })}\n`);
@@ -237,9 +243,8 @@ function erasedSince(userKey: string, instant: string): Statement {
 
 const RELEASE_ROWS = 5000;
 
-/** The passes over the shards, in this order: receipts live now, then those deleted since the instant, then audit records. */
-const SHARD_PHASES = ["receipts", "copies", "audit"] as const;
-type ShardPhase = (typeof SHARD_PHASES)[number];
+/** The passes over the shards: receipts live now, those deleted since the instant, audit records. */
+type ShardPhase = "receipts" | "copies" | "audit";
 
 /** Where a pass over the shards goes on: a shard's index, and the last key read there. */
 interface ShardCursor {

@@ -152,6 +152,32 @@ describe("docs/api.md#export an app client exports an app user's data", () => {
     for (const line of receipts) expect(line.receipt).toEqual(validReceiptBody());
   });
 
+  it("the file's lines follow the documented order: every receipt, live and archived, then the audit records, then the summary", async () => {
+    const shopper = uniqueId("order");
+    const added: string[] = [];
+    for (let i = 0; i < 9; i += 1) {
+      const answer = await postAdd({ ...pos.headers, app_user_id: shopper });
+      expect(answer.status).toBe(200);
+      added.push(answer.body.data.receipt_id);
+    }
+    // 2 live, 6 archived, and 1 archived then deleted, whose deletion leaves the audit record.
+    const [live, archived, gone] = [added.slice(0, 2), added.slice(2, 8), added[8]!];
+    for (const id of [...archived, gone]) await archiveReceipt(id);
+    const deleted = await call(PATHS.delete, { headers: deleteHeadersFor(pos.token, { receipt_id: gone, client_id: pos.client.clientId, chain_id: "c1", app_user_id: shopper }) });
+    expect(deleted.status).toBe(200);
+
+    const jobId = (await start("export", app.headers, shopper)).body.data.job_id as string;
+    await untilDone(app.headers, jobId);
+    const { lines } = await fileOf(app.headers, jobId);
+    const kinds = lines.map((line) => Object.keys(line).find((key) => key === "receipt" || key === "audit" || key === "summary"));
+    expect(kinds).toEqual([...Array(8).fill("receipt"), "audit", "summary"]);
+    const receipts = lines.slice(0, 8);
+    expect(receipts.map((line) => line.receipt_id).sort()).toEqual([...live, ...archived].sort());
+    expect(receipts.filter((line) => line.archived).map((line) => line.receipt_id).sort()).toEqual([...archived].sort());
+    expect(lines[8]).toEqual({ audit: expect.objectContaining({ action: "receipt.deleted", receipt_id: gone }) });
+    expect(lines[9].summary).toMatchObject({ receipts: 8, archived_receipts: 6, audit_records: 1 });
+  }, 60_000);
+
   it("the same Idempotency-Key answers the same job; another client reads neither the job nor its file", async () => {
     const shopper = uniqueId("shopper");
     const key = uniqueId("key");
