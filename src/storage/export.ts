@@ -382,9 +382,11 @@ function receiptLine(row: Omit<ArchivedReceipt, "format" | "mapped"> & { format?
  * A stored JSON text on one line of the NDJSON file, the same JSON value byte for byte but its
  * line breaks: a till may send its body pretty-printed, and a JSON text holds a CR or LF only as
  * white space between tokens (inside a string it must be escaped), so a space keeps the value.
+ * U+2028 and U+2029, which JSON allows raw only inside a string, are written as their escapes:
+ * readers that split on every Unicode line break (Python's `str.splitlines`) would cut the line.
  */
 function onOneLine(json: string): string {
-  return json.replace(/[\r\n]/g, " ");
+  return json.replace(/[\r\n]/g, " ").replace(/[\u2028\u2029]/g, (separator) => `\\u${separator.charCodeAt(0).toString(16)}`);
 }
 
 function auditLine(row: AuditRow): string {

@@ -178,6 +178,37 @@ describe("docs/api.md#export an app client exports an app user's data", () => {
     expect(lines[9].summary).toMatchObject({ receipts: 8, archived_receipts: 6, audit_records: 1 });
   }, 60_000);
 
+  it("the file leaves with the security headers of every answer, and a receipt's raw U+2028 and U+2029 are escaped: the same JSON value on one line, even for a reader that splits on every Unicode line break", async () => {
+    const shopper = uniqueId("separators");
+    const body = validReceiptBody();
+    body.line_items[0].description = "Oat\u2028milk\u20291 l";
+    // As a till would send it: the separators raw inside the string.
+    const sent = JSON.stringify(body);
+    expect(sent).toContain("\u2028");
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i += 1) {
+      const added = await postAdd({ ...pos.headers, app_user_id: shopper }, sent);
+      expect(added.status).toBe(200);
+      ids.push(added.body.data.receipt_id);
+    }
+    await archiveReceipt(ids[1]!);
+    const jobId = (await start("export", app.headers, shopper)).body.data.job_id as string;
+    await untilDone(app.headers, jobId);
+
+    const answer = await call(jobPath(jobId, "export"), { method: "GET", headers: app.headers });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(answer.headers.get("cache-control")).toBe("no-store");
+    const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body);
+    expect(text).not.toMatch(/[\u2028\u2029]/);
+    // Python's str.splitlines cuts at these, and at \n, \r, \v, \f, \x1c-\x1e and \x85.
+    const lines = text.split(/\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/).filter(Boolean);
+    expect(lines).toHaveLength(3);
+    const receipts = lines.map((line) => JSON.parse(line)).filter((line) => "receipt" in line);
+    expect(receipts.map((line) => line.receipt_id).sort()).toEqual([...ids].sort());
+    for (const line of receipts) expect(line.receipt).toEqual(body);
+  }, 60_000);
+
   it("the same Idempotency-Key answers the same job; another client reads neither the job nor its file", async () => {
     const shopper = uniqueId("shopper");
     const key = uniqueId("key");
