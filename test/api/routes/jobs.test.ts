@@ -86,6 +86,20 @@ async function userWithEverything(appUserId: string): Promise<{ live: string[]; 
   return { live: added, archived, dr: dr.body.data.receipt_id, deleted };
 }
 
+/** The export of an app user with two receipts of `text`, the second archived: their IDs, and the file's answer. */
+async function exportOfTwo(appUserId: string, text: string): Promise<{ ids: string[]; answer: Answer }> {
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i += 1) {
+    const added = await postAdd({ ...pos.headers, app_user_id: appUserId }, text);
+    expect(added.status).toBe(200);
+    ids.push(added.body.data.receipt_id);
+  }
+  await archiveReceipt(ids[1]!);
+  const jobId = (await start("export", app.headers, appUserId)).body.data.job_id as string;
+  await untilDone(app.headers, jobId);
+  return { ids, answer: await call(jobPath(jobId, "export"), { method: "GET", headers: app.headers }) };
+}
+
 describe("docs/api.md#export an app client exports an app user's data", () => {
   it("every receipt once, live and archived on every shard, in our model and for a DR one its original too, the audit records naming them, then a summary; nothing of another user", async () => {
     const shopper = uniqueId("shopper");
@@ -130,16 +144,7 @@ describe("docs/api.md#export an app client exports an app user's data", () => {
   it("a receipt sent pretty-printed, with CR LF line breaks, live and archived, is one line of the file holding the same JSON value", async () => {
     const shopper = uniqueId("pretty");
     const pretty = JSON.stringify(validReceiptBody(), null, 2).replaceAll("\n", "\r\n");
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i += 1) {
-      const added = await postAdd({ ...pos.headers, app_user_id: shopper }, pretty);
-      expect(added.status).toBe(200);
-      ids.push(added.body.data.receipt_id);
-    }
-    await archiveReceipt(ids[1]!);
-    const jobId = (await start("export", app.headers, shopper)).body.data.job_id as string;
-    await untilDone(app.headers, jobId);
-    const answer = await call(jobPath(jobId, "export"), { method: "GET", headers: app.headers });
+    const { ids, answer } = await exportOfTwo(shopper, pretty);
     const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body);
     const lines = text.split("\n").filter(Boolean);
     // Two receipts and the summary, each line a JSON object of its own.
@@ -185,17 +190,7 @@ describe("docs/api.md#export an app client exports an app user's data", () => {
     // As a till would send it: the separators raw inside the string.
     const sent = JSON.stringify(body);
     expect(sent).toContain("\u2028");
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i += 1) {
-      const added = await postAdd({ ...pos.headers, app_user_id: shopper }, sent);
-      expect(added.status).toBe(200);
-      ids.push(added.body.data.receipt_id);
-    }
-    await archiveReceipt(ids[1]!);
-    const jobId = (await start("export", app.headers, shopper)).body.data.job_id as string;
-    await untilDone(app.headers, jobId);
-
-    const answer = await call(jobPath(jobId, "export"), { method: "GET", headers: app.headers });
+    const { ids, answer } = await exportOfTwo(shopper, sent);
     expect(answer.status).toBe(200);
     expect(answer.headers.get("x-content-type-options")).toBe("nosniff");
     expect(answer.headers.get("cache-control")).toBe("no-store");
