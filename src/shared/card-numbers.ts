@@ -41,8 +41,6 @@ export function holdsCardNumberInText(value: string): boolean {
   return cardNumbersInText([...value]).length > 0;
 }
 
-/** How many leading and trailing digits of a card number masking keeps: PCI DSS allows the first six and the last four. */
-export const SHOWN_DIGITS = { first: 6, last: 4 } as const;
 
 /**
  * `value` with every card number {@link holdsCardNumberInText} finds in it masked: its first six
@@ -60,6 +58,10 @@ export function maskCardNumbersInText(value: string): string {
   }
   return characters.join("");
 }
+
+// How many leading and trailing digits of a card number masking keeps: PCI DSS allows the first
+// six and the last four.
+const SHOWN_DIGITS = { first: 6, last: 4 } as const;
 
 // The runs of `characters` that free text holds as card numbers (see holdsCardNumberInText).
 function cardNumbersInText(characters: readonly string[]): DigitRun[] {
