@@ -317,17 +317,19 @@ function shown(text: string): string {
 /**
  * What may still hold an erased app user's ID once their erasure completed (docs/api.md#erasure, docs/storage.md#personal-data):
  * the erasure's own `app_user.erased` event (its outbox or failed-notice row, until delivered and
- * for the feed's window), and the rows of receipts created after the erasure's instant, which are
+ * for the feed's window), an earlier erasure's event still to deliver in the outbox (it tells the
+ * app of that erasure), and the rows of receipts created after the erasure's instant, which are
  * the app user's anew. A row belongs to the receipt its `receipt_id` names, and a receipt_id is a
  * UUIDv7 whose time is the receipt's created_at. Anything else is a finding: a row of another
- * table, of an earlier erasure's event, of a receipt created at or before the instant.
+ * table, of an earlier erasure's event delivered or dead-lettered, of a receipt created at or
+ * before the instant.
  */
 export function afterErasure(erasure: { event_id: string; occurred_at: string }): Explain {
   const instant = Date.parse(erasure.occurred_at);
-  return ({ row }) => {
-    if (row.event_id === erasure.event_id && typeof row.payload === "string" && eventType(row.payload) === "app_user.erased") {
-      return "the erasure's own app_user.erased event";
-    }
+  return ({ table, row }) => {
+    const erasureEvent = typeof row.payload === "string" && eventType(row.payload) === "app_user.erased";
+    if (erasureEvent && row.event_id === erasure.event_id) return "the erasure's own app_user.erased event";
+    if (erasureEvent && table === "notice_outbox" && row.delivered_at === null) return "an earlier erasure's app_user.erased event, still to deliver";
     const created = uuidv7Time(row.receipt_id);
     return created !== undefined && created > instant ? "a receipt created after the erasure's instant" : undefined;
   };

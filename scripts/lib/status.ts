@@ -1,12 +1,24 @@
 /**
- * `npm run status` (docs/operations.md "Status"): asks the running service for its health, as a
- * monitor does (`GET /receipts/v2/status`, an ops client's token), adds what only an operator's
- * machine can read (the erasures, Workflow instances that a Worker cannot list), and prints it.
+ * `npm run status` (docs/operations.md "Status"): with --remote asks the deployment for its
+ * health, as a monitor does (`GET /receipts/v2/status`, an ops client's token); locally puts it
+ * together in this process from the local state, as the other local commands read it, with the
+ * endpoint's own code (src/api/status/assemble.ts). Adds what only an operator's machine can
+ * read (the erasures, Workflow instances that a Worker cannot list), and prints it.
  */
-import type { HealthReport } from "../../src/shared/health-report.ts";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { assembleHealth, firstLayoutShards, readShardHealth } from "../../src/api/status/assemble.ts";
+import { healthConfig, statusThresholds, type ApiSettings } from "../../src/shared/config.ts";
+import { statusBody, type HealthReport } from "../../src/shared/health-report.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { OPS_SCOPE } from "../../src/shared/types.ts";
 import { table } from "./cli.ts";
+import { localClientStore } from "./client-store.ts";
+import { readDevVars } from "./dev-vars.ts";
+import { localState } from "./local-state.ts";
+import { localShardStates } from "./shard-states.ts";
+import { localConfigPaths, readShards } from "./shards.ts";
+import type { Target } from "./wrangler.ts";
 
 /** The status as the endpoint answers it, with the erasures this script adds. */
 export interface StatusAnswer {
@@ -18,6 +30,44 @@ export interface StatusAnswer {
 
 /** Running and failed erasures, or why they could not be read. */
 export type ErasureJobs = { running: number; failed: string[] } | { error: string };
+
+/**
+ * The status of a local state (`npm start`'s, or --persist-to's), put together in this process
+ * from its shards, SHARD_STATES, CLIENTS and ARCHIVE: no running service and no ops client needed.
+ * The settings are the config's [vars] with `.dev.vars` over them, as `wrangler dev` reads them.
+ */
+export async function localStatus(target: Target, now = new Date()): Promise<StatusAnswer> {
+  const { api } = localConfigPaths();
+  const state = localState(target, api);
+  const settings = { ...configVars(api), ...readDevVars(path.join(path.dirname(api), ".dev.vars")) } as unknown as ApiSettings;
+  const shards = readShards(api);
+  const [states, records, firstLayout, reads] = await Promise.all([
+    localShardStates(state).read(shards),
+    localClientStore(state).readAll(),
+    state.r2("ARCHIVE", (bucket) => firstLayoutShards(bucket)),
+    Promise.all(shards.map(async (shard) => [shard.name, await readShardHealth(async (health) => (await state.batch(shard, [health]))[0]!, now)] as const)),
+  ]);
+  const disabled = records.filter((record) => record.disabled).length;
+  const report = assembleHealth(
+    {
+      shards: shards.map((shard) => shard.name),
+      states,
+      reads: new Map(reads),
+      clients: { active: records.length - disabled, disabled },
+      firstLayout,
+      config: healthConfig(settings),
+      thresholds: statusThresholds(settings),
+    },
+    now,
+  );
+  return statusBody(report, settings.DOCS_URL);
+}
+
+// The [vars] table of a wrangler config: NAME = "value" lines, the form our configs use.
+function configVars(config: string): Record<string, string> {
+  const vars = /^\s*\[vars\]\s*$([\s\S]*?)(?=^\s*\[|(?![\s\S]))/m.exec(readFileSync(config, "utf8"))?.[1] ?? "";
+  return Object.fromEntries([...vars.matchAll(/^\s*([A-Z_][A-Z0-9_]*)\s*=\s*"([^"]*)"/gm)].map(([, name, value]) => [name!, value!]));
+}
 
 /** Logs in as the ops client and reads the status; throws with the service's message when it refuses. */
 export async function fetchStatus(baseUrl: string, clientId: string, clientSecret: string, fetcher: typeof fetch = fetch): Promise<StatusAnswer> {

@@ -12,7 +12,7 @@ import { apiConfig } from "../shared/config.ts";
 import { newIsolateState, type ApiBindings, type ApiContext, type IsolateState } from "./context.ts";
 import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type SupportPointer } from "./errors.ts";
 import { rateLimitFields } from "./rate-limit.ts";
-import { jsonResponse } from "./responses.ts";
+import { jsonResponse, secured, securityHeaders } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
 import { feed } from "./routes/feed.ts";
@@ -35,7 +35,8 @@ export const OPERATIONS = {
  */
 export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBindings> {
   const app = new Hono<ApiBindings>();
-  app.use(requestLog, releaseUnreadBody);
+  // The security headers go on whatever answers, the error model's and a route's own Response alike.
+  app.use(requestLog, releaseUnreadBody, securityHeaders);
   // Before the settings are read, so that a 500 from a broken setting carries the fields too.
   for (const [path, route] of [
     [PATHS.add, "add"],
@@ -162,9 +163,9 @@ function methodNotAllowed(method: string, allow = method): (c: ApiContext) => ne
 function renderError(error: Error, c: ApiContext): Response {
   const support = supportPointer(c);
   if (error instanceof ApiError) {
-    return jsonResponse(errorBody(error, support), error.status, error.options.headers);
+    return secured(jsonResponse(errorBody(error, support), error.status, error.options.headers));
   }
-  return jsonResponse(internalErrorBody(c.get("requestId"), support), 500);
+  return secured(jsonResponse(internalErrorBody(c.get("requestId"), support), 500));
 }
 
 // A ConfigError leaves no config behind, and then the pointer cannot be named.

@@ -1,11 +1,12 @@
 /**
  * Reading a JSON request body (docs/api.md#add): its media type and coding (415), its size (413)
- * and the time it takes to arrive (400), then JSON, I-JSON and its nesting, the schema and full
- * card numbers (406 naming every field at fault by its path, such as `line_items[3].quantity`).
+ * and the time it takes to arrive (400), then JSON, I-JSON and its nesting, the schema (406
+ * naming every field at fault by its path, such as `line_items[3].quantity`), and full card
+ * numbers in free text, which are masked (docs/api.md#card-numbers).
  */
 import type * as z from "zod/mini";
 import { ApiError } from "./errors.ts";
-import { FULL_CARD_NUMBER, findCardNumberInText, type CardNumberPlace } from "../shared/card-numbers.ts";
+import { FULL_CARD_NUMBER, findCardNumbersInText, maskCardNumbersInJson } from "../shared/card-numbers.ts";
 import { joinedBytes } from "../shared/bytes.ts";
 import { plainMessage } from "../shared/issue-wording.ts";
 import { MAX_NESTING, findIJsonFault, type IJsonFault } from "./i-json.ts";
@@ -14,9 +15,18 @@ import { REFUSALS, bodyTooLarge, mediaTypeParameterRepeated, mediaTypeParameterW
 /** docs/api.md#add: a body holds at most 64 KiB. */
 export const MAX_BODY_BYTES = 64 * 1024;
 
+/** A body as read: its text as sent but its masked card numbers, and where they were. */
+export interface ReadBody {
+  /** The text as sent, byte for byte, but each string that held a full card number in free text, masked. */
+  text: string;
+  /** The JSON pointers (RFC 6901) of those strings, in the order of the text. */
+  masked: string[];
+}
+
 /**
  * Reads the body of a request, which must be one JSON object in I-JSON, and checks it against
- * `schema`. Returns the text exactly as sent, for storing as given. Its Content-Type is the
+ * `schema`. Returns the text as sent, for storing as given, with every full card number in free
+ * text masked: nothing stores, pushes, exports or archives one. Its Content-Type is the
  * caller's to read first, with `jsonMediaType`, which tells it the schema.
  *
  * `deadlineMs` (BODY_DEADLINE_SECONDS, 10 s deployed) is how long the body may take to arrive in
@@ -29,7 +39,7 @@ export async function readJsonBody(
   schema: z.ZodMiniType,
   deadlineMs: number,
   refusal: BodyRefusal = fieldsRefusal,
-): Promise<string> {
+): Promise<ReadBody> {
   // The runtime hands a Worker the body as sent, still compressed: a gzipped body would be
   // refused as not UTF-8, and a JSON body labelled br stored as if nobody might decode it again.
   if (!isIdentityCoding(request.headers.get("content-encoding"))) {
@@ -53,15 +63,16 @@ export async function readJsonBody(
   exposeProtoMembers(parsed);
   const result = schema.safeParse(parsed, { error: plainMessage });
   if (!result.success) throw refusal(result.error.issues, fieldNamesOf(schema));
-  const card = findCardNumberInText(parsed);
-  if (card) throw refusal([cardNumberIssue(card)], fieldNamesOf(schema));
-  return text;
+  const cards = findCardNumbersInText(parsed);
+  if (cards.inName) throw refusal([cardNumberInName(cards.inName)], fieldNamesOf(schema));
+  if (cards.values.length === 0) return { text, masked: [] };
+  return { text: maskCardNumbersInJson(text), masked: cards.values.map((path) => jsonPointer(path)) };
 }
 
-// A full card number in free text, as the schema would report it: the path, never the value.
-function cardNumberIssue({ path, inName }: CardNumberPlace): z.core.$ZodIssue {
-  const message = inName ? `has a member whose name ${FULL_CARD_NUMBER}` : FULL_CARD_NUMBER;
-  return { code: "custom", path, message, input: undefined };
+// A member name holding a full card number, as the schema would report it: the object's path,
+// never the value. A name is refused rather than masked: two names masked alike would be one.
+function cardNumberInName(path: PropertyKey[]): z.core.$ZodIssue {
+  return { code: "custom", path, message: `has a member whose name ${FULL_CARD_NUMBER}`, input: undefined };
 }
 
 /** The 406 for a body that breaks its schema's rules, from the issues found and the schema's field names. */

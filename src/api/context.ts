@@ -4,8 +4,8 @@ import type { HealthReport } from "../shared/health-report.ts";
 import type { RatePolicy } from "../shared/rate-limits.ts";
 import type { ClientRecord } from "../shared/types.ts";
 import type { ApiEnv } from "../shared/env.ts";
-import type { ShardHealthRow } from "../storage/health.ts";
 import { newPlacementMemory, type PlacementMemory } from "../storage/placement.ts";
+import type { ShardRead } from "./status/assemble.ts";
 
 /**
  * Everything the API Worker keeps in memory between requests of one isolate, in one place:
@@ -54,14 +54,6 @@ export interface HealthMemory {
   report?: { value: HealthReport; until: number };
   reads: Map<string, ShardRead>;
   clients?: { value: HealthReport["clients"]; until: number };
-}
-
-/** A shard's last read for the status, kept in the isolate between computations. */
-export interface ShardRead {
-  row: ShardHealthRow | null;
-  bytes: number | null;
-  error?: string;
-  at: number;
 }
 
 /** What the request-log middleware and the routes share about one request. */

@@ -11,17 +11,20 @@ export const FULL_CARD_NUMBER = "holds a full card number; send it masked, e.g. 
 /**
  * Whether a card-number field (DR's `bank_identification_number`, a gift card's `card_number`)
  * holds a full card number: a run of 12–19 digits, leading zeros aside, that passes the Luhn
- * check (ISO/IEC 7812). Any character but a letter, a digit or a masking character (`*`, `#`,
- * `•`, `●`) between two digits is a separator and joins them, so a masked number
- * (`527500******7651`) never passes while `4111‐1111.1111 1111`, `４１１１１１１１１１１１１１１１`,
- * `00004111111111111111` and `4111111111111111A` do.
+ * check (ISO/IEC 7812), or one that free text would mask ({@link holdsCardNumberInText}), so that
+ * a card-number field is never stored masked by the service in place of refused. Any character
+ * but a letter, a digit or a masking character (`*`, `#`, `•`, `●`) between two digits is a
+ * separator and joins them, so a masked number (`527500******7651`) never passes while
+ * `4111‐1111.1111 1111`, `４１１１１１１１１１１１１１１１`, `00004111111111111111` and
+ * `4111111111111111A` do.
  * @example isFullCardNumber("4111.1111.1111.1111") // true
  */
 export function isFullCardNumber(value: string): boolean {
-  return digitRuns(value, (character) => !MASK.test(character) && !LETTER.test(character)).some(({ digits }) => {
+  const joined = digitRuns(value, (character) => !MASK.test(character) && !LETTER.test(character)).some(({ digits }) => {
     const significant = digits.replace(/^0+/, "");
     return significant.length >= 12 && significant.length <= 19 && passesLuhn(significant);
   });
+  return joined || holdsCardNumberInText(value);
 }
 
 /**
@@ -35,7 +38,34 @@ export function isFullCardNumber(value: string): boolean {
  * @example holdsCardNumberInText("EAN 4006381333931") // false
  */
 export function holdsCardNumberInText(value: string): boolean {
-  return digitRuns(value, (character) => TEXT_SEPARATOR.test(character), 1).some(
+  return cardNumbersInText([...value]).length > 0;
+}
+
+
+/**
+ * `value` with every card number {@link holdsCardNumberInText} finds in it masked: its first six
+ * and last four digits kept as written, each digit between them `*`, its separators kept. The
+ * result holds no card number by that rule (a mask ends a run), and is `value` itself where it
+ * held none.
+ * @example maskCardNumbersInText("Fakturanr: 2260 6633 2099 9960") // "Fakturanr: 2260 66** **** 9960"
+ */
+export function maskCardNumbersInText(value: string): string {
+  const characters = [...value];
+  const found = cardNumbersInText(characters);
+  if (found.length === 0) return value;
+  for (const { positions } of found) {
+    for (const at of positions.slice(SHOWN_DIGITS.first, -SHOWN_DIGITS.last)) characters[at] = "*";
+  }
+  return characters.join("");
+}
+
+// How many leading and trailing digits of a card number masking keeps: PCI DSS allows the first
+// six and the last four.
+const SHOWN_DIGITS = { first: 6, last: 4 } as const;
+
+// The runs of `characters` that free text holds as card numbers (see holdsCardNumberInText).
+function cardNumbersInText(characters: readonly string[]): DigitRun[] {
+  return digitRuns(characters, (character) => TEXT_SEPARATOR.test(character), 1).filter(
     ({ digits, before, after }) =>
       !ATTACHED.test(before) &&
       !ATTACHED.test(after) &&
@@ -59,6 +89,8 @@ const ATTACHED = /^[\p{L}\p{Nd}]$/u;
 /** A run of digits, as ASCII, with the characters just before and after it ("" at an end). */
 interface DigitRun {
   digits: string;
+  /** Where each digit stands among the characters (code points) of the value. */
+  positions: number[];
   before: string;
   after: string;
 }
@@ -67,8 +99,8 @@ interface DigitRun {
  * The runs of digits in `value`: digits joined by up to `maxSeparators` characters for which
  * `isSeparator` holds (any number when not given).
  */
-function digitRuns(value: string, isSeparator: (character: string) => boolean, maxSeparators = Infinity): DigitRun[] {
-  const characters = [...value];
+function digitRuns(value: string | readonly string[], isSeparator: (character: string) => boolean, maxSeparators = Infinity): DigitRun[] {
+  const characters = typeof value === "string" ? [...value] : value;
   const runs: DigitRun[] = [];
   const values = new Map<string, number>();
   let at = 0;
@@ -79,6 +111,7 @@ function digitRuns(value: string, isSeparator: (character: string) => boolean, m
     }
     const start = at;
     let digits = "";
+    const positions: number[] = [];
     let end = at;
     while (at < characters.length) {
       if (DIGIT.test(characters[at]!)) {
@@ -86,6 +119,7 @@ function digitRuns(value: string, isSeparator: (character: string) => boolean, m
         let known = values.get(digit);
         if (known === undefined) values.set(digit, (known = digitValue(digit)));
         digits += known;
+        positions.push(at);
         end = ++at;
         continue;
       }
@@ -96,7 +130,7 @@ function digitRuns(value: string, isSeparator: (character: string) => boolean, m
       }
       if (gap === 0 || at >= characters.length || !DIGIT.test(characters[at]!)) break;
     }
-    runs.push({ digits, before: characters[start - 1] ?? "", after: characters[end] ?? "" });
+    runs.push({ digits, positions, before: characters[start - 1] ?? "", after: characters[end] ?? "" });
     at = end;
   }
   return runs;
@@ -142,30 +176,51 @@ function isGtin(digits: string): boolean {
   return (10 - (sum % 10)) % 10 === Number(digits.at(-1));
 }
 
-/** Where a parsed body holds a full card number in free text: the path of the string, or of the object one of whose names holds it. */
-export interface CardNumberPlace {
-  path: PropertyKey[];
-  inName: boolean;
+/** Where a parsed body holds full card numbers in free text. */
+export interface CardNumbersInBody {
+  /** The path of the first object one of whose member names holds one: a name is refused, never masked. */
+  inName?: PropertyKey[];
+  /** The path of every string that holds one, in the order of the text: each is masked. */
+  values: PropertyKey[][];
 }
 
 /**
- * The first string of a parsed body, or member name, that holds a full card number by
- * `holdsCardNumberInText`, in the order of the text; undefined where none does. No recursion:
- * the body's nesting is bounded, but its breadth only by its size.
+ * The strings of a parsed body that hold a full card number by `holdsCardNumberInText`, in the
+ * order of the text, unless a member name holds one first (then that alone). No recursion: the
+ * body's nesting is bounded, but its breadth only by its size.
  */
-export function findCardNumberInText(body: unknown): CardNumberPlace | undefined {
+export function findCardNumbersInText(body: unknown): CardNumbersInBody {
+  const found: CardNumbersInBody = { values: [] };
   const pending: { value: unknown; path: PropertyKey[] }[] = [{ value: body, path: [] }];
   while (pending.length > 0) {
     const { value, path } = pending.pop()!;
     if (typeof value === "string") {
-      if (holdsCardNumberInText(value)) return { path, inName: false };
+      if (holdsCardNumberInText(value)) found.values.push(path);
       continue;
     }
     if (typeof value !== "object" || value === null) continue;
     const members: [PropertyKey, unknown][] = Array.isArray(value) ? value.map((item, index) => [index, item]) : Object.entries(value);
-    if (!Array.isArray(value) && members.some(([name]) => holdsCardNumberInText(String(name)))) return { path, inName: true };
+    if (!Array.isArray(value) && members.some(([name]) => holdsCardNumberInText(String(name)))) return { inName: path, values: [] };
     // Last pushed, first read: reversed, they are read in the order of the text.
     for (const [key, member] of members.reverse()) pending.push({ value: member, path: [...path, key] });
   }
-  return undefined;
+  return found;
 }
+
+/**
+ * A JSON text with the card numbers of its strings masked ({@link maskCardNumbersInText}), every
+ * other byte as it was: only a string that held one is written again, as `JSON.stringify` writes
+ * it, the same value but its masked digits. Its names are left alone: one that holds a card
+ * number is refused before ({@link findCardNumbersInText}).
+ */
+export function maskCardNumbersInJson(json: string): string {
+  return json.replace(JSON_STRING, (token) => {
+    const value = JSON.parse(token) as string;
+    const masked = maskCardNumbersInText(value);
+    return masked === value ? token : JSON.stringify(masked);
+  });
+}
+
+// A string token of a valid JSON text: no raw quote, backslash or control character inside but
+// as an escape.
+const JSON_STRING = /"(?:[^"\\]|\\.)*"/g;

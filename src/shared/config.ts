@@ -165,11 +165,10 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     docsUrl: requiredText(settings, "DOCS_URL"),
     supportContact: requiredText(settings, "SUPPORT_CONTACT"),
     clientCacheMs: seconds(settings, "CLIENT_CACHE_SECONDS") * 1000,
-    shardFillBytes: positiveNumber(settings, "SHARD_FILL_BYTES"),
+    ...healthConfig(settings),
     shardStatesMs: seconds(settings, "SHARD_STATES_SECONDS") * 1000,
     bodyDeadlineMs: positiveNumber(settings, "BODY_DEADLINE_SECONDS") * 1000,
     auditRetentionMs: positiveNumber(settings, "AUDIT_RETENTION_DAYS") * DAY_MS,
-    archiveAfterMs: archiveAfterMs(settings),
     auditHashKey: hashKey(settings),
     noticeResendGraceMs: seconds(settings, "NOTICE_RESEND_GRACE_SECONDS") * 1000,
     noticeLostAfterMs: positiveNumber(settings, "NOTICE_LOST_AFTER_SECONDS") * 1000,
@@ -178,6 +177,14 @@ export function apiConfig(env: ApiSettings, memory: SettingsMemory<ApiSettings, 
     erasurePartShards: erasurePartShards(settings),
     exportKeptMs: positiveNumber(settings, "EXPORT_KEPT_DAYS") * DAY_MS,
   }));
+}
+
+/**
+ * The settings the status reads beside its thresholds: part of {@link apiConfig}, and all that
+ * `npm run status` needs of a local state's settings, which hold no secret it could parse.
+ */
+export function healthConfig(settings: Pick<ApiSettings, "SHARD_FILL_BYTES" | "ARCHIVE_AFTER_DAYS">): Pick<ApiConfig, "shardFillBytes" | "archiveAfterMs"> {
+  return { shardFillBytes: positiveNumber(settings, "SHARD_FILL_BYTES"), archiveAfterMs: archiveAfterMs(settings) };
 }
 
 /** When the status turns unhealthy, and how long it is reused (docs/operations.md "Status"). */

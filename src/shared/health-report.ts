@@ -72,3 +72,23 @@ export interface HealthReport {
     expected_migration: string;
   };
 }
+
+/** The status as the endpoint answers it and `npm run status --json` prints it. */
+export interface StatusBody {
+  data: HealthReport;
+  /** Only when unhealthy: each reason's code, and where to read more. */
+  message?: string;
+  status: "OK" | "Service Unavailable";
+  status_code: 200 | 503;
+}
+
+/**
+ * The answer around a report (docs/api.md#status): 200 when healthy; 503 when a threshold is
+ * passed, its message naming each reason, so that a monitor that reads only the status code
+ * alerts. The endpoint answers it, and `npm run status` prints it for a local state.
+ */
+export function statusBody(report: HealthReport, docsUrl: string): StatusBody {
+  if (report.healthy) return { data: report, status: "OK", status_code: 200 };
+  const codes = [...new Set(report.reasons.map((reason) => reason.code))];
+  return { data: report, message: `Unhealthy: ${codes.join(", ")}. See data.reasons and ${docsUrl}.`, status: "Service Unavailable", status_code: 503 };
+}

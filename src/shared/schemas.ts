@@ -260,6 +260,15 @@ export const addResponse = z.object({
     created_at: z.string().check(
       z.meta({ description: "When the service stored the receipt (UTC)", format: "date-time", example: "2026-11-22T13:03:05.123Z" }),
     ),
+    masked_fields: z.optional(
+      z.array(z.string()).check(
+        z.meta({
+          description:
+            "Present only when the body held a full card number in free text: the JSON pointer (RFC 6901) of each string in which the service masked it (first six and last four digits kept), in the order of the body. The receipt is stored, pushed, exported and archived masked (docs/api.md, No full card number)",
+          example: ["/payments/0/tender/tender_details/collection/0"],
+        }),
+      ),
+    ),
   }),
   status: z.literal("OK"),
   status_code: z.literal(200),
@@ -331,7 +340,7 @@ export const receiptCreatedEvent = z.object({
   ),
   original: z.optional(
     z.record(z.string(), z.unknown()).check(
-      z.meta({ description: "Only on a receipt added in DR Retail: the body exactly as the till sent it (the format's own JSON object)" }),
+      z.meta({ description: "Only on a receipt added in DR Retail: the body as the till sent it (the format's own JSON object), a full card number in free text masked (docs/api.md, No full card number)" }),
     ),
   ),
 });

@@ -173,7 +173,7 @@ export async function exportAppUser(
     for (const [chain, count] of Object.entries(read.by_chain)) summary.by_chain[chain] = (summary.by_chain[chain] ?? 0) + count;
   };
 
-  for (const phase of SHARD_PHASES) {
+  const shardPass = async (phase: ShardPhase) => {
     let cursor: ShardCursor | null = { shard: 0, after: "" };
     while (cursor) {
       const at: ShardCursor = cursor;
@@ -182,7 +182,12 @@ export async function exportAppUser(
       tally(read);
       cursor = read.next;
     }
-  }
+  };
+  // The file's order (docs/api.md#export): every receipt, live then deleted since the instant then
+  // archived, then the audit records, then the summary. The archive pass comes after the shards'
+  // receipts, whose pages record what they read for it to skip.
+  await shardPass("receipts");
+  await shardPass("copies");
   for (let cursor: string | null = ""; cursor !== null; ) {
     const at: string = cursor;
     const number = (chunk += 1);
@@ -191,6 +196,7 @@ export async function exportAppUser(
     summary.archived_receipts += read.receipts;
     cursor = read.next;
   }
+  await shardPass("audit");
   const last = (chunk += 1);
   const erased = await steps("summary", async () => {
     await bucket.put(exportChunkKey(user.job_id, last), `${JSON.stringify({ summary })}\n`);
@@ -237,9 +243,8 @@ function erasedSince(userKey: string, instant: string): Statement {
 
 const RELEASE_ROWS = 5000;
 
-/** The passes over the shards, in this order: receipts live now, then those deleted since the instant, then audit records. */
-const SHARD_PHASES = ["receipts", "copies", "audit"] as const;
-type ShardPhase = (typeof SHARD_PHASES)[number];
+/** The passes over the shards: receipts live now, those deleted since the instant, audit records. */
+type ShardPhase = "receipts" | "copies" | "audit";
 
 /** Where a pass over the shards goes on: a shard's index, and the last key read there. */
 interface ShardCursor {
@@ -377,9 +382,11 @@ function receiptLine(row: Omit<ArchivedReceipt, "format" | "mapped"> & { format?
  * A stored JSON text on one line of the NDJSON file, the same JSON value byte for byte but its
  * line breaks: a till may send its body pretty-printed, and a JSON text holds a CR or LF only as
  * white space between tokens (inside a string it must be escaped), so a space keeps the value.
+ * U+2028 and U+2029, which JSON allows raw only inside a string, are written as their escapes:
+ * readers that split on every Unicode line break (Python's `str.splitlines`) would cut the line.
  */
 function onOneLine(json: string): string {
-  return json.replace(/[\r\n]/g, " ");
+  return json.replace(/[\r\n]/g, " ").replace(/[\u2028\u2029]/g, (separator) => `\\u${separator.charCodeAt(0).toString(16)}`);
 }
 
 function auditLine(row: AuditRow): string {

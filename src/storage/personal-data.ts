@@ -171,7 +171,7 @@ export const D1_TABLES = {
         holds: ["app_user_id"],
         reach: {
           how: "removed",
-          when: `${PAGE_COMMITS} (every event of the user's receipts, live, deleted or archived, and of their earlier erasures); the erasure's own app_user.erased event stays until the purge of delivered events after EVENT_FEED_DAYS`,
+          when: `${PAGE_COMMITS} (every event of the user's receipts, live, deleted or archived, and of their earlier erasures once delivered); an erasure's own app_user.erased event stays until it is delivered and then until the purge of delivered events after EVENT_FEED_DAYS, or until a later erasure of the user after its delivery`,
         },
       },
       created_at: NOT_PERSONAL,
@@ -475,13 +475,14 @@ export function eraseCopiesOfArchived(receipts: ArchivedPage["receipts"], at: st
 
 // The erasure of the events of the app user's receipts, in the outbox (0) or the failed events (1):
 // the outbox's statements come in pairs, one a table. Leftovers are the events of the receipts
-// the user's audit records name (their deleted ones) and of their earlier erasures.
+// the user's audit records name (their deleted ones) and of their earlier erasures, delivered or
+// dead-lettered: one still to deliver goes out, so that the app is told of every erasure.
 function eventsErasure(table: 0 | 1): TableErasure {
   return {
     receiptPage: ({ receipts }) => [eraseEventsOfReceipts(receipts)[table]],
     leftoverPage: ({ user, limit }) => [
       eraseLeftoverEventsOfReceipts(receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at), limit)[table],
-      eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), limit)[table],
+      eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), limit, true)[table],
     ],
     archivedPage: ({ receipts }) => [eraseEventsOfReceipts(archivedIds(receipts))[table]],
   };

@@ -1,10 +1,10 @@
 /**
  * DR Retail amounts into minor units (docs/api.md#dr-retail-mapping): from the number's own digits,
- * exactly, or refused with the reason; and the card numbers add refuses (docs/api.md#dr-retail-people).
+ * exactly, or refused with the reason; and the card numbers add refuses or masks (docs/api.md#dr-retail-people).
  */
 import { describe, expect, it } from "vitest";
 import { minorUnitDecimals, minorUnitsOf } from "../../src/api/dr-retail-mapping.ts";
-import { holdsCardNumberInText, isFullCardNumber } from "../../src/shared/card-numbers.ts";
+import { holdsCardNumberInText, isFullCardNumber, maskCardNumbersInJson, maskCardNumbersInText } from "../../src/shared/card-numbers.ts";
 
 describe("docs/api.md#dr-retail DR Retail amounts in minor units, exactly", () => {
   it.each([
@@ -81,5 +81,30 @@ describe("docs/api.md#card-numbers free text holds a full card number only where
     ["527500******7651", false],
   ] as const)("%s: %s", (value, full) => {
     expect(holdsCardNumberInText(value)).toBe(full);
+  });
+});
+
+describe("docs/api.md#card-numbers a card number in free text is masked: its first six and last four digits kept, as written", () => {
+  it.each([
+    ["Fakturanr: 2260 6633 2099 9960", "Fakturanr: 2260 66** **** 9960"],
+    ["4111111111111111", "411111******1111"],
+    ["Amex 3782 822463 10005", "Amex 3782 82**** *0005"],
+    ["４１１１－１１１１－１１１１－１１１１", "４１１１－１１**－****－１１１１"],
+    ["4111 1111 1111 1111 and 5555-5555-5555-4444", "4111 11** **** 1111 and 5555-55**-****-4444"],
+    ["EAN 4006381333924, +49 1512 3456704", "EAN 4006381333924, +49 1512 3456704"],
+    ["527500******7651", "527500******7651"],
+  ] as const)("%s", (value, masked) => {
+    expect(maskCardNumbersInText(value)).toBe(masked);
+    expect(holdsCardNumberInText(masked)).toBe(false);
+    expect(isFullCardNumber(masked)).toBe(false);
+  });
+
+  it("a JSON text loses its card numbers and nothing else: every other byte as written, escapes and names included", () => {
+    const text = '{"n\\u0061me":"Oat \\u00b7 milk","note":"kort \\u0034111 1111 1111 1111 \\u00b7 ok","keep":"4006381333924"}';
+    expect(maskCardNumbersInJson(text)).toBe('{"n\\u0061me":"Oat \\u00b7 milk","note":"kort 4111 11** **** 1111 · ok","keep":"4006381333924"}');
+  });
+
+  it("a card-number field refuses what free text would mask, however the rest of the field runs on", () => {
+    expect(isFullCardNumber("4111 1111 1111 1111, 12/28")).toBe(true);
   });
 });

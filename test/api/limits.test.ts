@@ -4,6 +4,7 @@
  */
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { createApp } from "../../src/api/app.ts";
 import { apiConfig } from "../../src/shared/config.ts";
 import {
   call,
@@ -243,5 +244,19 @@ describe("security headers: every answer is JSON, never cached, never sniffed", 
     expect(answer.headers.get("content-type")).toBe("application/json; charset=utf-8");
     expect(answer.headers.get("cache-control")).toBe("no-store");
     expect(answer.headers.get("x-content-type-options")).toBe("nosniff");
+  });
+
+  it("a route that builds its own Response, of any type, still leaves never sniffed and never cached, unless it chose a cache", async () => {
+    const app = createApp();
+    app.get("/receipts/v2/own-response", () => new Response("<b>text a till wrote</b>", { headers: { "content-type": "text/plain" } }));
+    app.get("/receipts/v2/own-cache", () => new Response("{}", { headers: { "cache-control": "public, max-age=60" } }));
+    const own = await app.request("/receipts/v2/own-response", {}, env);
+    expect(await own.text()).toBe("<b>text a till wrote</b>");
+    expect(own.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(own.headers.get("cache-control")).toBe("no-store");
+    const cached = await app.request("/receipts/v2/own-cache", {}, env);
+    await cached.text();
+    expect(cached.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(cached.headers.get("cache-control")).toBe("public, max-age=60");
   });
 });

@@ -1,8 +1,9 @@
 /**
- * `npm run status` (docs/operations.md "Status") as an operator runs it: it logs in
- * as the ops client, reads GET /receipts/v2/status, prints one screen, and exits 0 while healthy
- * and 1 naming each reason when not. The service here is a stand-in that answers login and the
- * status in the endpoint's shape (test/api/routes/status.test.ts tests the endpoint itself).
+ * `npm run status` (docs/operations.md "Status") as an operator runs it: with --remote it logs
+ * in as the ops client, reads GET /receipts/v2/status, prints one screen, and exits 0 while
+ * healthy and 1 naming each reason when not; the deployment here is a stand-in that answers login
+ * and the status in the endpoint's shape (test/api/routes/status.test.ts tests the endpoint
+ * itself). Locally it reads a local state, as the other local commands do, with no ops client.
  */
 import { spawn } from "node:child_process";
 import { createServer, type Server } from "node:http";
@@ -10,8 +11,10 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../harness/ports.ts";
 import type { HealthReport } from "../../src/shared/health-report.ts";
+import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { statusText, withErasures, type StatusAnswer } from "../../scripts/lib/status.ts";
-import { ROOT, type ScriptResult } from "../support/run-script.ts";
+import { localD1, migrateLocalShards } from "../support/local-d1.ts";
+import { ROOT, freshState, type ScriptResult } from "../support/run-script.ts";
 
 /**
  * Runs `scripts/status.ts` as `runScript` of test/support/run-script.ts does, but without blocking this process: the stand-in
@@ -81,10 +84,12 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-const status = (...args: string[]) =>
-  runStatus(["--port", String(port), ...args], { RECEIPTS_OPS_CLIENT_ID: "ops-1", RECEIPTS_OPS_CLIENT_SECRET: "ops-secret" });
+// The deployment is the stand-in; its erasures, which wrangler would list, are said not read.
+const deployment = () => ({ RECEIPTS_BASE_URL: `http://127.0.0.1:${port}`, RECEIPTS_OPS_CLIENT_ID: "ops-1", RECEIPTS_OPS_CLIENT_SECRET: "ops-secret" });
+const status = (...args: string[]) => runStatus(["--remote", ...args], deployment());
+const NO_OPS_CLIENT = { RECEIPTS_OPS_CLIENT_ID: undefined, RECEIPTS_OPS_CLIENT_SECRET: undefined };
 
-describe("docs/operations.md npm run status", () => {
+describe("docs/operations.md npm run status --remote", () => {
   it("healthy: one screen, exit 0; it logged in with scope service.ops and called with the token", async () => {
     report = HEALTHY;
     const result = await status();
@@ -115,13 +120,14 @@ describe("docs/operations.md npm run status", () => {
   });
 
   it("without the ops client's credentials, or refused at login: exit 1 saying what to set; bad flags: exit 2", async () => {
-    const bare = await runStatus(["--port", String(port)], { RECEIPTS_OPS_CLIENT_ID: undefined, RECEIPTS_OPS_CLIENT_SECRET: undefined });
+    const bare = await runStatus(["--remote"], { ...deployment(), ...NO_OPS_CLIENT });
     expect(bare.status).toBe(1);
     expect(bare.stderr).toContain("RECEIPTS_OPS_CLIENT_ID and RECEIPTS_OPS_CLIENT_SECRET");
-    const refused = await runStatus(["--port", String(port)], { RECEIPTS_OPS_CLIENT_ID: "ops-1", RECEIPTS_OPS_CLIENT_SECRET: "wrong" });
+    expect(bare.stdout).toBe("");
+    const refused = await runStatus(["--remote"], { ...deployment(), RECEIPTS_OPS_CLIENT_SECRET: "wrong" });
     expect(refused.status).toBe(1);
     expect(refused.stderr).toContain("Login as ops-1 failed (403)");
-    expect((await status("--remote")).status).toBe(2);
+    expect((await status("--port", String(port))).status).toBe(2);
     expect((await status("extra")).status).toBe(2);
   });
 
@@ -133,4 +139,37 @@ describe("docs/operations.md npm run status", () => {
     expect(withErasures(healthy, { running: 0, failed: [] }).data.healthy).toBe(true);
     expect(statusText(withErasures(healthy, { error: "npm start is not running" }))).toContain("Erasures: not read (npm start is not running).");
   });
+});
+
+describe("docs/operations.md npm run status locally reads the local state, as the other local commands do", () => {
+  const state = freshState();
+  migrateLocalShards(state);
+  afterAll(closeLocalStates);
+
+  it("without an ops client or a running service: one screen of the local state's health, exit 0; the erasures said not read", async () => {
+    const result = await runStatus(["--persist-to", state, "--json"], NO_OPS_CLIENT);
+    expect(result.status, result.stderr).toBe(0);
+    const printed = JSON.parse(result.stdout) as StatusAnswer;
+    expect(printed).toMatchObject({ status: "OK", status_code: 200, data: { healthy: true, reasons: [], clients: { active: 0, disabled: 0 } } });
+    expect(printed.data.shards.map(({ name, state: shardState, migrations_lagging }) => [name, shardState, migrations_lagging])).toEqual([
+      ["s1", "open", false],
+      ["s2", "open", false],
+    ]);
+    expect(printed.data.jobs?.erasures).toEqual({ error: expect.stringContaining("Nothing answers at http://localhost:") });
+  }, 120_000);
+
+  it("a failed notice in the local state is a reason: exit 1 naming it, on screen and on standard error", async () => {
+    await localD1(
+      state,
+      "s2",
+      `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error)
+       VALUES ('e-status-1', 'r-status-1', '{}', '2026-11-25T12:00:00.000Z', '2026-11-25T12:00:00.000Z', 11, 'HTTP 410')`,
+    );
+    await closeLocalStates();
+    const result = await runStatus(["--persist-to", state], NO_OPS_CLIENT);
+    expect(result.status).toBe(1);
+    expect(result.stdout).toMatch(/^UNHEALTHY/);
+    expect(result.stdout).toContain("failed_notices: 1 failed notice(s) wait for a replay");
+    expect(result.stderr).toContain("Unhealthy: failed_notices.");
+  }, 120_000);
 });

@@ -158,4 +158,26 @@ describe("docs/storage.md#personal-data the state scan reads every file for an a
     ]);
     expect(scan.unexplainedRows.map(({ row }) => row.event_id).sort()).toEqual(["e-at", "e-before"]);
   });
+
+  it("after an erasure, an earlier erasure's app_user.erased still to deliver is explained; one delivered or dead-lettered is not", () => {
+    const dir = stateDir();
+    const db = new DatabaseSync(path.join(dir, "shard.sqlite"));
+    open.push(db);
+    db.exec(`CREATE TABLE notice_outbox (event_id TEXT PRIMARY KEY, receipt_id TEXT NOT NULL, payload TEXT NOT NULL, delivered_at TEXT);
+      CREATE TABLE failed_notices (event_id TEXT PRIMARY KEY, receipt_id TEXT NOT NULL, payload TEXT NOT NULL)`);
+    const erasure = { event_id: "019ab000-0000-7000-8000-000000000009", occurred_at: "2026-11-25T10:00:00.000Z" };
+    const erased = JSON.stringify({ type: "app_user.erased", app_user_id: USER });
+    const outbox = db.prepare("INSERT INTO notice_outbox VALUES (?, ?, ?, ?)");
+    outbox.run(erasure.event_id, erasure.event_id, erased, null);
+    outbox.run("e-waiting", "e-waiting", erased, null);
+    outbox.run("e-delivered", "e-delivered", erased, "2026-11-25T09:59:00.000Z");
+    db.prepare("INSERT INTO failed_notices VALUES (?, ?, ?)").run("e-dead", "e-dead", erased);
+
+    const scan = scanState(dir, USER, afterErasure(erasure));
+    expect(scan.explainedRows.map(({ row, why }) => [row.event_id, why])).toEqual([
+      [erasure.event_id, "the erasure's own app_user.erased event"],
+      ["e-waiting", "an earlier erasure's app_user.erased event, still to deliver"],
+    ]);
+    expect(scan.unexplainedRows.map(({ row }) => row.event_id).sort()).toEqual(["e-dead", "e-delivered"]);
+  });
 });

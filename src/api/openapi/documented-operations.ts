@@ -443,8 +443,9 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       },
       "card-number": {
         status: 406,
-        summary: "A string of the body holds a full card number (in a card-number field of DR Retail, in any form); the message names the first such field, never the number",
-        detail: `Body field metadata.card ${FULL_CARD_NUMBER}.`,
+        summary:
+          "A card-number field of DR Retail (bank_identification_number, a gift card's card_number) holds a full card number, in any form, or a member's name holds one; the message names the first such field, never the number. In any other string one is masked, not refused (masked_fields)",
+        detail: `Body field /payments/0/tender/bank_identification_number ${FULL_CARD_NUMBER} (DR Retail v1.1).`,
       },
       "unknown-field": {
         status: 406,

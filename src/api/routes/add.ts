@@ -29,7 +29,7 @@ export async function add(c: ApiContext): Promise<Response> {
     throw refuse(REFUSALS.chainNotAllowed, "chain not among the client's chains");
   }
   const config = c.get("config");
-  const { body, format } = await readReceipt(c.req.raw, headers["Content-Type"], config.bodyDeadlineMs);
+  const { body, format, masked } = await readReceipt(c.req.raw, headers["Content-Type"], config.bodyDeadlineMs);
 
   const waitUntil = (work: Promise<unknown>) => c.executionCtx.waitUntil(work);
   const user_key = await userKeyOf(c.get("isolate"), config, headers.app_user_id);
@@ -48,21 +48,27 @@ export async function add(c: ApiContext): Promise<Response> {
     c.set("shard", stored.shard.name);
     waitUntil(enqueueNotice(c.env, stored.event));
   }
-  return jsonResponse(stored.response, 200);
+  // Said by this request's own body, never stored: a keyed retry sends the same body, which masks alike.
+  const data = masked.length > 0 ? { ...stored.response.data, masked_fields: masked } : stored.response.data;
+  return jsonResponse({ ...stored.response, data }, 200);
 }
 
 /**
  * The body in our own shape, or in the published format its Content-Type's profile names
  * (docs/api.md#dr-retail): then with that format's name and the receipt in our model.
  */
-async function readReceipt(request: Request, contentType: string, deadlineMs: number): Promise<Pick<NewReceipt, "body" | "format">> {
+async function readReceipt(request: Request, contentType: string, deadlineMs: number): Promise<Pick<NewReceipt, "body" | "format"> & { masked: string[] }> {
   const profile = jsonMediaType(contentType).get("profile");
-  if (profile === undefined) return { body: await readJsonBody(request, receiptBody, deadlineMs) };
+  if (profile === undefined) {
+    const { text, masked } = await readJsonBody(request, receiptBody, deadlineMs);
+    return { body: text, masked };
+  }
   if (!Object.hasOwn(DR_RETAIL_PROFILES, profile)) throw refuse(REFUSALS.unknownProfile, "unknown profile");
   const version = DR_RETAIL_PROFILES[profile as keyof typeof DR_RETAIL_PROFILES];
   const label = `DR Retail v${version}`;
-  const body = await readJsonBody(request, DR_RETAIL_BODIES[version], deadlineMs, firstFieldRefusal(label));
-  return { body, format: { name: drRetailFormat(version), mapped: JSON.stringify(mapDrRetail(body, label)) } };
+  const { text, masked } = await readJsonBody(request, DR_RETAIL_BODIES[version], deadlineMs, firstFieldRefusal(label));
+  // Mapped from the masked text: the model holds no more of a card number than the original.
+  return { body: text, masked, format: { name: drRetailFormat(version), mapped: JSON.stringify(mapDrRetail(text, label)) } };
 }
 
 // Every shard closed is the operator's to fix, not the till's: a 503 it retries, and a line of

@@ -52,7 +52,6 @@ export function apiReference(c: ApiContext): Response {
   return c.html(PAGE, 200, {
     "cache-control": "public, max-age=300",
     "content-security-policy": CONTENT_SECURITY_POLICY,
-    "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
   });
 }

@@ -70,7 +70,7 @@ export async function jobExport(c: ApiContext): Promise<Response> {
       if (object) controller.enqueue(new Uint8Array(await object.arrayBuffer()));
     },
   });
-  return new Response(body, { status: 200, headers: { "content-type": "application/x-ndjson; charset=utf-8", "cache-control": "no-store" } });
+  return new Response(body, { status: 200, headers: { "content-type": "application/x-ndjson; charset=utf-8" } });
 }
 
 // The job the path names, if the client that asks started it: another client's is as unknown.

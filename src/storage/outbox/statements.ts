@@ -494,9 +494,12 @@ export function createdEventKept(receiptId: string): string {
  * → purged: a page of up to `limit` events of each table, of the receipts (stored or not) that
  * `receipts` selects: a query of at least the columns `receipt_id` and `at`, the time of a change
  * to the receipt that may have made an event of it besides its creation (a deletion), or null. Each
- * statement returns a row per event erased.
+ * statement returns a row per event erased. With `deliveredOnly`, an outbox row still to deliver
+ * stays: an earlier erasure's `app_user.erased` is what tells the app of that erasure, and a later
+ * one that took it while it waited for its push would leave the app never told of the first.
  */
-export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number): [Statement, Statement] {
+export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number, deliveredOnly = false): [Statement, Statement] {
+  const delivered = deliveredOnly ? " AND event.delivered_at IS NOT NULL" : "";
   return [
     enclose(
       receipts,
@@ -504,7 +507,7 @@ export function eraseLeftoverEventsOfReceipts(receipts: Statement, limit: number
         made(receipt_id, prefix) AS (SELECT receipt_id, substr(receipt_id, 1, 13) FROM receipt
           UNION SELECT receipt_id, ${idPrefixAt("at")} FROM receipt WHERE at IS NOT NULL)
       SELECT event.event_id FROM made JOIN notice_outbox AS event
-        ON ${eventOfReceiptMadeIn("event", "made.receipt_id", "made.prefix")} LIMIT ${page}) RETURNING 1`,
+        ON ${eventOfReceiptMadeIn("event", "made.receipt_id", "made.prefix")}${delivered} LIMIT ${page}) RETURNING 1`,
       limit,
     ),
     enclose(

@@ -10,6 +10,7 @@ import { receiptModel } from "../../../src/shared/schemas.ts";
 import { expectRefused, loggedRequests, newCaller, postAdd, rowCounts, uniqueId, validReceiptBody } from "../../support/api.ts";
 import { drRetailContentType } from "../../../src/shared/dr-retail-profiles.ts";
 import { drTestReceipts, type DrTestReceipt } from "../../support/dr-retail.ts";
+import { waitForPushes } from "../../support/notices.ts";
 import { storedReceipt } from "../../support/shards.ts";
 
 const RECEIPTS = drTestReceipts();
@@ -218,6 +219,7 @@ describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of
     ["padded with zeros", "00004111111111111111"],
     ["a trailing letter", "4111111111111111A"],
     ["slashes and a no-break space", "4111/1111/1111\u00a01111"],
+    ["its expiry after it, as free text is masked", "4111 1111 1111 1111, 12/28"],
   ] as const;
   const CARD_FIELDS = [
     ["bank_identification_number", (b: Record<string, any>, pan: string) => (card(b).bank_identification_number = pan), "/payments/0/tender/bank_identification_number"],
@@ -245,20 +247,36 @@ describe("docs/api.md#dr-retail add in DR Retail: 406 naming the JSON pointer of
   });
 
   it.each([
-    ["a card token's value", (b: Record<string, any>) => (card(b).card_token.value = "4111111111111111"), "/payments/0/tender/card_token/value"],
-    ["an item's description", (b: Record<string, any>) => (b.items[0].description = "Bryggkaffe, kort 4111 1111 1111 1111"), "/items/0/description"],
-    ["a line of the payment slip", (b: Record<string, any>) => (card(b).payment_slip.collection[1] = "Kort: 5555-5555-5555-4444"), "/payments/0/tender/payment_slip/collection/1"],
-    ["the footer text", (b: Record<string, any>) => (b.footer_text = { type: "array", collection: ["Amex 3782 822463 10005"] }), "/footer_text/collection/0"],
-    ["a free member of customer", (b: Record<string, any>) => (b.customer = { note: "４１１１ １１１１ １１１１ １１１１" }), "/customer/note"],
-  ])("a full card number in free text, in %s: 406 naming it, nothing stored", async (_label, change, pointer) => {
+    ["a card token's value", (b: Record<string, any>) => (card(b).card_token.value = "4111111111111111"), "/payments/0/tender/card_token/value", "411111******1111"],
+    ["an item's description", (b: Record<string, any>) => (b.items[0].description = "Bryggkaffe, kort 4111 1111 1111 1111"), "/items/0/description", "Bryggkaffe, kort 4111 11** **** 1111"],
+    ["a line of the payment slip", (b: Record<string, any>) => (card(b).payment_slip.collection[1] = "Kort: 5555-5555-5555-4444"), "/payments/0/tender/payment_slip/collection/1", "Kort: 5555-55**-****-4444"],
+    ["the footer text", (b: Record<string, any>) => (b.footer_text = { type: "array", collection: ["Amex 3782 822463 10005"] }), "/footer_text/collection/0", "Amex 3782 82**** *0005"],
+    ["a free member of customer", (b: Record<string, any>) => (b.customer = { note: "４１１１ １１１１ １１１１ １１１１" }), "/customer/note", "４１１１ １１** **** １１１１"],
+  ])("a full card number in free text, in %s: stored masked, first six and last four kept, the answer naming it", async (_label, change, pointer, masked) => {
     const body = structuredClone(byName("VAT at 25, 12 and 6").body);
     change(body);
-    const { headers } = await newCaller();
-    const before = await rowCounts();
-    const message = await expectRefused(() => postAdd({ ...headers, "Content-Type": drRetailContentType("1.1") }, body), 406, "Not Acceptable");
-    expect(message).toContain(`Body field ${pointer} holds a full card number`);
-    expect(await rowCounts()).toEqual(before);
+    const { answer } = await addDr({ version: "1.1", body });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+    expect(answer.body.data.masked_fields).toEqual([pointer]);
+    const original = JSON.parse((await storedReceipt(answer.body.data.receipt_id))!.body as string);
+    expect(pointer.split("/").slice(1).reduce((value: any, key) => value[key], original)).toBe(masked);
   });
+
+  it("Kivra's example of a tender of type other with a barcode, whose invoice number passes the Luhn check: stored, mapped and pushed with it masked, the answer naming it", async () => {
+    const body = structuredClone(byName("purchase order, accounts receivable").body);
+    const klarna = body.payments.find(({ tender }: any) => tender.type === "other").tender;
+    klarna.tender_details.collection.push("Fakturanr: 2260 6633 2099 9960");
+    const { answer } = await addDr({ version: "1.0", body });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+    expect(answer.body.data.masked_fields).toEqual(["/payments/4/tender/tender_details/collection/1"]);
+    klarna.tender_details.collection[1] = "Fakturanr: 2260 66** **** 9960";
+    const row = (await storedReceipt(answer.body.data.receipt_id))!;
+    expect(row.body).toBe(JSON.stringify(body));
+    expect(JSON.parse(row.mapped as string).total).toBe(byName("purchase order, accounts receivable").mappedTotal);
+    const [push] = await waitForPushes(answer.body.data.receipt_id, 1, 30_000);
+    expect(push!.body).not.toContain("2260 6633 2099 9960");
+    expect(JSON.parse(push!.body).original).toEqual(body);
+  }, 60_000);
 
   it("what only looks like a card number in free text is stored: a GTIN, a phone number, a date-led receipt number, digits inside a token", async () => {
     const body = structuredClone(byName("VAT at 25, 12 and 6").body);

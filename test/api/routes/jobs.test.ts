@@ -86,6 +86,20 @@ async function userWithEverything(appUserId: string): Promise<{ live: string[]; 
   return { live: added, archived, dr: dr.body.data.receipt_id, deleted };
 }
 
+/** The export of an app user with two receipts of `text`, the second archived: their IDs, and the file's answer. */
+async function exportOfTwo(appUserId: string, text: string): Promise<{ ids: string[]; answer: Answer }> {
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i += 1) {
+    const added = await postAdd({ ...pos.headers, app_user_id: appUserId }, text);
+    expect(added.status).toBe(200);
+    ids.push(added.body.data.receipt_id);
+  }
+  await archiveReceipt(ids[1]!);
+  const jobId = (await start("export", app.headers, appUserId)).body.data.job_id as string;
+  await untilDone(app.headers, jobId);
+  return { ids, answer: await call(jobPath(jobId, "export"), { method: "GET", headers: app.headers }) };
+}
+
 describe("docs/api.md#export an app client exports an app user's data", () => {
   it("every receipt once, live and archived on every shard, in our model and for a DR one its original too, the audit records naming them, then a summary; nothing of another user", async () => {
     const shopper = uniqueId("shopper");
@@ -130,16 +144,7 @@ describe("docs/api.md#export an app client exports an app user's data", () => {
   it("a receipt sent pretty-printed, with CR LF line breaks, live and archived, is one line of the file holding the same JSON value", async () => {
     const shopper = uniqueId("pretty");
     const pretty = JSON.stringify(validReceiptBody(), null, 2).replaceAll("\n", "\r\n");
-    const ids: string[] = [];
-    for (let i = 0; i < 2; i += 1) {
-      const added = await postAdd({ ...pos.headers, app_user_id: shopper }, pretty);
-      expect(added.status).toBe(200);
-      ids.push(added.body.data.receipt_id);
-    }
-    await archiveReceipt(ids[1]!);
-    const jobId = (await start("export", app.headers, shopper)).body.data.job_id as string;
-    await untilDone(app.headers, jobId);
-    const answer = await call(jobPath(jobId, "export"), { method: "GET", headers: app.headers });
+    const { ids, answer } = await exportOfTwo(shopper, pretty);
     const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body);
     const lines = text.split("\n").filter(Boolean);
     // Two receipts and the summary, each line a JSON object of its own.
@@ -151,6 +156,53 @@ describe("docs/api.md#export an app client exports an app user's data", () => {
     ]);
     for (const line of receipts) expect(line.receipt).toEqual(validReceiptBody());
   });
+
+  it("the file's lines follow the documented order: every receipt, live and archived, then the audit records, then the summary", async () => {
+    const shopper = uniqueId("order");
+    const added: string[] = [];
+    for (let i = 0; i < 9; i += 1) {
+      const answer = await postAdd({ ...pos.headers, app_user_id: shopper });
+      expect(answer.status).toBe(200);
+      added.push(answer.body.data.receipt_id);
+    }
+    // 2 live, 6 archived, and 1 archived then deleted, whose deletion leaves the audit record.
+    const [live, archived, gone] = [added.slice(0, 2), added.slice(2, 8), added[8]!];
+    for (const id of [...archived, gone]) await archiveReceipt(id);
+    const deleted = await call(PATHS.delete, { headers: deleteHeadersFor(pos.token, { receipt_id: gone, client_id: pos.client.clientId, chain_id: "c1", app_user_id: shopper }) });
+    expect(deleted.status).toBe(200);
+
+    const jobId = (await start("export", app.headers, shopper)).body.data.job_id as string;
+    await untilDone(app.headers, jobId);
+    const { lines } = await fileOf(app.headers, jobId);
+    const kinds = lines.map((line) => Object.keys(line).find((key) => key === "receipt" || key === "audit" || key === "summary"));
+    expect(kinds).toEqual([...Array(8).fill("receipt"), "audit", "summary"]);
+    const receipts = lines.slice(0, 8);
+    expect(receipts.map((line) => line.receipt_id).sort()).toEqual([...live, ...archived].sort());
+    expect(receipts.filter((line) => line.archived).map((line) => line.receipt_id).sort()).toEqual([...archived].sort());
+    expect(lines[8]).toEqual({ audit: expect.objectContaining({ action: "receipt.deleted", receipt_id: gone }) });
+    expect(lines[9].summary).toMatchObject({ receipts: 8, archived_receipts: 6, audit_records: 1 });
+  }, 60_000);
+
+  it("the file leaves with the security headers of every answer, and a receipt's raw U+2028 and U+2029 are escaped: the same JSON value on one line, even for a reader that splits on every Unicode line break", async () => {
+    const shopper = uniqueId("separators");
+    const body = validReceiptBody();
+    body.line_items[0].description = "Oat\u2028milk\u20291 l";
+    // As a till would send it: the separators raw inside the string.
+    const sent = JSON.stringify(body);
+    expect(sent).toContain("\u2028");
+    const { ids, answer } = await exportOfTwo(shopper, sent);
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(answer.headers.get("cache-control")).toBe("no-store");
+    const text = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body);
+    expect(text).not.toMatch(/[\u2028\u2029]/);
+    // Python's str.splitlines cuts at these, and at \n, \r, \v, \f, \x1c-\x1e and \x85.
+    const lines = text.split(/\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/).filter(Boolean);
+    expect(lines).toHaveLength(3);
+    const receipts = lines.map((line) => JSON.parse(line)).filter((line) => "receipt" in line);
+    expect(receipts.map((line) => line.receipt_id).sort()).toEqual([...ids].sort());
+    for (const line of receipts) expect(line.receipt).toEqual(body);
+  }, 60_000);
 
   it("the same Idempotency-Key answers the same job; another client reads neither the job nor its file", async () => {
     const shopper = uniqueId("shopper");

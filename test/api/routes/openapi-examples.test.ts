@@ -103,7 +103,12 @@ const SCENARIOS: Record<string, Record<string, Scenario>> = {
     },
     "not-i-json": async () => add(await addHeadersFor(), JSON.stringify(exampleBody()).replace('"total":', '"total":1,"total":')),
     "unknown-field": async () => add(await addHeadersFor(), { ...exampleBody(), totl: 447 }),
-    "card-number": async () => add(await addHeadersFor(), { ...exampleBody(), metadata: { card: "4111 1111 1111 1111" } }),
+    "card-number": async () => {
+      const { mediaType, example } = DOCUMENTED_OPERATIONS[PATHS.add]!.body!.alternatives!.at(-1)!;
+      const body = structuredClone(example) as { payments: { tender: { bank_identification_number: string } }[] };
+      body.payments[0]!.tender.bank_identification_number = "4111 1111 1111 1111";
+      return add({ ...(await addHeadersFor()), "Content-Type": mediaType }, body);
+    },
     "unknown-profile": async () => add({ ...(await addHeadersFor()), "Content-Type": "application/json;profile=https://example.com/receipt" }),
     "media-type-parameter": async () => add({ ...(await addHeadersFor()), "Content-Type": "application/json;profile=https://example.com/a;profile=https://example.com/b" }),
     "dr-body-rule": async () => {

@@ -128,7 +128,7 @@ describe("docs/api.md#erasure erases exactly one app user's data, in every shard
       expect.objectContaining({ action: "app_user.erased", client_id: "operator", chain_id: null, request_id: erasure.event.event_id }),
     ]);
     expect(JSON.stringify(records)).not.toContain(victim);
-  });
+  }, 60_000);
 
   it.each([
     ["single quotes", "o'brien' OR '1'='1"],
@@ -383,6 +383,21 @@ describe("docs/api.md#erasure the app_user.erased event", () => {
     expect(third.event).not.toHaveProperty("app_user_id");
     expect(await erasedEventsNaming(victim)).toEqual([{ event_id: third.event.event_id, where: "notice_outbox" }]);
   });
+
+  it("an erasure again while the first one's event waits for its push leaves that event to go out: the app is told of both, each signed with its own instant and count", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    await seedReceipt(caller.client, { app_user_id: victim });
+    const first = await erase(victim);
+    // The first event is held a claim's length (30 s) after its event_id's time: the second erasure runs meanwhile.
+    const second = await erase(victim);
+    expect([first.receipts_erased, second.receipts_erased]).toEqual([1, 0]);
+
+    for (const erasure of [first, second]) {
+      const [push] = await waitForPushes(erasure.event.event_id, 1, 80_000);
+      expect(await expectSignedPush(push!)).toEqual({ ...erasure.event, app_user_id: victim });
+    }
+  }, 120_000);
 
   it("two erasures of one app user at once both complete; nothing of theirs survives, each receipt is counted once", async () => {
     const caller = await newCaller();

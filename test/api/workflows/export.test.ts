@@ -92,7 +92,7 @@ describe("docs/api.md#export-cut an export is a consistent cut of its app user's
     expect(summary.receipts).toBe(present.size);
     // Its holds, copies and reads are gone with its release.
     for (const table of ["export_holds", "export_copies", "export_seen"]) expect(await rowsOnEveryShard(`SELECT 1 FROM ${table} WHERE job_id = ?`, jobId), table).toEqual([]);
-  });
+  }, 60_000);
 
   it("a receipt deleted after the instant is read whole from its copy; its archived twin's line waited for the hold", async () => {
     const caller = await newCaller();
