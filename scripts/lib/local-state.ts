@@ -7,12 +7,12 @@
  * start per call cost seconds each; this costs one Miniflare start (about a second) a command.
  * `runCli` closes it when the command ends.
  */
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Miniflare } from "miniflare";
 import { runBatch, type Statement } from "../../src/storage/statement.ts";
 import { atCommandEnd } from "./cli.ts";
+import { readConfigFile } from "./config.ts";
 import { readShards, type ConfigShard } from "./shards.ts";
 import { PROJECT_ROOT, type Target } from "./wrangler.ts";
 
@@ -141,17 +141,15 @@ async function whileLocked<T>(call: () => Promise<T>, { retryLocked = true }: Lo
 }
 
 /**
- * The bindings of a config's `[[<table>]]` tables, binding → the `idField` wrangler keys their
- * local storage by (a KV namespace's `id`, an R2 bucket's `bucket_name`): one table per binding,
- * `binding` and `idField` lines in it, the form our configs use.
+ * The bindings of a config's `<table>` entries, binding → the `idField` wrangler keys their local
+ * storage by (a KV namespace's `id`, an R2 bucket's `bucket_name`).
  */
 function bindingsOf(config: string, table: "kv_namespaces" | "r2_buckets", idField: "id" | "bucket_name"): Record<string, string> {
+  const entries = readConfigFile(config)[table];
   const bindings: Record<string, string> = {};
-  const blocks = new RegExp(String.raw`^\s*\[\[\s*${table}\s*\]\]\s*$([\s\S]*?)(?=^\s*\[|(?![\s\S]))`, "gm");
-  for (const [, body] of readFileSync(config, "utf8").matchAll(blocks)) {
-    const binding = /^\s*binding\s*=\s*"([^"]+)"/m.exec(body!)?.[1];
-    const id = new RegExp(String.raw`^\s*${idField}\s*=\s*"([^"]+)"`, "m").exec(body!)?.[1];
-    if (binding && id) bindings[binding] = id;
+  for (const entry of Array.isArray(entries) ? (entries as Record<string, unknown>[]) : []) {
+    const { binding, [idField]: id } = entry;
+    if (typeof binding === "string" && typeof id === "string") bindings[binding] = id;
   }
   return bindings;
 }

@@ -28,7 +28,7 @@ import { ROOT, freshState } from "../support/run-script.ts";
 
 type CreatedEvent = Extract<AppEvent, { type: "receipt.created" }>;
 
-// The notifier's deployed push timeout (src/notifier/wrangler.toml).
+// The notifier's deployed push timeout (src/notifier/wrangler.jsonc).
 const PUSH_TIMEOUT_MS = 10_000;
 const OTHER_SECRET = `whsec_${Buffer.from("another-secret-of-32-bytes-long!").toString("base64")}`;
 

@@ -56,7 +56,7 @@ describe("docs/operations.md npm run stats: the query", () => {
   });
 
   it("both Workers write to the dataset it reads", () => {
-    for (const config of ["wrangler.toml", "src/notifier/wrangler.toml"]) {
+    for (const config of ["wrangler.jsonc", "src/notifier/wrangler.jsonc"]) {
       expect(readFileSync(path.join(ROOT, config), "utf8")).toMatch(new RegExp(`binding = "METRICS"\\ndataset = "${METRICS_DATASET}"`));
     }
   });
