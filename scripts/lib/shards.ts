@@ -20,7 +20,8 @@ import { PROJECT_ROOT, type Target } from "./wrangler.ts";
 /** A shard as a config declares it: the shard, and the D1 database its binding names. */
 export interface ConfigShard extends ShardBase {
   database_name: string;
-  database_id: string;
+  /** The account's database; none in the committed configs until `npm run deploy` writes it. */
+  database_id?: string;
   migrations_dir?: string;
   tag: number;
   /** The config that binds it, for wrangler's -c; set by {@link targetShards}. */
@@ -146,10 +147,13 @@ function shardOfEntry(entry: D1Entry, file: string): ConfigShard | undefined {
   const name = binding === undefined ? undefined : shardNameOfBinding(binding);
   if (!name || !binding) return undefined;
   const { database_name, database_id, migrations_dir } = entry;
-  if (typeof database_name !== "string" || typeof database_id !== "string") {
-    throw new Error(`${file}: the d1_databases entry of ${binding} lacks database_name or database_id.`);
-  }
-  return { ...shardNamed(name), database_name, database_id, migrations_dir: typeof migrations_dir === "string" ? migrations_dir : undefined };
+  if (typeof database_name !== "string") throw new Error(`${file}: the d1_databases entry of ${binding} lacks database_name.`);
+  return {
+    ...shardNamed(name),
+    database_name,
+    ...(typeof database_id === "string" ? { database_id } : {}),
+    ...(typeof migrations_dir === "string" ? { migrations_dir } : {}),
+  };
 }
 
 /** The shards a config's text declares, ordered by name as the Workers order them. */
