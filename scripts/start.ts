@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
 import { devOutputFilter, migrationSummary } from "./lib/dev-output.ts";
-import { ensureDevVars } from "./lib/dev-vars.ts";
+import { ensureDevVars, newPushSecret } from "./lib/dev-vars.ts";
 import { localConfigPaths, readShards } from "./lib/shards.ts";
 import { recordStart, stateDirectory } from "./lib/start-record.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
@@ -33,9 +33,11 @@ ensureSettings(".dev.vars", "# Local settings of the API Worker; never commit th
 ensureSettings(
   path.relative(PROJECT_ROOT, path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars")),
   "# Local settings of the notifier Worker; never commit this file.\n" +
-    "# Without APP_PUSH_URL the notifier logs each notice as one JSON line.\n" +
-    "# APP_PUSH_URL='http://127.0.0.1:9999/push'\n",
-  { APP_PUSH_SECRET: () => `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}` },
+    "# With APP_PUSH_URL empty the notifier logs each notice as one JSON line; to push to a local\n" +
+    "# receiver (npm run receiver) set it to its address, such as 'http://127.0.0.1:9999/push'.\n",
+  // Empty, yet present: the config requires it (secrets.required), and wrangler dev warns of a
+  // required secret that .dev.vars lacks.
+  { APP_PUSH_URL: () => "", APP_PUSH_SECRET: newPushSecret },
 );
 
 for (const shard of readShards(API_CONFIG)) {
