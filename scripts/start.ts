@@ -8,7 +8,9 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
-import { devOutputFilter, migrationSummary } from "./lib/dev-output.ts";
+import { PATHS } from "../src/shared/paths.ts";
+import { readConfigFile } from "./lib/config.ts";
+import { devOutputFilter, migrationSummary, untilServing, withTypesAdvice, withWorkerName } from "./lib/dev-output.ts";
 import { ensureDevVars, newPushSecret } from "./lib/dev-vars.ts";
 import { localConfigPaths, readShards } from "./lib/shards.ts";
 import { recordStart, stateDirectory } from "./lib/start-record.ts";
@@ -18,6 +20,7 @@ import { newTokenKey } from "../src/shared/token-keys.ts";
 // The committed configs, or their git-ignored local copies once `npm run shards -- add` added a
 // shard locally.
 const { api: API_CONFIG, notifier: NOTIFIER_CONFIG } = localConfigPaths();
+const API_NAME = String(readConfigFile(API_CONFIG).name);
 
 const extra = process.argv.slice(2);
 const port = flagValue(extra, "--port") ?? "8787";
@@ -54,16 +57,7 @@ for (const shard of readShards(API_CONFIG)) {
   console.log(migrationSummary(`${shard.name} (${shard.binding})`, output));
 }
 
-console.log(`
-receipts.v2 is starting at http://${host}:${port}
-
-Issue a client:
-  npm run clients -- issue --chain c1
-Log in with it:
-  curl -s -X POST http://${host}:${port}/receipts/v2/login \\
-    -H "client_id: <client_id>" -H "client_secret: <client_secret>" \\
-    -H "token_type: Bearer" -H "scope: service.pos"
-`);
+console.log(`\nreceipts.v2 is starting at http://${host}:${port}; the next steps follow once it serves.\n`);
 
 const dev = spawn(
   "wrangler",
@@ -88,6 +82,25 @@ const forgetStart = recordStart(stateDirectory(persistTo), Number(port));
 showLines(dev.stdout!, process.stdout);
 showLines(dev.stderr!, process.stderr);
 
+// The first steps only once the API Worker answers: wrangler prints its address well before
+// the Workers run, and a login copied at once met "connection refused".
+const starting = new AbortController();
+untilServing(`http://${host}:${port}${PATHS.openapi}`, { signal: starting.signal }).then(
+  () =>
+    console.log(`
+receipts.v2 serves at http://${host}:${port}
+
+Issue a client:
+  npm run clients -- issue --chain c1
+Log in with it:
+  curl -s -X POST http://${host}:${port}${PATHS.login} \\
+    -H "client_id: <client_id>" -H "client_secret: <client_secret>" \\
+    -H "token_type: Bearer" -H "scope: service.pos"
+`),
+  // Stopped before it served.
+  () => undefined,
+);
+
 // wrangler dev never fires cron triggers, so the API Worker's every-minute jobs (the re-send of
 // notices whose queue send failed among them) are triggered here, as the deployed trigger would.
 const CRON_URL = `http://${host}:${port}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}`;
@@ -104,20 +117,22 @@ const cronTicker = setInterval(() => {
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     clearInterval(cronTicker);
+    starting.abort();
     dev.kill(signal);
   });
 }
 dev.on("exit", (code) => {
   clearInterval(cronTicker);
+  starting.abort();
   forgetStart();
   process.exit(code ?? 0);
 });
 
 /** Copies `from` to `to` line by line, without the routine lines (scripts/lib/dev-output.ts). */
 function showLines(from: Readable, to: Writable): void {
-  const show = devOutputFilter();
+  const show = devOutputFilter(API_NAME);
   createInterface({ input: from, crlfDelay: Infinity }).on("line", (line) => {
-    if (show(line)) to.write(`${line}\n`);
+    if (show(line)) to.write(`${withTypesAdvice(withWorkerName(line, API_NAME))}\n`);
   });
 }
 
