@@ -3,7 +3,7 @@
  * configs as they are committed, in-process on fixtures of what an account holds; then the dry
  * run once end to end, as a process without an account.
  */
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -28,6 +28,7 @@ import {
   type PlanInput,
 } from "../../scripts/lib/deploy-plan.ts";
 import { addJurisdiction } from "../../scripts/lib/shard-commands.ts";
+import { wranglerAsync } from "../../scripts/lib/wrangler.ts";
 import { shardNameOfBinding } from "../../src/shared/shard-ids.ts";
 import { ROOT, runScriptAsync } from "../support/run-script.ts";
 
@@ -222,6 +223,16 @@ describe("docs/operations.md#deploy-from-zero what the account holds, read from 
     expect(createdNamespaceId(`{\n  "kv_namespaces": [\n    {\n      "binding": "CLIENTS",\n      "id": "${"b".repeat(32)}"\n    }\n  ]\n}`)).toBe("b".repeat(32));
     expect(isMissingWorker("This Worker does not exist on your account. [code: 10007]")).toBe(true);
     expect(isMissingWorker("fetch failed")).toBe(false);
+  });
+});
+
+describe("docs/operations.md#data-residency the pinned wrangler", () => {
+  it("creates queues in a jurisdiction, as operations.md says and the deploy relies on", async () => {
+    const help = await wranglerAsync(["queues", "create", "--help"]);
+    expect(help).toMatch(/--jurisdiction\s+The jurisdiction of the queue/);
+    const operations = readFileSync(path.join(ROOT, "docs/operations.md"), "utf8");
+    expect(operations).toContain("`wrangler queues create --jurisdiction eu`");
+    expect(operations).not.toMatch(/no such flag for `wrangler queues create`/);
   });
 });
 
