@@ -16,6 +16,7 @@ import {
   jurisdictionArgument,
   planDeploy,
   planText,
+  type ConfigEdit,
   type DeployConfigs,
   type DeployPlan,
   type Existing,
@@ -168,9 +169,7 @@ async function carryOut(plan: DeployPlan, policy: RolloutPolicy, givenUrl: strin
   }
   for (const file of new Set(plan.edits.map((edit) => edit.file))) {
     const full = path.join(PROJECT_ROOT, file);
-    const text = plan.edits
-      .filter((edit) => edit.file === file)
-      .reduce((current, edit) => editConfigText(current, edit.at, typeof edit.value === "string" ? edit.value : ids.get(edit.value.idOf)), readFileSync(full, "utf8"));
+    const text = plan.edits.filter((edit) => edit.file === file).reduce((current, edit) => editConfigText(current, edit.at, editValue(edit, ids)), readFileSync(full, "utf8"));
     replaceIfChanged(full, text);
   }
   for (const migration of plan.migrations.filter((each) => each.pending.length > 0)) {
@@ -181,7 +180,8 @@ async function carryOut(plan: DeployPlan, policy: RolloutPolicy, givenUrl: strin
   for (const worker of plan.workers.filter((each) => each.how === "deploy")) {
     console.log(`Deploying ${worker.name}...`);
     const output = wrangler(worker.args);
-    deployedUrl = /https:\/\/[\w.-]+\.workers\.dev/.exec(output)?.[0] ?? deployedUrl;
+    // The API Worker's own address: the notifier's workers.dev one answers nothing of the API.
+    if (worker.worker === "api") deployedUrl = /https:\/\/[\w.-]+\.workers\.dev/.exec(output)?.[0];
   }
   const baseUrl = givenUrl ?? deployedUrl;
   const rolling = plan.workers.filter((each) => each.how === "rollout");
@@ -198,6 +198,14 @@ async function carryOut(plan: DeployPlan, policy: RolloutPolicy, givenUrl: strin
     });
   }
   console.log(baseUrl ? await checkReport(baseUrl) : "Deployed. Check skipped: give the service's address with --url to check it.");
+}
+
+/** The value an edit writes: its own, or the ID the account gave its store (an edit must never remove a field). */
+function editValue(edit: ConfigEdit, ids: ReadonlyMap<string, string>): string {
+  if (typeof edit.value === "string") return edit.value;
+  const id = ids.get(edit.value.idOf);
+  if (id === undefined) throw new Error(`No ID for ${edit.value.idOf}, which ${edit.file} binds: nothing was written to it.`);
+  return id;
 }
 
 /** The status, as the ops client reads it; `override` pins the request to one version of the API Worker. */
