@@ -22,9 +22,9 @@ const NODE_ALONE_FILES = ["test/scripts/app-users.test.ts"];
 
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(root, "migrations"));
-  // wrangler.toml's [assets] folder must hold the API reference's files before the Workers start.
+  // wrangler.jsonc's `assets` folder must hold the API reference's files before the Workers start.
   writeDocsAssets();
-  const apiWorker = { main: "./src/api/index.ts", wrangler: { configPath: "./wrangler.toml" } };
+  const apiWorker = { main: "./src/api/index.ts", wrangler: { configPath: "./wrangler.jsonc" } };
   const apiBindings = {
     TEST_MIGRATIONS: migrations,
     TOKEN_KEYS: JSON.stringify(TEST_TOKEN_KEYS),
@@ -35,7 +35,7 @@ export default defineConfig(async () => {
     // The deadline tests wait it out in real time; 10 s deployed.
     BODY_DEADLINE_SECONDS: "2",
     // Every receipt is old enough for the archive's next run (storage is per test file, and only a
-    // test starts that run); the local ARCHIVE bucket comes from wrangler.toml.
+    // test starts that run); the local ARCHIVE bucket comes from wrangler.jsonc.
     ARCHIVE_AFTER_DAYS: "0",
   };
   return {
@@ -61,7 +61,7 @@ export default defineConfig(async () => {
                   // Erasures on the three shards run in two parts (500 shards a part deployed).
                   ERASURE_PART_SHARDS: "2",
                 },
-                // A third shard beside the two of wrangler.toml: the suite runs on three.
+                // A third shard beside the two of wrangler.jsonc: the suite runs on three.
                 d1Databases: TEST_SHARD,
                 // The notifier consumes the API's real queue beside it; tests read its pushes here.
                 workers: notifierWorkers(),

@@ -85,7 +85,7 @@ export async function startRuntime(bundles: Bundles, push?: PushTo): Promise<Run
   );
   await mf.ready;
 
-  // Every shard of wrangler.toml, migrated; seeded receipts take turns among them.
+  // Every shard of wrangler.jsonc, migrated; seeded receipts take turns among them.
   const shards = await Promise.all(
     readShards(API_CONFIG).map(async ({ binding, tag }) => ({ tag, db: await mf.getD1Database(binding, "api") })),
   );
@@ -136,7 +136,7 @@ function receiptIdPrefix(tag: number): string {
 }
 
 /**
- * The limits of wrangler.toml, each raised far above what one machine can send: the bench's one
+ * The limits of wrangler.jsonc, each raised far above what one machine can send: the bench's one
  * client times what counting against a limit costs a request, never its 429s. The login limit
  * stays: the bench's logins succeed.
  */

@@ -46,7 +46,7 @@ async function check(): Promise<void> {
   const state = mkdtempSync(path.join(tmpdir(), "receipts-contract-"));
   const [port, inspectorPort, proxyPort] = [await freePort(), await freePort(), await freePort()];
   const tokenKey = newTokenKey();
-  const vars = unstable_readConfig({ config: path.join(PROJECT_ROOT, "wrangler.toml") }).vars as Record<string, string>;
+  const vars = unstable_readConfig({ config: path.join(PROJECT_ROOT, "wrangler.jsonc") }).vars as Record<string, string>;
   const started: Started[] = [];
   try {
     const service = startGroup("npm", [

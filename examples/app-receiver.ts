@@ -21,7 +21,7 @@
  * The secret is `APP_PUSH_SECRET` from the environment, else from `src/notifier/.dev.vars` (which
  * `npm start` writes), so the receiver and the local notifier share it with no copying. The feed:
  * `APP_CLIENT_ID` and `APP_CLIENT_SECRET` from the environment (a secret stays out of the process
- * list), the service at `--base-url` (http://127.0.0.1:8787), the cursor in `--cursor-file`
+ * list), the service at `--base-url` (else the local npm start, on the port it recorded), the cursor in `--cursor-file`
  * (.app-receiver-cursor, git-ignored).
  *
  * `export` and `forget` are what an app's backend calls when a shopper asks for a copy of their
@@ -35,6 +35,8 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { parseArgs, parseEnv } from "node:util";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
+import { asksForHelp } from "../scripts/lib/cli.ts";
+import { localServiceUrl, stateDirectory } from "../scripts/lib/start-record.ts";
 import { catchUp, type AppClient, type FeedSource } from "./app-feed.ts";
 import { exportUser, forgetUser, type JobPolling } from "./app-jobs.ts";
 import { AppView, describeOutcome, MalformedEvent } from "./app-view.ts";
@@ -43,14 +45,15 @@ import { AppView, describeOutcome, MalformedEvent } from "./app-view.ts";
 export const NOTIFIER_DEV_VARS = path.join(import.meta.dirname, "../src/notifier/.dev.vars");
 
 const DEFAULT_PORT = 9999;
-const DEFAULT_BASE_URL = "http://127.0.0.1:8787";
 const DEFAULT_CURSOR_FILE = path.join(import.meta.dirname, "../.app-receiver-cursor");
 /** Far above any event: a receipt body is at most 64 KiB (docs/api.md#add-body). */
 const MAX_BODY_BYTES = 1024 * 1024;
 const USAGE =
-  "usage: npm run receiver [-- --port <port>] [--base-url <url>] [--cursor-file <file>]\n" +
-  "       npm run receiver -- export <app_user_id> [--out <file>] [--base-url <url>]\n" +
-  "       npm run receiver -- forget <app_user_id> [--base-url <url>]\n" +
+  "Usage: npm run receiver [-- --port <port>] [--base-url <url> | --persist-to <dir>] [--cursor-file <file>]\n" +
+  "       npm run receiver -- export <app_user_id> [--out <file>] [--base-url <url> | --persist-to <dir>]\n" +
+  "       npm run receiver -- forget <app_user_id> [--base-url <url> | --persist-to <dir>]\n" +
+  "  The service is the local npm start of .wrangler/state (or --persist-to's state), on the port it\n" +
+  "  recorded, unless --base-url names another.\n" +
   "  APP_PUSH_SECRET from the environment or src/notifier/.dev.vars; APP_CLIENT_ID and APP_CLIENT_SECRET\n" +
   "  (an app client: npm run clients -- issue --app) to catch up through the event feed first, and for\n" +
   "  export (the app user's data as NDJSON, to standard output or --out) and forget (their erasure)";
@@ -58,7 +61,9 @@ const USAGE =
 /** The commands an app's backend runs for one app user, rather than serving. */
 const APP_USER_COMMANDS = new Set(["export", "forget"]);
 
-if (import.meta.main && APP_USER_COMMANDS.has(process.argv[2] ?? "")) {
+if (import.meta.main && asksForHelp(process.argv.slice(2))) {
+  console.log(USAGE);
+} else if (import.meta.main && APP_USER_COMMANDS.has(process.argv[2] ?? "")) {
   let command: AppUserCommand;
   try {
     command = appUserArguments(process.argv.slice(2), process.env);
@@ -242,14 +247,18 @@ function answer(response: ServerResponse, status: number, body: unknown): void {
   response.writeHead(status, { "content-type": "application/json" }).end(`${JSON.stringify(body)}\n`);
 }
 
-function receiverArguments(args: string[]): { port: number; baseUrl: string; cursorFile: string } {
+/**
+ * Reads the receiver's options; the service is `--base-url`, else the local npm start of the
+ * state `--persist-to` names (default .wrangler/state) on the port it recorded.
+ */
+export function receiverArguments(args: string[]): { port: number; baseUrl: string; cursorFile: string } {
   const { values } = parseArgs({
     args,
-    options: { port: { type: "string" }, "base-url": { type: "string" }, "cursor-file": { type: "string" } },
+    options: { port: { type: "string" }, "base-url": { type: "string" }, "persist-to": { type: "string" }, "cursor-file": { type: "string" } },
     strict: true,
     allowPositionals: false,
   });
-  const baseUrl = values["base-url"] ?? DEFAULT_BASE_URL;
+  const baseUrl = values["base-url"] ?? localServiceUrl(stateDirectory(values["persist-to"]));
   if (!URL.canParse(baseUrl)) throw new Error(`--base-url ${baseUrl} is not a URL`);
   return { port: portNumber(values.port), baseUrl: baseUrl.replace(/\/+$/, ""), cursorFile: values["cursor-file"] ?? DEFAULT_CURSOR_FILE };
 }
@@ -288,13 +297,21 @@ export interface AppUserCommand {
  * [--base-url <url>]`; the app client's credentials come from `env` alone, as for the feed.
  */
 export function appUserArguments(args: string[], env: NodeJS.ProcessEnv): AppUserCommand {
-  const { values, positionals } = parseArgs({ args, options: { out: { type: "string" }, "base-url": { type: "string" } }, strict: true, allowPositionals: true });
+  const { values, positionals } = parseArgs({
+    args,
+    options: { out: { type: "string" }, "base-url": { type: "string" }, "persist-to": { type: "string" } },
+    strict: true,
+    allowPositionals: true,
+  });
   const [command, appUserId, extra] = positionals;
   if (command !== "export" && command !== "forget") throw new Error(`unknown command: ${command}`);
   if (!appUserId) throw new Error(`${command}: no app_user_id given`);
   if (extra !== undefined) throw new Error(`${command}: unexpected argument ${extra}`);
   if (values.out !== undefined && (command !== "export" || values.out === "")) throw new Error(command === "export" ? "--out needs a file name" : "--out goes with export only");
-  const { baseUrl } = receiverArguments(values["base-url"] === undefined ? [] : ["--base-url", values["base-url"]]);
+  const { baseUrl } = receiverArguments([
+    ...(values["base-url"] === undefined ? [] : ["--base-url", values["base-url"]]),
+    ...(values["persist-to"] === undefined ? [] : ["--persist-to", values["persist-to"]]),
+  ]);
   const client = appClient(env, baseUrl);
   if (!client) throw new Error(`${command} needs the app client: set APP_CLIENT_ID and APP_CLIENT_SECRET (npm run clients -- issue --app)`);
   return { command, appUserId, ...(values.out !== undefined && { out: values.out }), client };

@@ -5,10 +5,11 @@
  *
  *     npm start                                   # in one terminal
  *     npm run example                             # in another
- *     npm run example -- --base-url http://127.0.0.1:9000   # after npm start -- --port 9000
+ *     npm run example -- --base-url https://receipts.example.com   # a deployment
  *
  * Settings, all optional:
- * - --base-url, else RECEIPTS_BASE_URL: where the service answers (default http://127.0.0.1:8787).
+ * - --base-url, else RECEIPTS_BASE_URL: where the service answers; by default the local
+ *   `npm start`, on the port it recorded in its state (or --persist-to's), else 8787.
  * - RECEIPTS_CLIENT_ID, RECEIPTS_CLIENT_SECRET and RECEIPTS_CHAIN_ID: the client to act as.
  *   Without them, once the service has answered, the example issues a client for chain c1 into
  *   the local state of `npm start`, as an operator would (`npm run clients -- issue --chain c1
@@ -19,13 +20,20 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { ReceiptsClient, ReceiptsError, makeReturnCode, parseReturnCode, type Receipt } from "../src/client/index.ts";
+import { asksForHelp } from "../scripts/lib/cli.ts";
+import { localServiceUrl, stateDirectory } from "../scripts/lib/start-record.ts";
 import { PATHS } from "../src/shared/paths.ts";
 
-const USAGE = "Usage: npm run example [-- --base-url <http(s) URL of receipts.v2>]";
-// Beside npm start's own local state, which the saved client belongs to, and git-ignored with it.
-const SAVED_CLIENT = path.join(import.meta.dirname, "..", ".wrangler", "example-client.json");
-
-const baseUrl = baseUrlArgument();
+const USAGE =
+  "Usage: npm run example [-- --base-url <http(s) URL of receipts.v2> | --persist-to <dir>]\n\n" +
+  "  A till's checkout: log in, add a receipt, read its return code back, delete it. Against the\n" +
+  "  npm start serving .wrangler/state (or --persist-to's state), on the port it recorded, unless\n" +
+  "  --base-url (or RECEIPTS_BASE_URL) names another service.";
+const { baseUrl, persistTo } = settings();
+// Beside the local state the saved client belongs to (npm start's own, in git-ignored .wrangler/).
+const SAVED_CLIENT = persistTo
+  ? path.join(stateDirectory(persistTo), "example-client.json")
+  : path.join(import.meta.dirname, "..", ".wrangler", "example-client.json");
 
 try {
   await checkout();
@@ -110,7 +118,7 @@ function credentials(): Credentials & { saved: boolean } {
 /** Issues a client as an operator would, and keeps it for the next runs. */
 function issueClient(chainId: string): Credentials {
   // npm run puts the project's Node and wrangler first on PATH; the operator command needs both.
-  const output = execFileSync("npm", ["run", "-s", "clients", "--", "issue", "--chain", chainId, "--json"], {
+  const output = execFileSync("npm", ["run", "-s", "clients", "--", "issue", "--chain", chainId, "--json", ...(persistTo ? ["--persist-to", persistTo] : [])], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -122,13 +130,21 @@ function issueClient(chainId: string): Credentials {
   return credentials;
 }
 
-/** --base-url, else RECEIPTS_BASE_URL, else npm start's default; anything but an http(s) URL is a usage error (exit 2). */
-function baseUrlArgument(): string {
+/**
+ * --base-url, else RECEIPTS_BASE_URL, else the local npm start where it recorded its port;
+ * anything but an http(s) URL is a usage error (exit 2), and --help prints the usage (exit 0).
+ */
+function settings(): { baseUrl: string; persistTo?: string } {
+  if (asksForHelp(process.argv.slice(2))) {
+    console.log(USAGE);
+    process.exit(0);
+  }
   try {
-    const { values } = parseArgs({ options: { "base-url": { type: "string" } } });
-    const url = values["base-url"] ?? process.env.RECEIPTS_BASE_URL ?? "http://127.0.0.1:8787";
+    const { values } = parseArgs({ options: { "base-url": { type: "string" }, "persist-to": { type: "string" } } });
+    const persistTo = values["persist-to"];
+    const url = values["base-url"] ?? process.env.RECEIPTS_BASE_URL ?? localServiceUrl(stateDirectory(persistTo));
     if (!/^https?:$/.test(new URL(url).protocol)) throw new Error(`not an http(s) URL: ${url}`);
-    return url;
+    return { baseUrl: url, ...(persistTo ? { persistTo } : {}) };
   } catch (error) {
     console.error(`${(error as Error).message}\n${USAGE}`);
     process.exit(2);

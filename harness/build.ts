@@ -3,8 +3,9 @@
  * for deployment, and a harness's own Workers with the same bundler and settings.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { readConfigFile, type ConfigObject } from "../scripts/lib/config.ts";
 import { PROJECT_ROOT, wrangler } from "../scripts/lib/wrangler.ts";
 
 /** Absolute paths of the deployed Workers' bundles. */
@@ -31,16 +32,14 @@ export function buildDeployed(): DeployedBundles {
  */
 export function bundleHarnessWorker(entry: string, outdir: string): string {
   mkdirSync(outdir, { recursive: true });
-  const config = path.join(outdir, "harness.wrangler.toml");
-  writeFileSync(config, harnessConfig(readFileSync(path.join(PROJECT_ROOT, "wrangler.toml"), "utf8")));
+  const config = path.join(outdir, "harness.wrangler.jsonc");
+  writeFileSync(config, harnessConfig(readConfigFile(path.join(PROJECT_ROOT, "wrangler.jsonc"))));
   wrangler(["deploy", "--dry-run", "--outdir", outdir, "-c", config, path.join(PROJECT_ROOT, entry)]);
   return path.join(outdir, `${path.basename(entry, ".ts")}.js`);
 }
 
 // The API config's top-level settings that change a bundle, and nothing else.
-function harnessConfig(apiConfig: string): string {
-  const setting = (name: string) => new RegExp(`^${name}\\s*=.*$`, "m").exec(apiConfig)?.[0];
-  return [`name = "receipts-v2-harness"`, setting("compatibility_date"), setting("compatibility_flags"), setting("minify"), "send_metrics = false"]
-    .filter((line) => line !== undefined)
-    .join("\n");
+function harnessConfig(apiConfig: ConfigObject): string {
+  const { compatibility_date, compatibility_flags, minify } = apiConfig;
+  return JSON.stringify({ name: "receipts-v2-harness", compatibility_date, compatibility_flags, minify, send_metrics: false }, null, 2);
 }

@@ -12,9 +12,9 @@ import { newClientRecord } from "../src/shared/client-records.ts";
 import { APP_SCOPE, clientKey } from "../src/shared/types.ts";
 
 /** The API Worker's wrangler config: its bindings, vars and shards. */
-export const API_CONFIG = path.join(PROJECT_ROOT, "wrangler.toml");
+export const API_CONFIG = path.join(PROJECT_ROOT, "wrangler.jsonc");
 /** The notifier's wrangler config. */
-export const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.toml");
+export const NOTIFIER_CONFIG = path.join(PROJECT_ROOT, "src/notifier/wrangler.jsonc");
 /** Every socket of a harness listens here only. */
 export const LOOPBACK = "127.0.0.1";
 const MIGRATIONS = path.join(PROJECT_ROOT, "migrations");

@@ -52,7 +52,7 @@ const USAGE = `Usage: npm run app-users -- erase <app_user_id> [--json] [--no-wa
   --persist-to <dir>    the local state of 'npm start -- --persist-to <dir>', whose port it recorded,
                         and where the erasure's request is written`;
 
-/** The bucket an export's file lies in (wrangler.toml). */
+/** The bucket an export's file lies in (wrangler.jsonc). */
 const ARCHIVE_BINDING = "ARCHIVE";
 
 await runCommands(USAGE, { erase, export: exportData });

@@ -2,8 +2,8 @@
  * Copies Swagger UI's standalone bundle from node_modules into the static assets that serve the
  * API reference (docs/api.md#api-reference). The copies are generated, not committed: 1.9 MB of
  * someone else's minified code would dwarf every diff, and the pinned devDependency already says
- * exactly which release it is. Wrangler runs this before every dev, deploy and build (the `[build]`
- * command of wrangler.toml), so `npm start`, `npm run build` and a deploy all have the files; the
+ * exactly which release it is. Wrangler runs this before every dev, deploy and build (the `build`
+ * command of wrangler.jsonc), so `npm start`, `npm run build` and a deploy all have the files; the
  * test configuration runs it too.
  */
 import { copyFileSync, mkdirSync, readFileSync, statSync } from "node:fs";
@@ -12,7 +12,7 @@ import path from "node:path";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
-/** The folder that wrangler.toml's `[assets]` serves the reference's files from. */
+/** The folder that wrangler.jsonc's `assets` serves the reference's files from. */
 export const DOCS_ASSETS_DIR = path.join(ROOT, "assets", "receipts", "v2", "docs");
 
 // The bundle carries React and every plugin; the style sheet draws its icons as data: images, so

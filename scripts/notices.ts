@@ -1,7 +1,7 @@
 /**
  * Operators list the events that could not be delivered and send them again
  * (docs/api.md#operators-list-and-replay). Both act on every shard's D1 database (the shards of
- * wrangler.toml: the local state's in-process, the deployment's through `wrangler d1 execute`), with the outbox's statements
+ * wrangler.jsonc: the local state's in-process, the deployment's through `wrangler d1 execute`), with the outbox's statements
  * (src/storage/outbox/statements.ts), which the Workers run too. An event_id names its shard, so
  * a replay goes straight to it.
  */
@@ -71,7 +71,7 @@ async function replay(argv: string[]): Promise<void> {
   const byShard = new Map<ConfigShard, string[]>();
   for (const id of wanted) {
     const shard = shardOfId(all, id);
-    if (!shard) throw new UsageError(`event_id ${id} names no shard of wrangler.toml (shards: ${all.map(({ name }) => name).join(", ")}).`);
+    if (!shard) throw new UsageError(`event_id ${id} names no shard of wrangler.jsonc (shards: ${all.map(({ name }) => name).join(", ")}).`);
     byShard.set(shard, [...(byShard.get(shard) ?? []), id]);
   }
   const moved: { event_id: string; receipt_id: string; shard: string }[] = [];

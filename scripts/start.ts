@@ -8,8 +8,10 @@ import path from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { newAuditHashKey } from "../src/shared/audit-hash-key.ts";
-import { devOutputFilter, migrationSummary } from "./lib/dev-output.ts";
-import { ensureDevVars } from "./lib/dev-vars.ts";
+import { PATHS } from "../src/shared/paths.ts";
+import { readConfigFile } from "./lib/config.ts";
+import { devOutputFilter, migrationSummary, untilServing, withTypesAdvice, withWorkerName } from "./lib/dev-output.ts";
+import { ensureDevVars, newPushSecret } from "./lib/dev-vars.ts";
 import { localConfigPaths, readShards } from "./lib/shards.ts";
 import { recordStart, stateDirectory } from "./lib/start-record.ts";
 import { PROJECT_ROOT, wrangler } from "./lib/wrangler.ts";
@@ -18,6 +20,7 @@ import { newTokenKey } from "../src/shared/token-keys.ts";
 // The committed configs, or their git-ignored local copies once `npm run shards -- add` added a
 // shard locally.
 const { api: API_CONFIG, notifier: NOTIFIER_CONFIG } = localConfigPaths();
+const API_NAME = String(readConfigFile(API_CONFIG).name);
 
 const extra = process.argv.slice(2);
 const port = flagValue(extra, "--port") ?? "8787";
@@ -33,9 +36,11 @@ ensureSettings(".dev.vars", "# Local settings of the API Worker; never commit th
 ensureSettings(
   path.relative(PROJECT_ROOT, path.join(path.dirname(NOTIFIER_CONFIG), ".dev.vars")),
   "# Local settings of the notifier Worker; never commit this file.\n" +
-    "# Without APP_PUSH_URL the notifier logs each notice as one JSON line.\n" +
-    "# APP_PUSH_URL='http://127.0.0.1:9999/push'\n",
-  { APP_PUSH_SECRET: () => `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}` },
+    "# With APP_PUSH_URL empty the notifier logs each notice as one JSON line; to push to a local\n" +
+    "# receiver (npm run receiver) set it to its address, such as 'http://127.0.0.1:9999/push'.\n",
+  // Empty, yet present: the config requires it (secrets.required), and wrangler dev warns of a
+  // required secret that .dev.vars lacks.
+  { APP_PUSH_URL: () => "", APP_PUSH_SECRET: newPushSecret },
 );
 
 for (const shard of readShards(API_CONFIG)) {
@@ -52,16 +57,7 @@ for (const shard of readShards(API_CONFIG)) {
   console.log(migrationSummary(`${shard.name} (${shard.binding})`, output));
 }
 
-console.log(`
-receipts.v2 is starting at http://${host}:${port}
-
-Issue a client:
-  npm run clients -- issue --chain c1
-Log in with it:
-  curl -s -X POST http://${host}:${port}/receipts/v2/login \\
-    -H "client_id: <client_id>" -H "client_secret: <client_secret>" \\
-    -H "token_type: Bearer" -H "scope: service.pos"
-`);
+console.log(`\nreceipts.v2 is starting at http://${host}:${port}; the next steps follow once it serves.\n`);
 
 const dev = spawn(
   "wrangler",
@@ -86,6 +82,25 @@ const forgetStart = recordStart(stateDirectory(persistTo), Number(port));
 showLines(dev.stdout!, process.stdout);
 showLines(dev.stderr!, process.stderr);
 
+// The first steps only once the API Worker answers: wrangler prints its address well before
+// the Workers run, and a login copied at once met "connection refused".
+const starting = new AbortController();
+untilServing(`http://${host}:${port}${PATHS.openapi}`, { signal: starting.signal }).then(
+  () =>
+    console.log(`
+receipts.v2 serves at http://${host}:${port}
+
+Issue a client:
+  npm run clients -- issue --chain c1
+Log in with it:
+  curl -s -X POST http://${host}:${port}${PATHS.login} \\
+    -H "client_id: <client_id>" -H "client_secret: <client_secret>" \\
+    -H "token_type: Bearer" -H "scope: service.pos"
+`),
+  // Stopped before it served.
+  () => undefined,
+);
+
 // wrangler dev never fires cron triggers, so the API Worker's every-minute jobs (the re-send of
 // notices whose queue send failed among them) are triggered here, as the deployed trigger would.
 const CRON_URL = `http://${host}:${port}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent("* * * * *")}`;
@@ -102,20 +117,22 @@ const cronTicker = setInterval(() => {
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     clearInterval(cronTicker);
+    starting.abort();
     dev.kill(signal);
   });
 }
 dev.on("exit", (code) => {
   clearInterval(cronTicker);
+  starting.abort();
   forgetStart();
   process.exit(code ?? 0);
 });
 
 /** Copies `from` to `to` line by line, without the routine lines (scripts/lib/dev-output.ts). */
 function showLines(from: Readable, to: Writable): void {
-  const show = devOutputFilter();
+  const show = devOutputFilter(API_NAME);
   createInterface({ input: from, crlfDelay: Infinity }).on("line", (line) => {
-    if (show(line)) to.write(`${line}\n`);
+    if (show(line)) to.write(`${withTypesAdvice(withWorkerName(line, API_NAME))}\n`);
   });
 }
 

@@ -1,5 +1,5 @@
 /**
- * `npm run types`: generates each Worker's binding types from its wrangler.toml (`wrangler types`
+ * `npm run types`: generates each Worker's binding types from its wrangler.jsonc (`wrangler types`
  * with `--include-runtime=false`) into a .d.ts at the repository's root, as Cloudflare's templates
  * keep it: worker-configuration.d.ts for the API and notifier-configuration.d.ts for the notifier.
  * src/shared/env.ts derives the Workers' env from them. The runtime's own types come from
@@ -19,8 +19,8 @@ import path from "node:path";
 const ROOT = path.resolve(import.meta.dirname, "..");
 
 const WORKERS = [
-  { config: "wrangler.toml", out: "worker-configuration.d.ts", envInterface: "ApiBindings" },
-  { config: "src/notifier/wrangler.toml", out: "notifier-configuration.d.ts", envInterface: "NotifierBindings" },
+  { config: "wrangler.jsonc", out: "worker-configuration.d.ts", envInterface: "ApiBindings" },
+  { config: "src/notifier/wrangler.jsonc", out: "notifier-configuration.d.ts", envInterface: "NotifierBindings" },
 ];
 
 const extra = process.argv.slice(2);
@@ -34,7 +34,7 @@ for (const { config, out, envInterface } of WORKERS) {
     "--env-interface",
     envInterface,
     // config.ts reads vars as strings and checks them itself; literal types would tie the code to
-    // wrangler.toml's example values.
+    // wrangler.jsonc's example values.
     "--strict-vars=false",
     "--include-runtime=false",
     // Without this, wrangler adds every secret of a local .dev.vars, and each machine would

@@ -61,7 +61,7 @@ export const SOAK_VARS = {
 } as const;
 
 /**
- * The notices queue's `max_retries` in the soak, as in src/notifier/wrangler.toml. The queue
+ * The notices queue's `max_retries` in the soak, as in src/notifier/wrangler.jsonc. The queue
  * retries only what a D1 failure left unrecorded: with 1 s doubling to 2 s they outlast the
  * plan's D1 faults of the notifier, so only the refusals for good become dead letters.
  */
@@ -80,7 +80,7 @@ export const SOAK_TILL_TIER = "large";
 
 type RateLimits = Record<string, { namespace_id: string; simple: { limit: number; period: 10 | 60 } }>;
 
-// wrangler.toml's limits, with the standard tier's on add lowered to SOAK_ADD_LIMIT.
+// wrangler.jsonc's limits, with the standard tier's on add lowered to SOAK_ADD_LIMIT.
 function soakLimits(configured: unknown): RateLimits {
   const limits = { ...(configured as RateLimits) };
   const binding = ratePolicy("add", "standard").binding;
@@ -150,7 +150,7 @@ export async function startSoakRuntime(bundles: SoakBundles, pushUrl: string, pu
     host: LOOPBACK,
     port: 0,
     resourcePersistencePath: storage,
-    // Traces on, as `[observability]` deploys them and `npm start` keeps them locally: the trace
+    // Traces on, as `observability` deploys them and `npm start` keeps them locally: the trace
     // store (spans with each binding call's keys, and the log lines) persists beside the other
     // stores, where the erasure scans read it.
     unsafeObservability: true,

@@ -113,7 +113,7 @@ export function dispatch(commands: Commands, argv: string[]): Promise<void> | vo
  * Whether the arguments ask for the usage: `--help` or `-h` anywhere before a `--`, after which
  * every argument is a value (an app_user_id may well be "-h").
  */
-function asksForHelp(argv: readonly string[]): boolean {
+export function asksForHelp(argv: readonly string[]): boolean {
   const end = argv.indexOf("--");
   return (end === -1 ? argv : argv.slice(0, end)).some((arg) => arg === "--help" || arg === "-h");
 }

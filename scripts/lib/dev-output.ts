@@ -6,21 +6,36 @@
 
 /**
  * A filter for one of wrangler dev's output streams: true for a line to show. Beyond the routine
- * lines it drops a Worker's bindings table that wrangler prints again once the server is up.
+ * lines it drops a Worker's bindings table that wrangler prints again once the server is up, and
+ * the types warning wrangler prints after any Worker's table but `typedWorker`'s: wrangler dev
+ * checks every config against the one ./worker-configuration.d.ts, which holds the first
+ * config's types (the API Worker's; the notifier's are in notifier-configuration.d.ts), so for
+ * the others it warns whatever their types are. `npm run typecheck` checks both files.
  */
-export function devOutputFilter(): (line: string) => boolean {
+export function devOutputFilter(typedWorker?: string): (line: string) => boolean {
   const tablesShown = new Set<string>();
   let inRepeatedTable = false;
+  let tableOf: string | undefined;
   return (line) => {
-    if (/has access to the following bindings:$/.test(line)) {
+    const table = /^(\S+) has access to the following bindings:$/.exec(line);
+    if (table) {
+      tableOf = table[1];
       inRepeatedTable = tablesShown.has(line);
       tablesShown.add(line);
       return !inRepeatedTable;
     }
+    if (TYPES_WARNING.test(line) && typedWorker !== undefined && tableOf !== typedWorker) return false;
     if (inRepeatedTable && /^(?:Binding\s|env\.)/.test(line)) return false;
     inRepeatedTable = false;
     return !isRoutineLine(line);
   };
+}
+
+const TYPES_WARNING = /Your types might be out of date/;
+
+/** Wrangler's advice for stale types, as this project follows it: `npm run types`, which writes both files with the flags `npm run typecheck` checks. */
+export function withTypesAdvice(line: string): string {
+  return TYPES_WARNING.test(line) ? line.replace(/Re-run `wrangler types`/, "Run `npm run types`") : line;
 }
 
 /** Whether wrangler dev's output line is routine noise a person at the terminal does not need. */
@@ -54,4 +69,35 @@ export function migrationSummary(shard: string, output: string): string {
   return applied.length === 0
     ? `Shard ${shard}: migrations up to date.`
     : `Shard ${shard}: applied ${applied.length} migration${applied.length === 1 ? "" : "s"} (${applied.join(", ")}).`;
+}
+
+/**
+ * The line with the API Worker's name where wrangler dev printed `[undefined]`: with several
+ * configs it prefixes each Worker's console lines with its name, but takes it from the bundle's
+ * entry, which wrangler 4.155 leaves unnamed for a Worker with a custom build command (the API
+ * Worker's `build.command`, which copies the API reference's files). The prefix may be coloured.
+ */
+export function withWorkerName(line: string, name: string): string {
+  return line.replace(/^((?:\x1b\[[0-9;]*m)?)\[undefined\]/, `$1[${name}]`);
+}
+
+/**
+ * Resolves once `url` answers a GET with a success, asking every `pauseMs` meanwhile (nothing
+ * listens yet, or wrangler's proxy waits for its Workers): what `npm start` waits for before it
+ * tells a newcomer to log in, so that the command it prints finds the service up.
+ */
+export async function untilServing(url: string, options: { fetcher?: typeof fetch; pauseMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+  const { fetcher = fetch, pauseMs = 500, signal } = options;
+  for (;;) {
+    signal?.throwIfAborted();
+    try {
+      const response = await fetcher(url, { signal });
+      await response.body?.cancel();
+      if (response.ok) return;
+    } catch {
+      // Nothing listens yet; stopped, it ends here.
+      signal?.throwIfAborted();
+    }
+    await new Promise((resolve) => setTimeout(resolve, pauseMs));
+  }
 }

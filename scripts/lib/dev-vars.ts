@@ -32,3 +32,8 @@ export function ensureDevVars(file: string, header: string, settings: Record<str
   else writeFileSync(file, `${header}${lines}`, { mode: 0o600 });
   return missing;
 }
+
+/** A Standard Webhooks signing secret, the notifier's APP_PUSH_SECRET: whsec_ and 32 random bytes in base64. */
+export function newPushSecret(): string {
+  return `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64")}`;
+}

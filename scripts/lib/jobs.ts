@@ -12,7 +12,7 @@ import { UsageError, positiveInteger } from "./cli.ts";
 import { recordFile, recordedPort, stateDirectory } from "./start-record.ts";
 import { wrangler } from "./wrangler.ts";
 
-/** The Workflows of wrangler.toml, by the kind `npm run jobs` shows. */
+/** The Workflows of wrangler.jsonc, by the kind `npm run jobs` shows. */
 export const JOB_WORKFLOWS = { erasure: "receipts-v2-erasure", export: "receipts-v2-export", archive: "receipts-v2-archive" } as const;
 
 /** A kind of job. */

@@ -7,12 +7,12 @@
  * start per call cost seconds each; this costs one Miniflare start (about a second) a command.
  * `runCli` closes it when the command ends.
  */
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Miniflare } from "miniflare";
 import { runBatch, type Statement } from "../../src/storage/statement.ts";
 import { atCommandEnd } from "./cli.ts";
+import { readConfigFile } from "./config.ts";
 import { readShards, type ConfigShard } from "./shards.ts";
 import { PROJECT_ROOT, type Target } from "./wrangler.ts";
 
@@ -64,9 +64,7 @@ export function localState(target: Target, config: string): LocalState {
       modules: true,
       script: "export default {}",
       resourcePersistencePath: path.join(persist, "v3"),
-      d1Databases: Object.fromEntries(readShards(config).map((shard) => [shard.binding, shard.database_id])),
-      kvNamespaces: bindingsOf(config, "kv_namespaces", "id"),
-      r2Buckets: bindingsOf(config, "r2_buckets", "bucket_name"),
+      ...localStoreIds(config),
       // The runtime runs no code of ours: what it logs is a failed start, which its error carries.
       handleStructuredLogs: () => undefined,
     };
@@ -141,17 +139,27 @@ async function whileLocked<T>(call: () => Promise<T>, { retryLocked = true }: Lo
 }
 
 /**
- * The bindings of a config's `[[<table>]]` tables, binding → the `idField` wrangler keys their
- * local storage by (a KV namespace's `id`, an R2 bucket's `bucket_name`): one table per binding,
- * `binding` and `idField` lines in it, the form our configs use.
+ * The stores a config binds, binding → the ID wrangler keys their local storage by: a D1
+ * database's `database_id` and a KV namespace's `id`, or, in a config that carries none (the
+ * committed ones), the binding itself, as wrangler dev and `wrangler d1|kv --local` do; an R2
+ * bucket's `bucket_name`. Whatever runs beside `npm start` on its state takes them from here.
  */
-function bindingsOf(config: string, table: "kv_namespaces" | "r2_buckets", idField: "id" | "bucket_name"): Record<string, string> {
-  const bindings: Record<string, string> = {};
-  const blocks = new RegExp(String.raw`^\s*\[\[\s*${table}\s*\]\]\s*$([\s\S]*?)(?=^\s*\[|(?![\s\S]))`, "gm");
-  for (const [, body] of readFileSync(config, "utf8").matchAll(blocks)) {
-    const binding = /^\s*binding\s*=\s*"([^"]+)"/m.exec(body!)?.[1];
-    const id = new RegExp(String.raw`^\s*${idField}\s*=\s*"([^"]+)"`, "m").exec(body!)?.[1];
-    if (binding && id) bindings[binding] = id;
-  }
-  return bindings;
+export function localStoreIds(config: string): { d1Databases: Record<string, string>; kvNamespaces: Record<string, string>; r2Buckets: Record<string, string> } {
+  const parsed = readConfigFile(config);
+  const ids = (table: string, idField: string, fallback: boolean) => {
+    const entries = parsed[table];
+    const ids: Record<string, string> = {};
+    for (const entry of Array.isArray(entries) ? (entries as Record<string, unknown>[]) : []) {
+      const { binding, [idField]: id } = entry;
+      if (typeof binding !== "string") continue;
+      if (typeof id === "string") ids[binding] = id;
+      else if (fallback) ids[binding] = binding;
+    }
+    return ids;
+  };
+  return {
+    d1Databases: Object.fromEntries(readShards(config).map((shard) => [shard.binding, shard.database_id ?? shard.binding])),
+    kvNamespaces: ids("kv_namespaces", "id", true),
+    r2Buckets: ids("r2_buckets", "bucket_name", false),
+  };
 }

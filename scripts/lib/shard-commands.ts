@@ -25,22 +25,25 @@ import {
   type ConfigPaths,
   type ConfigShard,
 } from "./shards.ts";
+import { readConfigFile, type ConfigObject } from "./config.ts";
+import { configJurisdiction, jurisdictionArgument, type Jurisdiction } from "./deploy-plan.ts";
 import { NoLocalState, localState } from "./local-state.ts";
 import type { ShardStates } from "./shard-states.ts";
 import { PROJECT_ROOT, TARGET_OPTIONS, targetFlags, targetOf, wrangler, wranglerAsync, type Target } from "./wrangler.ts";
 
 export const SHARDS_USAGE = `Usage: npm run shards -- <command> [options]
 
-  list [--json]   every shard of wrangler.toml: name, binding, state, receipts, bytes
+  list [--json]   every shard of wrangler.jsonc: name, binding, state, receipts, bytes
                   (--json: one JSON array of {"name","binding","state","receipts","bytes"})
   close <name>    the shard takes no new receipts; delete, replays and events go on.
                   The last open shard closes only with --force: then every add fails.
   open <name>     the shard takes new receipts (again)
                   Either lands within 65 s, without a deploy.
   add <name>      a new shard, closed: database receipts-v2-<name> bound as DB_<NAME> in
-                  wrangler.toml and src/notifier/wrangler.toml, migrations applied. With
-                  --remote it creates the database first, and prints what is left (deploy
-                  both Workers, then open it).
+                  wrangler.jsonc and src/notifier/wrangler.jsonc, migrations applied. With
+                  --remote it creates the database first, in the deployment's jurisdiction
+                  (the one the configs record; --jurisdiction must name the same), and prints
+                  what is left (npm run deploy, then open it).
   migrate         apply the pending files of migrations/ to every shard, up to --parallel <n>
                   shards at once (default 4 with --remote, 2 locally): a line per shard, then
                   a summary; exit 1 if a shard failed. Shards already migrated are skipped, so
@@ -50,7 +53,7 @@ export const SHARDS_USAGE = `Usage: npm run shards -- <command> [options]
 A shard name is a lower-case letter, then up to 19 lower-case letters or digits.
 Every command acts on the local state of 'npm start' unless --remote is given
 (--persist-to <dir> picks another local state directory). --config-dir <dir> reads and
-edits <dir>/wrangler.toml and <dir>/src/notifier/wrangler.toml instead of the project's.`;
+edits <dir>/wrangler.jsonc and <dir>/src/notifier/wrangler.jsonc instead of the project's.`;
 
 const COMMON = {
   ...TARGET_OPTIONS,
@@ -103,7 +106,7 @@ async function list(statesOf: StatesOf, argv: string[]): Promise<void> {
     };
   });
   if (values.json) console.log(JSON.stringify(rows));
-  else if (rows.length === 0) console.log("No shards in wrangler.toml.");
+  else if (rows.length === 0) console.log("No shards in wrangler.jsonc.");
   else {
     for (const row of rows) {
       const fill = row.error ? `error=${row.error}` : `receipts=${row.receipts}\tbytes=${row.bytes}`;
@@ -122,7 +125,7 @@ async function setState(statesOf: StatesOf, command: "open" | "close", argv: str
   const configs = configsFor(target, values["config-dir"]);
   const shards = readShards(configs.api);
   if (!shards.some((shard) => shard.name === name)) {
-    throw new UsageError(`No shard ${name} in wrangler.toml (shards: ${shards.map((shard) => shard.name).join(", ")}).`);
+    throw new UsageError(`No shard ${name} in wrangler.jsonc (shards: ${shards.map((shard) => shard.name).join(", ")}).`);
   }
   const state: ShardState = { state: command === "open" ? "open" : "closed", changed_at: new Date().toISOString(), by: "operator" };
   // Read before the write: remotely, a read right after it might not see it yet.
@@ -143,7 +146,7 @@ async function setState(statesOf: StatesOf, command: "open" | "close", argv: str
 }
 
 async function add(statesOf: StatesOf, argv: string[]): Promise<void> {
-  const { values, positionals } = parse(argv, COMMON);
+  const { values, positionals } = parse(argv, { ...COMMON, jurisdiction: { type: "string" } });
   if (positionals.length !== 1) throw new UsageError("add needs exactly one shard name.");
   const name = shardNameArgument(positionals[0]);
   const target = targetOf(values);
@@ -152,13 +155,14 @@ async function add(statesOf: StatesOf, argv: string[]): Promise<void> {
   const current = configsFor(target, dir);
   const conflict = addConflict(name, [...readShards(current.api), ...readShards(current.notifier)]);
   if (conflict) throw new UsageError(conflict);
+  const jurisdiction = addJurisdiction(values.jurisdiction, [readConfigFile(committed.api), readConfigFile(committed.notifier)]);
   const databaseName = shardDatabaseName(name);
   const binding = shardBinding(name);
 
   let databaseId: string;
   if (target.remote) {
-    console.log(`Creating D1 database ${databaseName}...`);
-    databaseId = createdDatabaseId(wrangler(["d1", "create", databaseName, "-c", committed.api]));
+    console.log(`Creating D1 database ${databaseName}${jurisdiction ? ` in ${jurisdiction}` : ""}...`);
+    databaseId = createdDatabaseId(wrangler(["d1", "create", databaseName, ...(jurisdiction ? ["--jurisdiction", jurisdiction] : []), "-c", committed.api]));
   } else {
     databaseId = crypto.randomUUID();
   }
@@ -176,7 +180,7 @@ async function add(statesOf: StatesOf, argv: string[]): Promise<void> {
   await statesOf(target, committed).write(name, state);
   console.log(`Shard ${name} is closed in SHARD_STATES until opened.`);
 
-  const staged = current.api.replace(/\.toml$/, ".adding.local.toml");
+  const staged = current.api.replace(/\.jsonc$/, ".adding.local.jsonc");
   writeFileSync(staged, newApi);
   try {
     console.log(`Applying the migrations to ${databaseName}...`);
@@ -204,16 +208,35 @@ async function add(statesOf: StatesOf, argv: string[]): Promise<void> {
   if (target.remote) {
     console.log(`Shard ${name} is created, migrated and closed. What is left, in this order:
   1. Commit ${relative(committed.api)} and ${relative(committed.notifier)}.
-  2. npx wrangler deploy -c src/notifier/wrangler.toml     # the notifier first
-  3. npx wrangler deploy                                    # then the API Worker
-  4. npm run shards -- open ${name} --remote                # within 65 s it takes new receipts`);
+  2. npm run deploy                              # the notifier first, then the API Worker
+  3. npm run shards -- open ${name} --remote     # within 65 s it takes new receipts`);
   } else {
     console.log(`Shard ${name} is ready and closed locally, in the git-ignored ${relative(localShardsFile(dir))}
-(the committed wrangler.toml files are unchanged). Restart 'npm start' if it runs, so both Workers
+(the committed wrangler.jsonc files are unchanged). Restart 'npm start' if it runs, so both Workers
 bind it, then:
   npm run shards -- open ${name}
-To undo: delete ${relative(localShardsFile(dir))} and the wrangler.local.toml files.`);
+To undo: delete ${relative(localShardsFile(dir))} and the wrangler.local.jsonc files.`);
   }
+}
+
+/**
+ * The jurisdiction a new shard's database is created in: the deployment's, as its configs record
+ * it; a --jurisdiction that names another is a UsageError, since one deployment's shards cannot
+ * live in two.
+ */
+export function addJurisdiction(given: string | undefined, configs: readonly ConfigObject[]): Jurisdiction | undefined {
+  const recorded = configJurisdiction(configs);
+  if (given === undefined) return recorded;
+  let wanted: Jurisdiction;
+  try {
+    wanted = jurisdictionArgument(given);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (wanted !== recorded) {
+    throw new UsageError(`The deployment's stores are in ${recorded ?? "the default jurisdiction"} (its configs say so), not ${wanted}: a shard lives where the others do.`);
+  }
+  return wanted;
 }
 
 /** Shards migrated at once unless --parallel says: D1's API takes a few side by side; locally each is a workerd. */

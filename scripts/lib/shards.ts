@@ -1,9 +1,7 @@
 /**
  * The shards as the two Workers' wrangler configs declare them (docs/api.md#shards): read from the
- * `[[d1_databases]]` blocks whose binding is `DB_<NAME>`, and a new block written after the last
- * of them, with the files' comments and layout left as they are. The configs are ours, so this
- * reads only the form they use: one `[[d1_databases]]` table per database, one `key = "value"`
- * line per field.
+ * `d1_databases` entries whose binding is `DB_<NAME>`, and a new entry written after the last of
+ * them, with the files' comments and layout left as they are (a JSONC edit, scripts/lib/config.ts).
  */
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -16,12 +14,14 @@ import {
   type ShardBase,
 } from "../../src/shared/shard-ids.ts";
 import { UsageError } from "./cli.ts";
+import { editConfigText, parseConfigText } from "./config.ts";
 import { PROJECT_ROOT, type Target } from "./wrangler.ts";
 
 /** A shard as a config declares it: the shard, and the D1 database its binding names. */
 export interface ConfigShard extends ShardBase {
   database_name: string;
-  database_id: string;
+  /** The account's database; none in the committed configs until `npm run deploy` writes it. */
+  database_id?: string;
   migrations_dir?: string;
   tag: number;
   /** The config that binds it, for wrangler's -c; set by {@link targetShards}. */
@@ -38,7 +38,7 @@ export interface ConfigPaths {
 /** The committed configs: what is deployed, and what the tests read. */
 export function configPaths(dir: string = PROJECT_ROOT): ConfigPaths {
   const root = path.resolve(PROJECT_ROOT, dir);
-  return { dir: root, api: path.join(root, "wrangler.toml"), notifier: path.join(root, "src/notifier/wrangler.toml") };
+  return { dir: root, api: path.join(root, "wrangler.jsonc"), notifier: path.join(root, "src/notifier/wrangler.jsonc") };
 }
 
 /**
@@ -58,7 +58,7 @@ export function localShardsFile(dir: string = PROJECT_ROOT): string {
 /** The git-ignored configs local tools run with when shards were added locally, beside the committed ones. */
 export function localConfigFiles(dir: string = PROJECT_ROOT): ConfigPaths {
   const { dir: root, api, notifier } = configPaths(dir);
-  const local = (file: string) => file.replace(/\.toml$/, ".local.toml");
+  const local = (file: string) => file.replace(/\.jsonc$/, ".local.jsonc");
   return { dir: root, api: local(api), notifier: local(notifier) };
 }
 
@@ -97,8 +97,8 @@ export function targetShards(target: Target, dir?: string): ConfigShard[] {
 /** A committed config's text with a block for each of these shards. */
 export function configWithShards(file: string, shards: readonly LocalShard[]): string {
   const header =
-    `# Generated from ${path.basename(file)} and shards.local.json by the scripts: edit those, not this.\n` +
-    "# Undo a local shard: delete shards.local.json and every wrangler.local.toml (see README).\n";
+    `// Generated from ${path.basename(file)} and shards.local.json by the scripts: edit those, not this.\n` +
+    "// Undo a local shard: delete shards.local.json and every wrangler.local.jsonc (see README).\n";
   return header + shards.reduce((text, shard) => withShardBlock(text, shard, file), readFileSync(file, "utf8"));
 }
 
@@ -129,49 +129,37 @@ export function shardNameArgument(value: string | undefined): string {
   return value;
 }
 
-interface Block {
-  /** Index of the `[[d1_databases]]` line. */
-  header: number;
-  /** Index of the block's last `key = value` line. */
-  last: number;
-  fields: Record<string, string>;
+interface D1Entry {
+  binding?: unknown;
+  database_name?: unknown;
+  database_id?: unknown;
+  migrations_dir?: unknown;
 }
 
-const TABLE_HEADER = /^\s*\[/;
-const D1_HEADER = /^\s*\[\[\s*d1_databases\s*\]\]\s*(#.*)?$/;
-const FIELD = /^\s*([A-Za-z0-9_-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')\s*(#.*)?$/;
-
-function d1Blocks(lines: readonly string[]): Block[] {
-  const blocks: Block[] = [];
-  for (let i = 0; i < lines.length; i += 1) {
-    if (!D1_HEADER.test(lines[i]!)) continue;
-    const block: Block = { header: i, last: i, fields: {} };
-    for (let j = i + 1; j < lines.length && !TABLE_HEADER.test(lines[j]!); j += 1) {
-      const match = FIELD.exec(lines[j]!);
-      if (!match) continue;
-      block.fields[match[1]!] = match[2] !== undefined ? JSON.parse(`"${match[2]}"`) as string : match[3]!;
-      block.last = j;
-    }
-    blocks.push(block);
-  }
-  return blocks;
+/** The `d1_databases` entries of a config's text; a config that is not JSONC is an error naming the file. */
+function d1Entries(text: string, file: string): D1Entry[] {
+  const config = parseConfigText(text, file);
+  return Array.isArray(config.d1_databases) ? (config.d1_databases as D1Entry[]) : [];
 }
 
-function shardOfBlock(block: Block, file: string): ConfigShard | undefined {
-  const binding = block.fields.binding;
+function shardOfEntry(entry: D1Entry, file: string): ConfigShard | undefined {
+  const binding = typeof entry.binding === "string" ? entry.binding : undefined;
   const name = binding === undefined ? undefined : shardNameOfBinding(binding);
   if (!name || !binding) return undefined;
-  const { database_name, database_id, migrations_dir } = block.fields;
-  if (!database_name || !database_id) {
-    throw new Error(`${file}: the [[d1_databases]] block of ${binding} lacks database_name or database_id.`);
-  }
-  return { ...shardNamed(name), database_name, database_id, migrations_dir };
+  const { database_name, database_id, migrations_dir } = entry;
+  if (typeof database_name !== "string") throw new Error(`${file}: the d1_databases entry of ${binding} lacks database_name.`);
+  return {
+    ...shardNamed(name),
+    database_name,
+    ...(typeof database_id === "string" ? { database_id } : {}),
+    ...(typeof migrations_dir === "string" ? { migrations_dir } : {}),
+  };
 }
 
 /** The shards a config's text declares, ordered by name as the Workers order them. */
-export function shardsOfConfigText(text: string, file = "wrangler.toml"): ConfigShard[] {
-  return d1Blocks(text.split("\n"))
-    .flatMap((block) => shardOfBlock(block, file) ?? [])
+export function shardsOfConfigText(text: string, file = "wrangler.jsonc"): ConfigShard[] {
+  return d1Entries(text, file)
+    .flatMap((entry) => shardOfEntry(entry, file) ?? [])
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
@@ -181,24 +169,22 @@ export function readShards(file: string): ConfigShard[] {
 }
 
 /**
- * The config's text with a `[[d1_databases]]` block for a new shard after the last shard's block,
- * with that block's migrations_dir (each config names the migrations relative to itself).
+ * The config's text with a `d1_databases` entry for a new shard after the last shard's entry,
+ * with that entry's migrations_dir (each config names the migrations relative to itself); the
+ * file's comments and layout stay as they are.
  */
-export function withShardBlock(text: string, shard: { name: string; database_id: string }, file = "wrangler.toml"): string {
-  const lines = text.split("\n");
-  const shardBlocks = d1Blocks(lines).filter((block) => shardOfBlock(block, file));
-  const after = shardBlocks.at(-1);
-  if (!after) throw new Error(`${file} declares no shard ([[d1_databases]] with a DB_<NAME> binding) to add one after.`);
-  const block = [
-    "",
-    "[[d1_databases]]",
-    `binding = "${shardBinding(shard.name)}"`,
-    `database_name = "${shardDatabaseName(shard.name)}"`,
-    `database_id = "${shard.database_id}"`,
-    ...(after.fields.migrations_dir === undefined ? [] : [`migrations_dir = ${JSON.stringify(after.fields.migrations_dir)}`]),
-  ];
-  lines.splice(after.last + 1, 0, ...block);
-  return lines.join("\n");
+export function withShardBlock(text: string, shard: { name: string; database_id: string }, file = "wrangler.jsonc"): string {
+  const entries = d1Entries(text, file);
+  const last = entries.findLastIndex((entry) => shardOfEntry(entry, file));
+  if (last < 0) throw new Error(`${file} declares no shard (a d1_databases entry with a DB_<NAME> binding) to add one after.`);
+  const { migrations_dir } = entries[last]!;
+  const entry = {
+    binding: shardBinding(shard.name),
+    database_name: shardDatabaseName(shard.name),
+    database_id: shard.database_id,
+    ...(typeof migrations_dir === "string" ? { migrations_dir } : {}),
+  };
+  return editConfigText(text, ["d1_databases", last + 1], entry, { insert: true });
 }
 
 /**

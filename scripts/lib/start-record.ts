@@ -65,3 +65,11 @@ function isRunning(pid: number): boolean {
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
+
+/**
+ * The address of the `npm start` that serves `stateDir`: the port it recorded, else wrangler's
+ * default 8787. What the examples talk to unless told otherwise, as the operator commands do.
+ */
+export function localServiceUrl(stateDir: string = stateDirectory()): string {
+  return `http://127.0.0.1:${recordedPort(stateDir) ?? 8787}`;
+}

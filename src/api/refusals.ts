@@ -25,7 +25,7 @@ const LOGIN_403 = { status: 403, statusWord: "Not Acceptable" } as const;
 // Login and the token-bearing routes refuse a disabled client in the same words.
 const DISABLED_CLIENT = "Header client_id names a disabled client.";
 
-/** How long a client that failed to log in too often waits; the limiter's period in wrangler.toml. */
+/** How long a client that failed to log in too often waits; the limiter's period in wrangler.jsonc. */
 const LOGIN_RETRY_AFTER_SECONDS = 60;
 
 /** How long a till waits while every shard is closed: an opened or added shard takes new receipts within 65 s. */

@@ -1,5 +1,5 @@
 /**
- * The API Worker's every-minute sweeps (wrangler.toml): the jobs below run on every shard, each
+ * The API Worker's every-minute sweeps (wrangler.jsonc): the jobs below run on every shard, each
  * run on its own, so that one that fails, or a shard that fails, is logged and stops no other.
  *
  * D1 allows 1,000 queries per Worker invocation, and a sweep of a few hundred shards in the cron

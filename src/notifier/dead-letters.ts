@@ -13,7 +13,7 @@ import { receiptOf, type NoticeBundle, type QueuedNotice } from "../shared/types
 import { deadLetter } from "../storage/outbox/operations.ts";
 import { shardOfId, shardsOf } from "../storage/shards.ts";
 
-/** The dead-letter queue's name, as src/notifier/wrangler.toml declares it. */
+/** The dead-letter queue's name, as src/notifier/wrangler.jsonc declares it. */
 export const FAILED_NOTICES_QUEUE = "receipts-v2-notices-failed";
 
 /**

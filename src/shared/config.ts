@@ -268,7 +268,7 @@ function erasurePartShards(settings: ApiSettings): number {
   return value;
 }
 
-/** The notifier's delivery timing (src/notifier/wrangler.toml [vars]), parsed on first use in an isolate. */
+/** The notifier's delivery timing (src/notifier/wrangler.jsonc `vars`), parsed on first use in an isolate. */
 export function deliveryTiming(
   env: NotifierSettings,
   memory: SettingsMemory<NotifierSettings, DeliveryTiming> = {},

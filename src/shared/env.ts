@@ -1,6 +1,6 @@
 /**
  * What each Worker may touch. The bindings come from the types `npm run types` generates from
- * each Worker's wrangler.toml (worker-configuration.d.ts and notifier-configuration.d.ts at the
+ * each Worker's wrangler.jsonc (worker-configuration.d.ts and notifier-configuration.d.ts at the
  * repository's root), so that a binding renamed or dropped there fails the typecheck; this file adds only what the configs
  * cannot say: the shards beyond the two placeholders, each queue's message, and the settings as
  * src/shared/config.ts reads them. Kept apart from types.ts because the operator scripts, which
@@ -11,7 +11,7 @@ import type { ErasureParams, NoticeMessage, QueuedNotice, SweepMessage } from ".
 
 /**
  * The shards: receipts, idempotency keys, the notice outbox and failed notices, one D1 database
- * each, bound as `DB_<NAME>` (src/storage/shards.ts finds them). wrangler.toml holds two; local
+ * each, bound as `DB_<NAME>` (src/storage/shards.ts finds them). wrangler.jsonc holds two; local
  * and later shards are found by name.
  */
 export type ShardBindings = { [binding: `DB_${string}`]: D1Database };
@@ -20,7 +20,7 @@ export type ShardBindings = { [binding: `DB_${string}`]: D1Database };
 // untyped), and the vars, which config.ts types together with the secrets.
 type Generated<Bindings, Settings, Queues extends string> = Omit<Bindings, `DB_${string}` | Queues | keyof Settings>;
 
-/** Bindings and settings of the API Worker (see wrangler.toml). */
+/** Bindings and settings of the API Worker (see wrangler.jsonc). */
 export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBindings, ApiSettings, "NOTICES" | "SWEEPS" | "ERASURE" | "EXPORT" | "ARCHIVING" | "METRICS"> {
   /** Producer side of the notices queue: receipt.created and receipt.deleted events, one or a bundle a message. */
   NOTICES: Queue<NoticeMessage>;
@@ -39,7 +39,7 @@ export interface ApiEnv extends ApiSettings, ShardBindings, Generated<ApiBinding
   METRICS?: AnalyticsEngineDataset;
 }
 
-/** Bindings and settings of the notifier Worker (see src/notifier/wrangler.toml). */
+/** Bindings and settings of the notifier Worker (see src/notifier/wrangler.jsonc). */
 export interface NotifierEnv extends NotifierSettings, ShardBindings, Generated<NotifierBindings, NotifierSettings, "NOTICES" | "FAILED_NOTICES" | "METRICS"> {
   /** Producer side of the notices queue, for the events of a bundle that met its retries. */
   NOTICES: Queue<QueuedNotice>;

@@ -9,7 +9,7 @@
  * a point that cannot be written is dropped, never the request's failure.
  */
 
-/** The dataset both Workers' `METRICS` binding writes to (wrangler.toml, src/notifier/wrangler.toml). */
+/** The dataset both Workers' `METRICS` binding writes to (wrangler.jsonc, src/notifier/wrangler.jsonc). */
 export const METRICS_DATASET = "receipts_v2";
 
 /** The dataset's columns by what they hold; `index1` is the client_id, Analytics Engine's sampling key. */

@@ -1,7 +1,7 @@
 /**
  * The limits per client on add, delete, the event feed and the app-user jobs (docs/api.md#rate-limits): one Workers
  * Rate Limiting binding per route and tier, keyed by client_id. A binding's limit is fixed in
- * wrangler.toml and the binding does not tell it, so the numbers are written here too, for the
+ * wrangler.jsonc and the binding does not tell it, so the numbers are written here too, for the
  * answers' RateLimit-Policy field and the 429's message; test/api/rate-limits.test.ts holds the
  * two equal. Sizes are derived in docs/scale.md §12.
  */

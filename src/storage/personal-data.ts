@@ -364,7 +364,7 @@ export const D1_TABLES = {
 export type MappedTableName = keyof typeof D1_TABLES;
 
 /**
- * Every binding of the two Workers (wrangler.toml, src/notifier/wrangler.toml) whose store is not a
+ * Every binding of the two Workers (wrangler.jsonc, src/notifier/wrangler.jsonc) whose store is not a
  * shard's D1 (those are {@link D1_TABLES}): what it can hold of an app user, and how the erasure
  * reaches it, or NOT_PERSONAL.
  */

@@ -1,6 +1,6 @@
 /**
  * Limits per client on add, delete and the event feed (docs/api.md#rate-limits):
- * the real Rate Limiting bindings of wrangler.toml, which Miniflare counts in a Durable Object
+ * the real Rate Limiting bindings of wrangler.jsonc, which Miniflare counts in a Durable Object
  * per binding in windows aligned to the clock. A test spends most of a client's window through
  * the binding itself (the same counter the Worker's calls count on), then sends the requests
  * at the bound and past it.
@@ -99,7 +99,7 @@ describe("docs/api.md#rate-limits limits per client", { timeout: 150_000 }, () =
     expect((await postAdd(other.headers)).status).toBe(200);
   });
 
-  // That tier's bound is its binding's in wrangler.toml, which test/docs/rate-limit-config.test.ts
+  // That tier's bound is its binding's in wrangler.jsonc, which test/docs/rate-limit-config.test.ts
   // holds equal to src/shared/rate-limits.ts; spending 6,000 here would outlast a window.
   it("a client the operator gave a higher tier is counted against that tier's limit, and its answers name it", async () => {
     const answer = await withinOneWindow(addPolicy, async () => {

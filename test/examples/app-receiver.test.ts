@@ -7,7 +7,7 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
@@ -20,7 +20,7 @@ import { drRetailContentType, drRetailFormat } from "../../src/shared/dr-retail-
 import { drRetailReceipt } from "../../harness/bodies.ts";
 import { APP_SCOPE, clientKey, type DeletionNotice } from "../../src/shared/types.ts";
 import { catchUp, login } from "../../examples/app-feed.ts";
-import { appUserArguments, pushSecret, runAppUserCommand, startReceiver, type Receiver } from "../../examples/app-receiver.ts";
+import { appUserArguments, pushSecret, receiverArguments, runAppUserCommand, startReceiver, type Receiver } from "../../examples/app-receiver.ts";
 import { AppView, describeOutcome, MalformedEvent, type AppEvent } from "../../examples/app-view.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
@@ -28,7 +28,7 @@ import { ROOT, freshState } from "../support/run-script.ts";
 
 type CreatedEvent = Extract<AppEvent, { type: "receipt.created" }>;
 
-// The notifier's deployed push timeout (src/notifier/wrangler.toml).
+// The notifier's deployed push timeout (src/notifier/wrangler.jsonc).
 const PUSH_TIMEOUT_MS = 10_000;
 const OTHER_SECRET = `whsec_${Buffer.from("another-secret-of-32-bytes-long!").toString("base64")}`;
 
@@ -248,7 +248,27 @@ describe("npm run receiver: settings", () => {
   it("a bad --port: the usage and exit status 2", async () => {
     const { code, stderr } = await runReceiverCommand(["--port", "http"], { APP_PUSH_SECRET: TEST_PUSH_SECRET });
     expect(code).toBe(2);
-    expect(stderr).toContain("usage: npm run receiver");
+    expect(stderr).toContain("Usage: npm run receiver");
+  });
+
+  it("--help and -h: the usage on standard output and exit 0, as every other command", async () => {
+    for (const args of [["--help"], ["-h"], ["export", "--help"]]) {
+      const { code, stdout, stderr } = await runReceiverCommand(args, {});
+      expect(code, stderr).toBe(0);
+      expect(stdout).toMatch(/^Usage: npm run receiver/);
+      expect(stderr).toBe("");
+    }
+  });
+
+  it("without --base-url, the service is the npm start of the state, on the port it recorded", () => {
+    const state = freshState();
+    mkdirSync(state, { recursive: true });
+    writeFileSync(path.join(state, "npm-start.json"), `${JSON.stringify({ port: 9123, pid: process.pid })}\n`);
+    expect(receiverArguments(["--persist-to", state]).baseUrl).toBe("http://127.0.0.1:9123");
+    expect(receiverArguments(["--persist-to", state, "--base-url", "https://receipts.example.com/"]).baseUrl).toBe("https://receipts.example.com");
+    // A record whose npm start is gone names no port: wrangler's default.
+    writeFileSync(path.join(state, "npm-start.json"), `${JSON.stringify({ port: 9123, pid: 2 ** 22 + 1 })}\n`);
+    expect(receiverArguments(["--persist-to", state]).baseUrl).toBe("http://127.0.0.1:8787");
   });
 
   it("the secret: APP_PUSH_SECRET first, else the notifier's .dev.vars as npm start writes it; never quoted in an error", () => {

@@ -3,10 +3,11 @@
  * when nothing answers there, so a failed run leaves no stray client behind.
  */
 import { spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { freePort } from "../../harness/ports.ts";
-import { ROOT } from "../support/run-script.ts";
+import { ROOT, freshState } from "../support/run-script.ts";
 
 /** `npm run example -- <args>`, with the project's Node; never with a client from the environment. */
 function example(...args: string[]): { status: number | null; stdout: string; stderr: string } {
@@ -28,5 +29,23 @@ describe("docs/api.md#local-use npm run example", () => {
     const result = example("--base-url", "not a url");
     expect(result.status).toBe(2);
     expect(result.stderr).toContain("Usage: npm run example");
+  });
+
+  it("--help: the usage on standard output, exit 0", () => {
+    const result = example("--help");
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^Usage: npm run example/);
+  });
+
+  it("without --base-url it goes to the port npm start recorded in its state, as the operator commands do", async () => {
+    const port = await freePort();
+    const state = freshState();
+    mkdirSync(state, { recursive: true });
+    // This test's process stands for the npm start that recorded it: the record names a live process.
+    writeFileSync(path.join(state, "npm-start.json"), `${JSON.stringify({ port, pid: process.pid })}\n`);
+    const result = example("--persist-to", state);
+    expect(result.status, result.stderr).toBe(1);
+    expect(result.stderr).toContain(`No receipts.v2 answers at http://127.0.0.1:${port}`);
+    expect(result.stdout).not.toContain("Issued client");
   });
 });

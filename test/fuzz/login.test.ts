@@ -11,7 +11,7 @@ import { asReceived, headerSet, headerValue, strayBody, times, usableHeader } fr
 import { CAMPAIGN_TIMEOUT_MS, runCampaign, type FuzzRequest } from "./harness.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 
-// The limiter's window (wrangler.toml LOGIN_LIMITER: 5 a minute), aligned to the clock as the
+// The limiter's window (wrangler.jsonc LOGIN_LIMITER: 5 a minute), aligned to the clock as the
 // local limiter aligns it.
 const WINDOW_MS = 60_000;
 const LIMIT = 5;

@@ -212,7 +212,7 @@ describe("docs/api.md#export npm run app-users -- export runs the export's job i
     expect(exported.status, exported.stderr).toBe(0);
     const { job } = JSON.parse(exported.stdout) as { job: string };
     const chunks = async () =>
-      (await localState({ remote: false, persistTo: state }, path.join(ROOT, "wrangler.toml")).r2("ARCHIVE", (bucket) => bucket.list({ prefix: exportPrefix(job) }))).objects.length;
+      (await localState({ remote: false, persistTo: state }, path.join(ROOT, "wrangler.jsonc")).r2("ARCHIVE", (bucket) => bucket.list({ prefix: exportPrefix(job) }))).objects.length;
     expect(await chunks()).toBeGreaterThan(0);
     const erased = await runScriptAsync("app-users", appUsersArgs(["erase", "--json", EXPORTED_THEN_ERASED]));
     expect(erased.status, erased.stderr).toBe(0);

@@ -20,6 +20,8 @@ const COMMANDS: [script: string, args: string[]][] = [
   ["status", []],
   ["stats", []],
   ["check-migrations", []],
+  ["deploy", []],
+  ["rollback", []],
 ];
 
 describe("docs/api.md#operators --help and -h on every operator command", () => {

@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseAuditHashKey } from "../../src/shared/audit-hash-key.ts";
@@ -35,6 +35,27 @@ describe("docs/api.md#operators npm run keys", () => {
     const key = first.stdout.trim();
     expect(parseAuditHashKey(key)).toHaveLength(32);
     expect(runScript("keys", ["audit"]).stdout.trim()).not.toBe(key);
+  });
+
+  it("docs/operations.md#deploy-from-zero files writes both Workers' secrets files, readable by the operator alone, never printing them, and never overwrites", () => {
+    const dir = path.join(freshState(), "secrets");
+    const result = runScript("keys", ["files", "--push-url", "https://push.example.com/receipts", "--dir", dir]);
+    expect(result.status, result.stderr).toBe(0);
+    const api = JSON.parse(readFileSync(path.join(dir, "api.json"), "utf8")) as Record<string, string>;
+    const notifier = JSON.parse(readFileSync(path.join(dir, "notifier.json"), "utf8")) as Record<string, string>;
+    expect(Object.keys(api).sort()).toEqual(["AUDIT_HASH_KEY", "TOKEN_KEYS"]);
+    expect(parseTokenKeys(api.TOKEN_KEYS!)).toHaveLength(1);
+    expect(parseAuditHashKey(api.AUDIT_HASH_KEY!)).toHaveLength(32);
+    expect(notifier).toEqual({ APP_PUSH_URL: "https://push.example.com/receipts", APP_PUSH_SECRET: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/) });
+    for (const file of ["api.json", "notifier.json"]) expect(statSync(path.join(dir, file)).mode & 0o777).toBe(0o600);
+    for (const value of [...Object.values(api), notifier.APP_PUSH_SECRET!]) expect(result.stdout + result.stderr).not.toContain(value);
+
+    const again = runScript("keys", ["files", "--push-url", "https://push.example.com/other", "--dir", dir]);
+    expect(again.status).toBe(1);
+    expect(again.stderr).toContain("exist already");
+    expect(readFileSync(path.join(dir, "api.json"), "utf8")).toContain(api.AUDIT_HASH_KEY!);
+    expect(runScript("keys", ["files", "--dir", dir]).status).toBe(2);
+    expect(runScript("keys", ["files", "--push-url", "http://push.example.com", "--dir", dir]).status).toBe(2);
   });
 
   it.each([

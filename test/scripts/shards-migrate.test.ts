@@ -17,7 +17,7 @@ import { ROOT, freshState, runScriptAsync } from "../support/run-script.ts";
 
 const state = freshState();
 const configDir = mkdtempSync(path.join(tmpdir(), "receipts-migrate-"));
-const API_CONFIG = path.join(configDir, "wrangler.toml");
+const API_CONFIG = path.join(configDir, "wrangler.jsonc");
 const PROBE = "0099_migrate_probe.sql";
 const S3_ID = "00000000-0000-4000-8000-000000000399";
 
@@ -31,9 +31,9 @@ beforeAll(async () => {
   migrateLocalShards(state);
   cpSync(path.join(ROOT, "migrations"), path.join(configDir, "migrations"), { recursive: true });
   writeFileSync(path.join(configDir, "migrations", PROBE), "CREATE TABLE migrate_probe (id INTEGER PRIMARY KEY) STRICT;\n");
-  writeFileSync(API_CONFIG, withShardBlock(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8"), { name: "s3", database_id: S3_ID }));
+  writeFileSync(API_CONFIG, withShardBlock(readFileSync(path.join(ROOT, "wrangler.jsonc"), "utf8"), { name: "s3", database_id: S3_ID }));
   mkdirSync(path.join(configDir, "src/notifier"), { recursive: true });
-  copyFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), path.join(configDir, "src/notifier/wrangler.toml"));
+  copyFileSync(path.join(ROOT, "src/notifier/wrangler.jsonc"), path.join(configDir, "src/notifier/wrangler.jsonc"));
   // What makes s2 fail part-way: a table in the way of the new migration.
   await sql("s2", "CREATE TABLE migrate_probe (id INTEGER PRIMARY KEY)");
 }, 120_000);

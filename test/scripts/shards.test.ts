@@ -1,6 +1,6 @@
 /**
  * `npm run shards` (docs/operations.md#shards) against a throwaway local state and a copy of both
- * Workers' configs (--config-dir), so that no test ever edits the project's wrangler.toml files.
+ * Workers' configs (--config-dir), so that no test ever edits the project's wrangler.jsonc files.
  * Most cases run the commands in-process, their shard states in the local SHARD_STATES; the last
  * block runs list, close and open as real processes, and add runs so where its migrations fail.
  */
@@ -27,13 +27,13 @@ import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "..
 
 const state = freshState();
 const configDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
-const API_CONFIG = path.join(configDir, "wrangler.toml");
-const NOTIFIER_CONFIG = path.join(configDir, "src/notifier/wrangler.toml");
+const API_CONFIG = path.join(configDir, "wrangler.jsonc");
+const NOTIFIER_CONFIG = path.join(configDir, "src/notifier/wrangler.jsonc");
 
 // The copy: both configs where the project keeps them, and the migrations they name.
-copyFileSync(path.join(ROOT, "wrangler.toml"), API_CONFIG);
+copyFileSync(path.join(ROOT, "wrangler.jsonc"), API_CONFIG);
 mkdirSync(path.dirname(NOTIFIER_CONFIG), { recursive: true });
-copyFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), NOTIFIER_CONFIG);
+copyFileSync(path.join(ROOT, "src/notifier/wrangler.jsonc"), NOTIFIER_CONFIG);
 symlinkSync(path.join(ROOT, "migrations"), path.join(configDir, "migrations"));
 const ORIGINAL_API = readFileSync(API_CONFIG, "utf8");
 const ORIGINAL_NOTIFIER = readFileSync(NOTIFIER_CONFIG, "utf8");
@@ -127,7 +127,7 @@ describe("docs/operations.md#shards npm run shards: bad arguments change nothing
 });
 
 describe("docs/operations.md#shards list, close, open, add", () => {
-  it("list --json: both shards of wrangler.toml, open, empty, with their size", async () => {
+  it("list --json: both shards of wrangler.jsonc, open, empty, with their size", async () => {
     const rows = (await listed());
     expect(rows).toEqual([
       { name: "s1", binding: "DB_S1", state: "open", receipts: 0, bytes: expect.any(Number) },
@@ -186,21 +186,21 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     const id = local[0]!.database_id;
 
     for (const [file, original, migrations] of [
-      [path.join(configDir, "wrangler.local.toml"), ORIGINAL_API, "migrations"],
-      [path.join(configDir, "src/notifier/wrangler.local.toml"), ORIGINAL_NOTIFIER, "../../migrations"],
+      [path.join(configDir, "wrangler.local.jsonc"), ORIGINAL_API, "migrations"],
+      [path.join(configDir, "src/notifier/wrangler.local.jsonc"), ORIGINAL_NOTIFIER, "../../migrations"],
     ] as const) {
       const text = readFileSync(file, "utf8");
-      const block = `\n[[d1_databases]]\nbinding = "DB_S3"\ndatabase_name = "receipts-v2-s3"\ndatabase_id = "${id}"\nmigrations_dir = "${migrations}"\n`;
-      // Right after s2's block, and nothing else changed but a header saying where it comes from.
-      const s2End = original.indexOf("\n", original.indexOf(`migrations_dir = "${migrations}"`, original.indexOf('"DB_S2"'))) + 1;
-      expect(text).toMatch(/^# Generated from wrangler\.toml and shards\.local\.json/);
+      const block = `,\n    {\n      "binding": "DB_S3",\n      "database_name": "receipts-v2-s3",\n      "database_id": "${id}",\n      "migrations_dir": "${migrations}"\n    }`;
+      // Right after s2's entry, and nothing else changed but a header saying where it comes from.
+      const s2End = original.indexOf("}", original.indexOf('"DB_S2"')) + 1;
+      expect(text).toMatch(/^\/\/ Generated from wrangler\.jsonc and shards\.local\.json/);
       expect(text.endsWith(original.slice(0, s2End) + block + original.slice(s2End)), file).toBe(true);
       expect(shardsOfConfigText(text).map(({ name }) => name)).toEqual(["s1", "s2", "s3"]);
     }
     expect(readdirSync(configDir).filter((name) => name.includes("adding"))).toEqual([]);
     // The project's own configs are untouched.
-    expect(readFileSync(path.join(ROOT, "wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
-    expect(readFileSync(path.join(ROOT, "src/notifier/wrangler.toml"), "utf8")).not.toContain("receipts-v2-s3");
+    expect(readFileSync(path.join(ROOT, "wrangler.jsonc"), "utf8")).not.toContain("receipts-v2-s3");
+    expect(readFileSync(path.join(ROOT, "src/notifier/wrangler.jsonc"), "utf8")).not.toContain("receipts-v2-s3");
 
     expect((await listed())).toEqual([
       expect.objectContaining({ name: "s1", state: "open" }),
@@ -210,7 +210,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
 
     // The other operator commands (notices, audit) reach it locally, through the config that binds it.
     expect(targetShards({ remote: false }, configDir).map(({ name, config }) => [name, config])).toEqual(
-      ["s1", "s2", "s3"].map((name) => [name, path.join(configDir, "wrangler.local.toml")]),
+      ["s1", "s2", "s3"].map((name) => [name, path.join(configDir, "wrangler.local.jsonc")]),
     );
     expect(targetShards({ remote: true }, configDir).map(({ name }) => name)).toEqual(["s1", "s2"]);
 
@@ -221,37 +221,40 @@ describe("docs/operations.md#shards list, close, open, add", () => {
 
   it("add whose migrations fail: no config binds the shard, so a running service never sees it unmigrated", async () => {
     const brokenDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
-    copyFileSync(API_CONFIG, path.join(brokenDir, "wrangler.toml"));
+    copyFileSync(API_CONFIG, path.join(brokenDir, "wrangler.jsonc"));
     mkdirSync(path.join(brokenDir, "src/notifier"), { recursive: true });
-    copyFileSync(NOTIFIER_CONFIG, path.join(brokenDir, "src/notifier/wrangler.toml"));
+    copyFileSync(NOTIFIER_CONFIG, path.join(brokenDir, "src/notifier/wrangler.jsonc"));
     mkdirSync(path.join(brokenDir, "migrations"));
     writeFileSync(path.join(brokenDir, "migrations/0001_broken.sql"), "CREATE TABLE receipts (;\n");
 
     const result = runScript("shards", ["add", "s4", "--persist-to", freshState(), "--config-dir", brokenDir]);
     expect(result.status, result.stdout).toBe(1);
     expect(result.stderr).toContain("No config binds shard s4");
-    expect(readdirSync(brokenDir).sort()).toEqual(["migrations", "src", "wrangler.toml"]);
-    expect(readFileSync(path.join(brokenDir, "wrangler.toml"), "utf8")).toBe(ORIGINAL_API);
-    expect(readdirSync(path.join(brokenDir, "src/notifier"))).toEqual(["wrangler.toml"]);
+    expect(readdirSync(brokenDir).sort()).toEqual(["migrations", "src", "wrangler.jsonc"]);
+    expect(readFileSync(path.join(brokenDir, "wrangler.jsonc"), "utf8")).toBe(ORIGINAL_API);
+    expect(readdirSync(path.join(brokenDir, "src/notifier"))).toEqual(["wrangler.jsonc"]);
   }, 120_000);
 });
 
 describe("scripts/lib/shards.ts", () => {
-  const CONFIG = `# head
-[[d1_databases]]
-binding = "DB_S1"   # first
-database_name = "receipts-v2-s1"
-database_id = "00000000-0000-4000-8000-000000000001"
-migrations_dir = "migrations"
-
-# not a shard
-[[d1_databases]]
-binding = "AUDIT"
-database_name = "other"
-database_id = "00000000-0000-4000-8000-000000000009"
-
-[[kv_namespaces]]
-binding = "CLIENTS"
+  const CONFIG = `// head
+{
+  "d1_databases": [
+    {
+      "binding": "DB_S1", // first
+      "database_name": "receipts-v2-s1",
+      "database_id": "00000000-0000-4000-8000-000000000001",
+      "migrations_dir": "migrations"
+    },
+    // not a shard
+    {
+      "binding": "AUDIT",
+      "database_name": "other",
+      "database_id": "00000000-0000-4000-8000-000000000009"
+    }
+  ],
+  "kv_namespaces": [{ "binding": "CLIENTS" }]
+}
 `;
 
   it("reads only DB_<NAME> bindings, and adds after the last of them", () => {
@@ -259,7 +262,9 @@ binding = "CLIENTS"
       { name: "s1", binding: "DB_S1", database_name: "receipts-v2-s1", database_id: "00000000-0000-4000-8000-000000000001", migrations_dir: "migrations", tag: shardTag("s1") },
     ]);
     const text = withShardBlock(CONFIG, { name: "b2", database_id: "11111111-1111-4111-8111-111111111111" });
-    expect(text).toContain('migrations_dir = "migrations"\n\n[[d1_databases]]\nbinding = "DB_B2"\ndatabase_name = "receipts-v2-b2"\ndatabase_id = "11111111-1111-4111-8111-111111111111"\nmigrations_dir = "migrations"\n\n# not a shard');
+    expect(text).toContain(
+      '"migrations_dir": "migrations"\n    },\n    {\n      "binding": "DB_B2",\n      "database_name": "receipts-v2-b2",\n      "database_id": "11111111-1111-4111-8111-111111111111",\n      "migrations_dir": "migrations"\n    },\n    // not a shard',
+    );
     expect(shardsOfConfigText(text).map(({ name }) => name)).toEqual(["b2", "s1"]);
   });
 

@@ -3,10 +3,10 @@
  * Engine SQL API, weighted by the sample interval, with only checked IDs in it, and the table it
  * prints from the API's documented answer (FORMAT JSON: meta, data, rows).
  */
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../../scripts/lib/cli.ts";
+import { readConfigFile } from "../../scripts/lib/config.ts";
 import { querySqlApi, sinceArgument, sqlSafeId, statsRows, statsSql, statsTableRows } from "../../scripts/lib/stats.ts";
 import { METRICS_DATASET } from "../../src/shared/metrics.ts";
 import { ROOT, runScript } from "../support/run-script.ts";
@@ -56,8 +56,8 @@ describe("docs/operations.md npm run stats: the query", () => {
   });
 
   it("both Workers write to the dataset it reads", () => {
-    for (const config of ["wrangler.toml", "src/notifier/wrangler.toml"]) {
-      expect(readFileSync(path.join(ROOT, config), "utf8")).toMatch(new RegExp(`binding = "METRICS"\\ndataset = "${METRICS_DATASET}"`));
+    for (const config of ["wrangler.jsonc", "src/notifier/wrangler.jsonc"]) {
+      expect(readConfigFile(path.join(ROOT, config)).analytics_engine_datasets).toContainEqual({ binding: "METRICS", dataset: METRICS_DATASET });
     }
   });
 });

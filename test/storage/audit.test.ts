@@ -29,7 +29,7 @@ async function agesLeft(chain: string, now: number): Promise<number[]> {
 }
 
 describe("docs/api.md#audit the cron job purges audit records past AUDIT_RETENTION_DAYS", () => {
-  it("keeps 400 days (wrangler.toml) and purges older records on every shard, logging how many per shard", async () => {
+  it("keeps 400 days (wrangler.jsonc) and purges older records on every shard, logging how many per shard", async () => {
     const now = Date.now();
     const chain = await recordsAged(now, [401, 500, 399, 1]);
     const lines = await consoleLines(() => runScheduledJobs(env, new Date(now)));

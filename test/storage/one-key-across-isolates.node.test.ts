@@ -7,6 +7,7 @@
  * within its minute, or one of the deploy before a shard was added), the other reads them on
  * every request; each key's add goes to both at once.
  */
+import path from "node:path";
 import type { Miniflare } from "miniflare";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { applyMigrations, issueClient, type HarnessClient } from "../../harness/miniflare.ts";
@@ -14,10 +15,12 @@ import { PATHS } from "../../src/shared/paths.ts";
 import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
 import { POS_SCOPE } from "../../src/shared/types.ts";
 import { STORED_COLUMNS, storedTexts, type StoredColumns } from "../../src/storage/stored-body.ts";
+import { localStoreIds } from "../../scripts/lib/local-state.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
-import { freshState } from "../support/run-script.ts";
+import { ROOT, freshState } from "../support/run-script.ts";
 
-const TWO_SHARDS = { DB_S1: "00000000-0000-4000-8000-000000000001", DB_S2: "00000000-0000-4000-8000-000000000002" };
+// The two shards of wrangler.jsonc, keyed as the migrated template keeps them.
+const TWO_SHARDS = localStoreIds(path.join(ROOT, "wrangler.jsonc")).d1Databases;
 const THREE_SHARDS = { ...TWO_SHARDS, DB_S3: "00000000-0000-4000-8000-000000000033" };
 /** Keys raced per case: about half of them have the changed shard first in their order. */
 const KEYS = 24;

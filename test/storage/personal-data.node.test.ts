@@ -8,6 +8,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { describe, expect, it } from "vitest";
+import { readConfigFile } from "../../scripts/lib/config.ts";
 import { BINDINGS, D1_TABLES, NOT_PERSONAL, type ColumnClass } from "../../src/storage/personal-data.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -38,8 +39,8 @@ function unclassified(schema: Map<string, string[]>): string[] {
 
 /** The bindings a wrangler config declares, by the name its code reads. */
 function bindingsOf(config: string): string[] {
-  const text = readFileSync(path.join(ROOT, config), "utf8");
-  return [...text.matchAll(/^\s*(?:binding|name)\s*=\s*"([A-Z][A-Z0-9_]*)"/gm)].map((match) => match[1]!);
+  const text = JSON.stringify(readConfigFile(path.join(ROOT, config)));
+  return [...text.matchAll(/"(?:binding|name)":"([A-Z][A-Z0-9_]*)"/g)].map((match) => match[1]!);
 }
 
 describe("docs/storage.md#personal-data: the map of personal data", () => {
@@ -59,7 +60,7 @@ describe("docs/storage.md#personal-data: the map of personal data", () => {
   });
 
   it("classifies every binding of both Workers' configs but the shards', whose tables it maps", () => {
-    const bindings = new Set([...bindingsOf("wrangler.toml"), ...bindingsOf("src/notifier/wrangler.toml")].filter((name) => !name.startsWith("DB_")));
+    const bindings = new Set([...bindingsOf("wrangler.jsonc"), ...bindingsOf("src/notifier/wrangler.jsonc")].filter((name) => !name.startsWith("DB_")));
     expect([...bindings].filter((name) => !(name in BINDINGS)).sort()).toEqual([]);
     expect(Object.keys(BINDINGS).filter((name) => !bindings.has(name)).sort()).toEqual([]);
   });

@@ -8,16 +8,19 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
+import { localStoreIds } from "../../scripts/lib/local-state.ts";
 import { newTokenKey } from "../../src/shared/token-keys.ts";
 import { TEST_AUDIT_HASH_KEY } from "./keys.ts";
 import { migrateLocalShards } from "./local-d1.ts";
 import { ROOT } from "./run-script.ts";
 
+const API_CONFIG = path.join(ROOT, "wrangler.jsonc");
+
 /** What a test may choose of the Worker it starts beyond the defaults. */
 export interface ApiWorkerOptions {
   /** Its shards, binding → database_id; one shard (DB_S1) unless given. */
   shards?: Record<string, string>;
-  /** Vars over wrangler.toml's, such as SHARD_STATES_SECONDS. */
+  /** Vars over wrangler.jsonc's, such as SHARD_STATES_SECONDS. */
   settings?: Record<string, string>;
 }
 
@@ -42,19 +45,19 @@ export function startApiWorker(state: string, options: ApiWorkerOptions = {}): M
       scriptPath: path.join(outdir, "index.js"),
       modulesRoot: outdir,
       compatibilityDate: "2026-10-20",
-      // Wrangler keys local KV by the namespace id that wrangler.toml gives the binding.
-      kvNamespaces: { CLIENTS: "00000000000000000000000000000002", SHARD_STATES: "00000000000000000000000000000003" },
+      // KV and D1 keyed as wrangler keys them locally, so that `wrangler kv|d1 --local` and the
+      // operator commands reach them.
+      kvNamespaces: localStoreIds(API_CONFIG).kvNamespaces,
       // Where `wrangler --persist-to <state>` keeps local resources.
       resourcePersistencePath: path.join(state, "v3"),
-      // Likewise D1 by its database_id, so that `wrangler d1 migrations apply --local` reaches it.
       // One shard is enough for what these tests do.
-      d1Databases: options.shards ?? { DB_S1: "00000000-0000-4000-8000-000000000001" },
+      d1Databases: options.shards ?? { DB_S1: localStoreIds(API_CONFIG).d1Databases.DB_S1! },
       queueProducers: { NOTICES: "receipts-v2-notices" },
       // A delete of a receipt D1 does not hold looks in the archive.
       r2Buckets: { ARCHIVE: "receipts-v2-archive" },
-      // The Workflows of wrangler.toml: the app client's export and erasure jobs run on them.
+      // The Workflows of wrangler.jsonc: the app client's export and erasure jobs run on them.
       workflows: deployedOptions().workflows as Record<string, { name: string; className: string }>,
-      // The vars as wrangler.toml deploys them, so a setting added there reaches this Worker too.
+      // The vars as wrangler.jsonc deploys them, so a setting added there reaches this Worker too.
       bindings: {
         ...deployedVars(),
         TOKEN_KEYS: JSON.stringify({ keys: [newTokenKey()] }),
@@ -64,19 +67,19 @@ export function startApiWorker(state: string, options: ApiWorkerOptions = {}): M
         SHARD_STATES_SECONDS: "0",
         ...options.settings,
       },
-      // Every limit of wrangler.toml: failed logins, and each route's per client and tier.
+      // Every limit of wrangler.jsonc: failed logins, and each route's per client and tier.
       ratelimits: deployedOptions().ratelimits as Record<string, { namespace_id: string; simple: { limit: number; period: 10 | 60 } }>,
     }),
   );
 }
 
-/** The API Worker's [vars] of wrangler.toml, as wrangler hands them to Miniflare. */
+/** The API Worker's `vars` of wrangler.jsonc, as wrangler hands them to Miniflare. */
 function deployedVars(): Record<string, string> {
   // Wrangler's options type loses its field types to an index signature; these are vars.
   return deployedOptions().bindings as Record<string, string>;
 }
 
-/** The API Worker's options from wrangler.toml, as wrangler hands them to Miniflare. */
+/** The API Worker's options from wrangler.jsonc, as wrangler hands them to Miniflare. */
 function deployedOptions() {
-  return unstable_getMiniflareWorkerOptions(path.join(ROOT, "wrangler.toml")).workerOptions;
+  return unstable_getMiniflareWorkerOptions(API_CONFIG).workerOptions;
 }

@@ -10,7 +10,7 @@ import { readShards } from "../../scripts/lib/shards.ts";
 import { statement } from "../../src/storage/statement.ts";
 import { ROOT } from "./run-script.ts";
 
-/** The D1 databases of wrangler.toml's two shards. */
+/** The D1 databases of wrangler.jsonc's two shards. */
 export const LOCAL_SHARDS = ["s1", "s2"] as const;
 
 declare module "vitest" {
@@ -34,7 +34,7 @@ export function migrateLocalShards(state: string): void {
  * default) in this process, on the local state the operator commands run in-process open
  * (scripts/lib/local-state.ts); returns its rows. `closeLocalStates` ends it.
  */
-export async function localD1(state: string, shard: string, sql: string, config = path.join(ROOT, "wrangler.toml")): Promise<Record<string, unknown>[]> {
+export async function localD1(state: string, shard: string, sql: string, config = path.join(ROOT, "wrangler.jsonc")): Promise<Record<string, unknown>[]> {
   const configShard = readShards(config).find((each) => each.name === shard);
   if (!configShard) throw new Error(`no shard ${shard} in ${config}`);
   const [result] = await localState({ remote: false, persistTo: state }, config).batch<Record<string, unknown>>(configShard, [statement(sql)]);

@@ -36,7 +36,7 @@ export default async function migrateOnce(project: TestProject): Promise<() => v
 
 async function migratedTemplate(): Promise<string> {
   const template = mkdtempSync(path.join(tmpdir(), "receipts-migrated-"));
-  const config = path.join(ROOT, "wrangler.toml");
+  const config = path.join(ROOT, "wrangler.jsonc");
   const migrations = await readD1Migrations(path.join(ROOT, "migrations"));
   const state = localState({ remote: false, persistTo: template }, config);
   // Each migration in a batch of its own, as wrangler applies them.

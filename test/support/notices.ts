@@ -186,7 +186,7 @@ export async function expectSignedPush(push: RecordedPush): Promise<{ event_id: 
   return body;
 }
 
-/** The notifier's push and retry settings as src/notifier/wrangler.toml deploys them. */
+/** The notifier's push and retry settings as src/notifier/wrangler.jsonc deploys them. */
 export const DEPLOYED_PUSH_SETTINGS = {
   PUSH_TIMEOUT_SECONDS: "10",
   RETRY_FIRST_DELAY_SECONDS: "10",

@@ -11,7 +11,7 @@ import { unstable_getMiniflareWorkerOptions } from "wrangler";
 import { TEST_PUSH_SECRET } from "./keys.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
-const NOTIFIER_CONFIG = path.join(ROOT, "src/notifier/wrangler.toml");
+const NOTIFIER_CONFIG = path.join(ROOT, "src/notifier/wrangler.jsonc");
 
 // Inside the project, since workerd names modules relative to it, and per vitest process, so that
 // two runs side by side never overwrite each other's bundle.
@@ -26,7 +26,7 @@ export const PUSH_LOG_NAMESPACE = "push-log";
 /** The test run's third shard, bound in both Workers beside the two of the wrangler configs. */
 export const TEST_SHARD = { DB_S3: "00000000-0000-4000-8000-000000000003" };
 
-/** Miniflare options of the notifier, from its own wrangler.toml, and of the push receiver. */
+/** Miniflare options of the notifier, from its own wrangler.jsonc, and of the push receiver. */
 export function notifierWorkers() {
   // The fields read here; the rest (D1, the producer binding) passes through as wrangler made it.
   const { workerOptions } = unstable_getMiniflareWorkerOptions(NOTIFIER_CONFIG) as unknown as {

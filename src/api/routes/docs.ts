@@ -1,8 +1,8 @@
 /** GET /receipts/v2/docs: the interactive API reference (docs/api.md#api-reference). */
 import type { ApiContext } from "../context.ts";
 
-// Relative to the page, so they follow it. Workers static assets serve them (wrangler.toml
-// `[assets]`): the reference weighs nothing in the Worker's own bundle, and a request for one of
+// Relative to the page, so they follow it. Workers static assets serve them (wrangler.jsonc
+// `assets`): the reference weighs nothing in the Worker's own bundle, and a request for one of
 // them never wakes the Worker.
 const ASSETS = {
   style: "docs/swagger-ui.css",

@@ -42,7 +42,7 @@ export function nextPartId(instanceId: string, part: number): string {
 }
 
 /**
- * The move's Workflow, bound as ARCHIVING in wrangler.toml. A move that stops at its steps'
+ * The move's Workflow, bound as ARCHIVING in wrangler.jsonc. A move that stops at its steps'
  * limit starts the next part, so that a shard whose receipts all reach the age on one day (a
  * shard fills in hours at 10,000 stores) is emptied that day. A step that gives up fails the
  * instance with an error log line (`"event": "job"`) an alert can match; the next day's instance

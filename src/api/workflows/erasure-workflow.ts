@@ -36,7 +36,7 @@ export const ERASURE_JOB = "erasure";
 export const ERASURE_PART_JOB = "erasure part";
 
 /**
- * The erasure's Workflow, bound as ERASURE in wrangler.toml: an erasure, or a part of one. A
+ * The erasure's Workflow, bound as ERASURE in wrangler.jsonc: an erasure, or a part of one. A
  * step that gives up fails the instance with an error log line (`"event": "job"`) an alert can
  * match; a part that fails fails its erasure, with the part's ID and error.
  */

@@ -24,7 +24,7 @@ export interface ExportParams {
 }
 
 /**
- * The export's Workflow, bound as EXPORT in wrangler.toml. It holds the app user on every shard,
+ * The export's Workflow, bound as EXPORT in wrangler.jsonc. It holds the app user on every shard,
  * fixes its instant, waits until every add made before it has committed (FEED_SETTLE_SECONDS,
  * as the event feed waits), reads, writes its file, releases its holds and forgets its request.
  */

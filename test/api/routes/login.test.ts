@@ -170,7 +170,7 @@ describe("docs/api.md#login failed logins are slowed down", () => {
     const last = answers.at(-1)!;
     expect(answers.slice(0, 5).map((answer) => answer.status)).toEqual([403, 403, 403, 403, 403]);
     expect(expectErrorShape(last, 429, "Too Many Requests")).toContain("client_id");
-    // The limiter's period (wrangler.toml), as docs/api.md promises; never cached, as every answer.
+    // The limiter's period (wrangler.jsonc), as docs/api.md promises; never cached, as every answer.
     expect(last.headers.get("retry-after")).toBe("60");
     expect(last.headers.get("cache-control")).toBe("no-store");
   });
