@@ -25,7 +25,7 @@ import { forgetErasureRequest } from "./erasure-requests.ts";
 import { eraseExports } from "./export.ts";
 import { writeFence } from "./fences.ts";
 import { recordErasedEvent } from "./outbox/statements.ts";
-import { erasureStatements, type ErasedUser } from "./personal-data.ts";
+import { erasureStatements, type ErasedUser } from "./erasure-statements.ts";
 import { statement, type Statement } from "./statement.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "./steps.ts";
 
@@ -231,7 +231,7 @@ const CHAINS = `chains(chain_id) AS (
 
 /**
  * One page of the app user's receipts created at or before the instant, erased in every table
- * of the map of personal data that holds a copy of them (src/storage/personal-data.ts): audit
+ * of the map of personal data that holds a copy of them (src/storage/erasure-statements.ts): audit
  * records, then their copies, then the receipts, so that even statement by statement a stop
  * leaves every receipt it has not reached with its copies, for the next run. The page is the same
  * set in every statement (receipts change only in the last), and the last returns the receipts it
