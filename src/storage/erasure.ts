@@ -28,6 +28,7 @@ import { recordErasedEvent } from "./outbox/statements.ts";
 import { erasureStatements, type ErasedUser } from "./erasure-statements.ts";
 import { statement, type Statement } from "./statement.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "./steps.ts";
+import { userReceiptsPage } from "./user-receipts.ts";
 
 /** What the `begin` step fixes for the whole erasure, kept for a resume. */
 export interface ErasureStart {
@@ -221,14 +222,6 @@ async function eraseOnShard(shard: JobShard, user: ErasedUser, steps: StepRunner
   }
 }
 
-// The chains a shard holds, one index probe each (a loose index scan on receipts_by_app_user,
-// whose first column is chain_id): the app user's receipts are then found chain by chain through
-// that same index, so erasure needs no index of its own on receipts, which every add would pay for.
-const CHAINS = `chains(chain_id) AS (
-      SELECT MIN(chain_id) FROM receipts
-      UNION ALL
-      SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
-
 /**
  * One page of the app user's receipts created at or before the instant, erased in every table
  * of the map of personal data that holds a copy of them (src/storage/erasure-statements.ts): audit
@@ -239,10 +232,7 @@ const CHAINS = `chains(chain_id) AS (
  */
 function receiptPage(user: ErasedUser): Statement[] {
   const receipts = statement(
-    `WITH RECURSIVE ${CHAINS}
-    SELECT receipt_id FROM receipts
-      WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2
-      ORDER BY receipt_id LIMIT ?3`,
+    userReceiptsPage("receipt_id", "?3"),
     user.id,
     user.occurred_at,
     ERASURE_PAGE,
