@@ -277,6 +277,8 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
       },
     },
   },
+  // The API reference's files and the OpenAPI document, the same for every deployment.
+  ASSETS: NOT_PERSONAL,
   CLIENTS: NOT_PERSONAL,
   SHARD_STATES: NOT_PERSONAL,
   NOTICES: {
