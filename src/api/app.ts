@@ -11,7 +11,9 @@ import { PATHS } from "../shared/paths.ts";
 import { apiConfig } from "../shared/config.ts";
 import { newIsolateState, type ApiBindings, type ApiContext, type IsolateState } from "./context.ts";
 import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type SupportPointer } from "./errors.ts";
+import { routeChecks, type RouteHandler } from "./middleware.ts";
 import { rateLimitFields } from "./rate-limit.ts";
+import { ROUTES, allowedMethods, type Route, type RouteName } from "./route-table.ts";
 import { jsonResponse, secured, securityHeaders } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";
@@ -22,12 +24,23 @@ import { status } from "./routes/status.ts";
 import { apiReference } from "./routes/docs.ts";
 import { openApiDocument } from "./routes/openapi.ts";
 
-/** The POST operations of receipts.v2 (docs/api.md#operations); the event feed and the status are GETs. */
-export const OPERATIONS = {
-  [PATHS.login]: login,
-  [PATHS.add]: add,
-  [PATHS.delete]: deleteReceipt,
-} as const;
+/**
+ * Each route's handler, by its name in the route table: a route added to the table without one
+ * fails the typecheck here.
+ */
+const HANDLERS: { [Name in RouteName]: RouteHandler<Name> } = {
+  login,
+  add,
+  delete: deleteReceipt,
+  exportAppUser: startAppUserJob("export"),
+  eraseAppUser: startAppUserJob("erasure"),
+  openapi: openApiDocument,
+  docs: apiReference,
+  events: feed,
+  status,
+  job: jobState,
+  jobExport,
+};
 
 /**
  * Builds the Hono app over an isolate's memory: src/api/index.ts hands it the isolate's one;
@@ -37,38 +50,17 @@ export function createApp(isolate: IsolateState = newIsolateState()): Hono<ApiBi
   const app = new Hono<ApiBindings>();
   // The security headers go on whatever answers, the error model's and a route's own Response alike.
   app.use(requestLog, releaseUnreadBody, securityHeaders);
+  const routes = Object.entries(ROUTES) as [RouteName, Route][];
   // Before the settings are read, so that a 500 from a broken setting carries the fields too.
-  for (const [path, route] of [
-    [PATHS.add, "add"],
-    [PATHS.delete, "delete"],
-    [PATHS.events, "events"],
-    [PATHS.exportAppUser, "jobs"],
-    [PATHS.eraseAppUser, "jobs"],
-    [PATHS.job, "jobs"],
-    [PATHS.jobExport, "jobs"],
-  ] as const) {
-    app.use(path, rateLimitFields(route));
+  for (const [, route] of routes) {
+    if (route.limit) app.use(route.path, rateLimitFields(route.limit));
   }
   app.use(loadIsolate(isolate));
-  for (const [path, handler] of Object.entries(OPERATIONS)) {
-    app.post(path, handler);
-    app.all(path, methodNotAllowed("POST"));
-  }
-  for (const [path, handler] of [[PATHS.exportAppUser, startAppUserJob("export")], [PATHS.eraseAppUser, startAppUserJob("erasure")]] as const) {
-    app.post(path, handler);
-    app.all(path, methodNotAllowed("POST"));
-  }
-  // Hono answers HEAD with the GET handler, so Allow names both (docs/api.md "OpenAPI document").
-  for (const [path, handler] of [
-    [PATHS.openapi, openApiDocument],
-    [PATHS.docs, apiReference],
-    [PATHS.events, feed],
-    [PATHS.status, status],
-    [PATHS.job, jobState],
-    [PATHS.jobExport, jobExport],
-  ] as const) {
-    app.get(path, handler);
-    app.all(path, methodNotAllowed("GET", "GET, HEAD"));
+  for (const [name, route] of routes) {
+    // Safe: the checks chained before it set the variables its entry promises the handler.
+    const handler = HANDLERS[name] as (c: ApiContext) => Response | Promise<Response>;
+    app.on(route.method, [route.path], ...routeChecks(route), handler);
+    app.all(route.path, methodNotAllowed(route.method, allowedMethods(route)));
   }
   app.notFound((c) => {
     throw new ApiError(404, `Path ${truncate(c.req.path)} is not an operation of receipts.v2.`);

@@ -65,6 +65,10 @@ export interface RequestVariables {
   config: ApiConfig;
   /** The caller's client_id once a route has read it, for the log line. */
   clientId?: string;
+  /** The route's headers, read and checked before its handler (src/api/middleware.ts). */
+  headers?: Record<string, unknown>;
+  /** The client a token-bearing route authenticated (src/api/middleware.ts). */
+  client?: ClientRecord;
   /** The shard a receipt was stored on or deleted from, for the request's data point. */
   shard?: string;
   /** The caller's limit on a limited route, once its client is known (src/api/rate-limit.ts). */

@@ -4,8 +4,8 @@
  * binding, and every answer of these routes names the policy in the IETF draft's fields.
  */
 import { ratePolicy, type LimitedRoute } from "../shared/rate-limits.ts";
-import type { ClientRecord } from "../shared/types.ts";
-import type { ApiContext } from "./context.ts";
+import { createMiddleware } from "hono/factory";
+import type { ApiBindings, ApiContext } from "./context.ts";
 import { rateLimited, refuse } from "./refusals.ts";
 
 /**
@@ -25,15 +25,21 @@ export function rateLimitFields(route: LimitedRoute) {
 }
 
 /**
- * Counts this request against the client's limit on the route; over it, a 429 naming the limit.
- * Called once the token and the client are checked, so that nobody spends another client's
- * budget, and before any storage call, so that a flood costs the shards nothing.
+ * Middleware that counts this request against the client's limit on the route; over it, a 429
+ * naming the limit. Chained once the token and the client are checked (src/api/middleware.ts),
+ * so that nobody spends another client's budget, and before the handler's storage calls, so that
+ * a flood costs the shards nothing.
  */
-export async function enforceRateLimit(c: ApiContext, route: LimitedRoute, client: ClientRecord): Promise<void> {
-  const policy = ratePolicy(route, client.rate_tier ?? "standard");
-  c.set("ratePolicy", policy);
-  const { success } = await c.env[policy.binding].limit({ key: client.client_id });
-  if (success) return;
-  c.set("rateLimited", true);
-  throw refuse(rateLimited(policy, route), `over ${policy.name}`);
+export function countAgainstLimit(route: LimitedRoute) {
+  return createMiddleware<ApiBindings>(async (c, next) => {
+    const client = c.var.client!;
+    const policy = ratePolicy(route, client.rate_tier ?? "standard");
+    c.set("ratePolicy", policy);
+    const { success } = await c.env[policy.binding].limit({ key: client.client_id });
+    if (!success) {
+      c.set("rateLimited", true);
+      throw refuse(rateLimited(policy, route), `over ${policy.name}`);
+    }
+    await next();
+  });
 }

@@ -7,53 +7,18 @@ import type { NotifierEnv } from "../shared/env.ts";
 import { describeError, logLine } from "../shared/log.ts";
 import { receiptOf, type NoticeMessage, type QueuedNotice } from "../shared/types.ts";
 import { eventMessages } from "./bundles.ts";
-import {
-  claimEvents,
-  markEndpointDown,
-  markEndpointUp,
-  settleEvents,
-  takeProbe,
-  type Claim,
-  type ProbeGate,
-} from "../storage/outbox/operations.ts";
+import { claimEvents, settleEvents, type Claim } from "../storage/outbox/operations.ts";
 import { pushedEvent } from "../storage/outbox/pushed-event.ts";
 import { shardOfId, shardsOf, type Shard } from "../storage/shards.ts";
 import { timeOfId } from "../shared/shard-ids.ts";
 import type { DeliveryTiming, PushTarget } from "../shared/config.ts";
 import { writeMetric } from "../shared/metrics.ts";
+import { throughEndpoint, type BatchRun, type EndpointView, type PushOutcome } from "./endpoint.ts";
 import { pushNotice, type PushResult } from "./push.ts";
 import { nextAttempt, retryDelaySeconds, type NextAttempt } from "./retry.ts";
 
 /** How many pushes of one batch are in flight at once: a Worker may hold six connections open. */
 const PUSH_CONCURRENCY = 6;
-
-/**
- * How many pushes in a row, with none getting through between them, an isolate sees fail
- * (408, 429, 5xx, no answer) before it records the push service as down: one failure is the
- * event's own retry, three in a row is the push service.
- */
-const DOWN_AFTER_FAILURES = 3;
-
-/**
- * What one isolate knows of the push service between batches (the notifier's isolate state):
- * whether it was last seen down, how many pushes failed in a row since one got through, and when
- * it last asked the home shard (another isolate may have found it down; epoch ms).
- */
-export interface EndpointView {
-  down: boolean;
-  failuresInARow: number;
-  /**
-   * Null before the isolate's first batch, which counts as a look: a new isolate's first batches
-   * cost no extra round trip (during an outage its own failed pushes tell it soon enough). Not
-   * the time the view is made: a Worker's clock stands still outside a request.
-   */
-  checkedAt: number | null;
-}
-
-/** An isolate's view before its first batch: up. */
-export function freshEndpointView(): EndpointView {
-  return { down: false, failuresInARow: 0, checkedAt: null };
-}
 
 /**
  * Delivers the events of a batch of messages and acks or retries each message; never throws, so
@@ -71,7 +36,7 @@ export function freshEndpointView(): EndpointView {
  *   over, sent to the dead-letter queue instead;
  * - any other answer: sent to the dead-letter queue at once, ack.
  *
- * While the push service is down (docs/reliability.md#backing-off-as-a-whole), a batch asks the
+ * While the push service is down (src/notifier/endpoint.ts, docs/reliability.md#backing-off-as-a-whole), a batch asks the
  * home shard for the next probe slot, one round trip: with it, it pushes one event, and on
  * success delivers the rest; without it, it acks every message unpushed and writes nothing, and
  * the cron hands the events over again once a probe got through. An isolate that sees the push
@@ -93,90 +58,13 @@ export async function deliverBatch(
   const { events: messages, settle } = eventMessages(batch);
   const run: BatchRun = { env, target, timing, now };
   try {
-    const home = shardsOf(env)[0];
-    endpoint.checkedAt ??= now.getTime();
-    const ask = endpoint.down || now.getTime() - endpoint.checkedAt >= timing.probeMs;
-    if (target.kind !== "push" || !home || !ask) {
-      await deliverWatching(messages, run, endpoint);
-      return;
-    }
-    let gate: ProbeGate;
-    try {
-      gate = await takeProbe(home.db, now, timing.probeMs);
-    } catch (error) {
-      // The home shard unreachable: an isolate that saw the push service up goes on delivering;
-      // one that saw it down tries the batch again later, pushing nothing meanwhile.
-      logLine("error", "push-endpoint", { outcome: "probe slot not read", cause: describeError(error) });
-      if (!endpoint.down) await deliverWatching(messages, run, endpoint);
-      else for (const message of messages) retryAfterError(message, timing, error);
-      return;
-    }
-    endpoint.checkedAt = now.getTime();
-    if (gate === "up") {
-      endpoint.down = false;
-      await deliverWatching(messages, run, endpoint);
-      return;
-    }
-    endpoint.down = true;
-    // The probe is the first message that comes to a push: one that needs none (delivered, held,
-    // not to be sent) is dealt with as always and the next one tried.
-    let next = 0;
-    while (gate === "probe" && next < messages.length) {
-      const pushes = await deliverMessages(messages.slice(next, next + 1), run);
-      next += 1;
-      if (pushes.length === 0) continue;
-      if (pushes[0]!.ok) {
-        logLine("info", "push-endpoint", { outcome: "probe got through; delivering" });
-        Object.assign(endpoint, { down: false, failuresInARow: 0 });
-        try {
-          await markEndpointUp(shardsOf(env).map(({ db }) => db), now);
-        } catch (error) {
-          // A shard whose write failed learns it from its own next push that gets through.
-          logLine("error", "push-endpoint", { outcome: "up not recorded", cause: describeError(error) });
-        }
-        await deliverWatching(messages.slice(next), run, endpoint);
-        return;
-      }
-      gate = "wait";
-    }
-    const parked = messages.slice(next);
-    for (const message of parked) message.ack();
-    if (parked.length > 0) logLine("info", "notice-delivery", { outcome: "acked unpushed: push service down", events: parked.length });
+    await throughEndpoint(messages, endpoint, run, {
+      deliver: (some) => deliverMessages(some, run),
+      retryLater: (message, error) => retryAfterError(message, run.timing, error),
+    });
   } finally {
     settle();
   }
-}
-
-/** How one push went, for the isolate's view of the push service. */
-interface PushOutcome {
-  ok: boolean;
-  /** A failure that says "later" (408, 429, 5xx, no answer), as a push service that is down gives. */
-  retryable: boolean;
-}
-
-// Delivers, then records the push service as down once DOWN_AFTER_FAILURES pushes in a row failed.
-async function deliverWatching(messages: readonly Message<QueuedNotice>[], run: BatchRun, endpoint: EndpointView): Promise<void> {
-  const { env, timing, now } = run;
-  const pushes = await deliverMessages(messages, run);
-  for (const push of pushes) endpoint.failuresInARow = push.ok ? 0 : push.retryable ? endpoint.failuresInARow + 1 : endpoint.failuresInARow;
-  const home = shardsOf(env)[0];
-  if (endpoint.down || endpoint.failuresInARow < DOWN_AFTER_FAILURES || !home) return;
-  endpoint.down = true;
-  logLine("warn", "push-endpoint", { outcome: "down: probing", failures_in_a_row: endpoint.failuresInARow });
-  try {
-    await markEndpointDown(shardsOf(env).map(({ db }) => db), now, timing.probeMs);
-  } catch (error) {
-    // This isolate probes anyway; the others find out by their own failures.
-    logLine("error", "push-endpoint", { outcome: "down not recorded", cause: describeError(error) });
-  }
-}
-
-/** What every push of one batch shares: the Worker's bindings, where pushes go, the timing, the batch's time. */
-interface BatchRun {
-  env: NotifierEnv;
-  target: PushTarget;
-  timing: DeliveryTiming;
-  now: Date;
 }
 
 // Delivers every message, grouped by shard; returns how each push went.

@@ -8,7 +8,8 @@ import { deliveryTiming, pushTarget, type DeliveryTiming, type NotifierSettings,
 import type { NotifierEnv } from "../shared/env.ts";
 import type { NoticeBundle, NoticeMessage, QueuedNotice } from "../shared/types.ts";
 import { FAILED_NOTICES_QUEUE, storeDeadLetter, unbundle } from "./dead-letters.ts";
-import { deliverBatch, freshEndpointView, type EndpointView } from "./deliver.ts";
+import { deliverBatch } from "./deliver.ts";
+import { freshEndpointView, type EndpointView } from "./endpoint.ts";
 
 /**
  * Everything the notifier keeps in memory between batches of one isolate: its parsed settings,

@@ -25,9 +25,10 @@ import { forgetErasureRequest } from "./erasure-requests.ts";
 import { eraseExports } from "./export.ts";
 import { writeFence } from "./fences.ts";
 import { recordErasedEvent } from "./outbox/statements.ts";
-import { erasureStatements, type ErasedUser } from "./personal-data.ts";
+import { erasureStatements, type ErasedUser } from "./erasure-statements.ts";
 import { statement, type Statement } from "./statement.ts";
 import { runAtOnce, type JobShard, type StepRunner } from "./steps.ts";
+import { userReceiptsPage } from "./user-receipts.ts";
 
 /** What the `begin` step fixes for the whole erasure, kept for a resume. */
 export interface ErasureStart {
@@ -221,17 +222,9 @@ async function eraseOnShard(shard: JobShard, user: ErasedUser, steps: StepRunner
   }
 }
 
-// The chains a shard holds, one index probe each (a loose index scan on receipts_by_app_user,
-// whose first column is chain_id): the app user's receipts are then found chain by chain through
-// that same index, so erasure needs no index of its own on receipts, which every add would pay for.
-const CHAINS = `chains(chain_id) AS (
-      SELECT MIN(chain_id) FROM receipts
-      UNION ALL
-      SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
-
 /**
  * One page of the app user's receipts created at or before the instant, erased in every table
- * of the map of personal data that holds a copy of them (src/storage/personal-data.ts): audit
+ * of the map of personal data that holds a copy of them (src/storage/erasure-statements.ts): audit
  * records, then their copies, then the receipts, so that even statement by statement a stop
  * leaves every receipt it has not reached with its copies, for the next run. The page is the same
  * set in every statement (receipts change only in the last), and the last returns the receipts it
@@ -239,10 +232,7 @@ const CHAINS = `chains(chain_id) AS (
  */
 function receiptPage(user: ErasedUser): Statement[] {
   const receipts = statement(
-    `WITH RECURSIVE ${CHAINS}
-    SELECT receipt_id FROM receipts
-      WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2
-      ORDER BY receipt_id LIMIT ?3`,
+    userReceiptsPage("receipt_id", "?3"),
     user.id,
     user.occurred_at,
     ERASURE_PAGE,

@@ -28,6 +28,7 @@ import { liveOwned } from "./ownership.ts";
 import { statement, type Statement } from "./statement.ts";
 import { STORED_COLUMNS, storedTexts, type StoredBytes, type StoredColumns } from "./stored-body.ts";
 import type { JobShard, StepRunner } from "./steps.ts";
+import { userReceiptsPage } from "./user-receipts.ts";
 
 /** What the export needs of the archive's bucket: its own chunks, and the user's archived objects. */
 export interface ExportBucket {
@@ -310,21 +311,11 @@ interface AuditRow {
 }
 type PageRow = (ReceiptRow | CopyRow | AuditRow) & { page_key: string | number };
 
-// The chains a shard holds, as the erasure finds them (src/storage/erasure.ts): the app user's
-// receipts are then found chain by chain through receipts_by_app_user.
-const CHAINS = `chains(chain_id) AS (
-      SELECT MIN(chain_id) FROM receipts
-      UNION ALL
-      SELECT (SELECT MIN(chain_id) FROM receipts WHERE chain_id > chains.chain_id) FROM chains WHERE chain_id IS NOT NULL)`;
-
 // A page of one pass on one shard, as a batch whose last statement returns the rows. The
 // receipts' page records what it read in the same transaction, for the archive pass.
 function pageOf(phase: ShardPhase, user: ExportUser, after: string): Statement[] {
   if (phase === "receipts") {
-    const page = `WITH RECURSIVE ${CHAINS}
-      SELECT receipt_id, chain_id, client_id, app_user_id, created_at, ${STORED_COLUMNS.join(", ")}, receipt_id AS page_key FROM receipts
-      WHERE chain_id IN (SELECT chain_id FROM chains) AND app_user_id = ?1 AND created_at <= ?2 AND receipt_id > ?3
-      ORDER BY receipt_id LIMIT ?4`;
+    const page = userReceiptsPage(`receipt_id, chain_id, client_id, app_user_id, created_at, ${STORED_COLUMNS.join(", ")}, receipt_id AS page_key`, "?4", "?3");
     return [
       // Marks past the cursor are an earlier attempt's of this step, whose lines never reached the
       // file: kept, they would hide a receipt deleted or moved since from the copies and the archive.

@@ -1,27 +1,16 @@
 /**
  * The map of personal data (docs/storage.md#personal-data): every place where the service can hold
  * an app user's ID or a receipt's content, in every store, and how an erasure of that app user
- * reaches it. The erasure (src/storage/erasure.ts, src/storage/archive/erasure.ts) builds its
- * statements by walking {@link D1_TABLES}, so a table that holds such data takes part in the
- * erasure by being on the map; test/storage/personal-data.node.test.ts fails when a migration adds
- * a table or column, or a wrangler config a binding, that the map does not classify.
+ * reaches it, in words. test/storage/personal-data.node.test.ts fails when a migration adds a table
+ * or column, or a wrangler config a binding, that the map does not classify, and when a table the
+ * map says the erasure changes has no statements in the erasure's list
+ * (src/storage/erasure-statements.ts, which the erasure runs).
  *
  * A new store enters here first: say what it holds, how the erasure reaches it (removed,
- * pseudonymised, never readable), and when. This file stays free of Workers types.
+ * pseudonymised, never readable), and when. Tests, docs and scripts read this file; the Workers
+ * never import it, so its words stay out of their bundles. This file stays free of Workers types.
  */
-import {
-  auditErasedReceipts,
-  earlierErasuresOf,
-  pseudonymiseAudit,
-  receiptsAuditedFor,
-} from "./audit.ts";
-import { archiveUserPrefix, legacyUserPrefix, type ArchivedReceipt } from "./archive/layout.ts";
-import { forgetOwners } from "./archive/owners.ts";
-import { eraseTombstonesUnder } from "./archive/tombstones.ts";
-import { eraseEventsOfReceipts, eraseLeftoverEventsOfReceipts } from "./outbox/statements.ts";
 import { LIMITED_ROUTES, RATE_TIERS, ratePolicy } from "../shared/rate-limits.ts";
-import { eraseExportCopies, eraseExportHolds } from "./export.ts";
-import { enclose, statement, type Statement } from "./statement.ts";
 
 /** What a place can hold of an app user. */
 export type PersonalField = "app_user_id" | "receipt";
@@ -47,48 +36,9 @@ export const NOT_PERSONAL = "not personal";
 /** How a D1 column is classified: personal, with its reach, or not. */
 export type ColumnClass = PersonalPlace | typeof NOT_PERSONAL;
 
-/** What an erasure page on one shard works with (src/storage/erasure.ts). */
-export interface ErasedUser {
-  id: string;
-  pseudonym: string;
-  /** The erasure's ID, which its audit records keep as request_id. */
-  event_id: string;
-  /** The erasure's instant. */
-  occurred_at: string;
-}
-
-/** The receipts of the app user a receipt page erases: a query of one column, receipt_id. */
-export interface ReceiptPage {
-  user: ErasedUser;
-  receipts: Statement;
-}
-
-/** A page of what the app user's deleted receipts and earlier erasures left, up to `limit` rows a statement. */
-export interface LeftoverPage {
-  user: ErasedUser;
-  limit: number;
-}
-
-/** Archived receipts the erasure's archive pass read on one shard, erased at `at`. */
-export interface ArchivedPage {
-  receipts: readonly Pick<ArchivedReceipt, "receipt_id" | "client_id">[];
-  at: string;
-}
-
-/** The statements by which one D1 table takes part in each of an erasure's passes over a shard. */
-export interface TableErasure {
-  /** With a page of the app user's live receipts, before they go. */
-  receiptPage?: (page: ReceiptPage) => Statement[];
-  /** With what the app user's deleted receipts and earlier erasures left. Each returns a row per change. */
-  leftoverPage?: (page: LeftoverPage) => Statement[];
-  /** With the app user's archived receipts that the archive pass read. */
-  archivedPage?: (page: ArchivedPage) => Statement[];
-}
-
-/** A D1 table on the map: each column classified, and how the erasure reaches the table. */
+/** A D1 table on the map: each column classified. */
 export interface MappedTable {
   columns: Record<string, ColumnClass>;
-  erasure?: TableErasure;
 }
 
 const PAGE_COMMITS = "in the erasure's page on each shard, in the page's transaction";
@@ -97,9 +47,8 @@ const PAGE_COMMITS = "in the erasure's page on each shard, in the page's transac
 const VIEW_ONLY_IDS = new Set(["receipt_id", "chain_id", "client_id", "created_at", "event_id", "event_at", "format"]);
 
 /**
- * Every D1 table and view of a shard (migrations/), in the order the erasure's statements run
- * within a page: a table whose statements select receipts comes before `receipts`, whose rows go
- * last.
+ * Every D1 table and view of a shard (migrations/). A column whose reach is "removed" or
+ * "pseudonymised" is reached by its table's statements in src/storage/erasure-statements.ts.
  */
 export const D1_TABLES = {
   audit_log: {
@@ -112,10 +61,6 @@ export const D1_TABLES = {
       client_id: NOT_PERSONAL,
       app_user: { holds: ["app_user_id"], reach: { how: "pseudonymised", when: PAGE_COMMITS } },
       request_id: NOT_PERSONAL,
-    },
-    erasure: {
-      receiptPage: ({ user, receipts }) => [auditErasedReceipts(receipts, user.occurred_at, user.pseudonym, user.event_id)],
-      leftoverPage: ({ user, limit }) => [pseudonymiseAudit(user.id, user.pseudonym, limit)],
     },
   },
   idempotency_keys: {
@@ -130,37 +75,6 @@ export const D1_TABLES = {
       },
       created_at: NOT_PERSONAL,
       erased_at: NOT_PERSONAL,
-    },
-    erasure: {
-      receiptPage: ({ user, receipts }) => [
-        enclose(
-          receipts,
-          (ids, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
-          WHERE ${keyRecordsOf(ids, `SELECT client_id FROM receipts WHERE receipt_id IN (${ids})`)}`,
-          user.occurred_at,
-        ),
-      ],
-      leftoverPage: ({ user, limit }) => [
-        enclose(
-          receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at),
-          // A deleted receipt's audit record names the client that added it: only its owner may delete it.
-          (audited, rows, at) => `UPDATE idempotency_keys SET ${erasedKeyRecord(at!)}
-          WHERE (client_id, idempotency_key) IN (SELECT client_id, idempotency_key FROM idempotency_keys
-            WHERE ${keyRecordsOf(`SELECT receipt_id FROM (${audited})`, `SELECT client_id FROM (${audited})`)} AND erased_at IS NULL
-            LIMIT ${rows}) RETURNING 1`,
-          limit,
-          user.occurred_at,
-        ),
-      ],
-      // An archived receipt's line names its client; its audit record, once erased, names the operator.
-      archivedPage: ({ receipts, at }) => [
-        enclose(
-          statement("SELECT value ->> 'receipt_id' AS receipt_id, value ->> 'client_id' AS client_id FROM json_each(?1)", JSON.stringify(receipts)),
-          (lines, erasedAt) => `UPDATE idempotency_keys SET ${erasedKeyRecord(erasedAt!)}
-          WHERE ${keyRecordsOf(`SELECT receipt_id FROM (${lines})`, `SELECT client_id FROM (${lines})`)} AND erased_at IS NULL`,
-          at,
-        ),
-      ],
     },
   },
   notice_outbox: {
@@ -191,7 +105,6 @@ export const D1_TABLES = {
         },
       },
     },
-    erasure: eventsErasure(0),
   },
   failed_notices: {
     columns: {
@@ -203,7 +116,6 @@ export const D1_TABLES = {
       attempts: NOT_PERSONAL,
       last_error: NOT_PERSONAL,
     },
-    erasure: eventsErasure(1),
   },
   archive_tombstones: {
     columns: {
@@ -218,10 +130,6 @@ export const D1_TABLES = {
       deleted_at: NOT_PERSONAL,
       purged_at: NOT_PERSONAL,
     },
-    erasure: {
-      leftoverPage: ({ user, limit }) =>
-        [archiveUserPrefix(user.pseudonym), legacyUserPrefix(user.id)].map((prefix) => eraseTombstonesUnder(prefix, limit, { purgedOnly: true })),
-    },
   },
   archived_owners: {
     columns: {
@@ -229,9 +137,6 @@ export const D1_TABLES = {
       client_id: NOT_PERSONAL,
       chain_id: NOT_PERSONAL,
       app_user_id: { holds: ["app_user_id"], reach: { how: "removed", when: "in the archive pass's batch on the receipt's shard, with the audit records of the lines it read" } },
-    },
-    erasure: {
-      archivedPage: ({ receipts }) => [forgetOwners(receipts.map(({ receipt_id }) => receipt_id))],
     },
   },
   archive_pages: {
@@ -274,9 +179,6 @@ export const D1_TABLES = {
       },
       requested_at: NOT_PERSONAL,
     },
-    erasure: {
-      leftoverPage: ({ user }) => [statement("DELETE FROM export_requests WHERE app_user_id = ?1 RETURNING 1", user.id)],
-    },
   },
   export_copies: {
     columns: {
@@ -292,18 +194,11 @@ export const D1_TABLES = {
         reach: { how: "removed", when: "with its row, as `line` (the receipt's texts deflated, as the receipt's row kept them: migration 0022)" },
       },
     },
-    erasure: {
-      // Before export_holds' rows go: the copies are found through them.
-      leftoverPage: ({ user }) => [eraseExportCopies(user.pseudonym)],
-    },
   },
   export_holds: {
     columns: {
       job_id: NOT_PERSONAL,
       user_key: { holds: ["app_user_id"], reach: { how: "removed", when: "by the export's release steps; by the erasure's leftover page on each shard" } },
-    },
-    erasure: {
-      leftoverPage: ({ user }) => [eraseExportHolds(user.pseudonym)],
     },
   },
   export_seen: { columns: { job_id: NOT_PERSONAL, receipt_id: NOT_PERSONAL } },
@@ -354,9 +249,6 @@ export const D1_TABLES = {
         },
       },
     },
-    erasure: {
-      receiptPage: ({ receipts }) => [enclose(receipts, (ids) => `DELETE FROM receipts WHERE receipt_id IN (${ids}) RETURNING receipt_id`)],
-    },
   },
 } satisfies Record<string, MappedTable>;
 
@@ -386,6 +278,8 @@ export const BINDINGS: Record<string, Record<string, PersonalPlace> | typeof NOT
       },
     },
   },
+  // The API reference's files and the OpenAPI document, the same for every deployment.
+  ASSETS: NOT_PERSONAL,
   CLIENTS: NOT_PERSONAL,
   SHARD_STATES: NOT_PERSONAL,
   NOTICES: {
@@ -454,53 +348,4 @@ export const EMITTED: Record<string, PersonalPlace> = {
 function viewColumns(names: readonly string[]): Record<string, ColumnClass> {
   const landsElsewhere: PersonalPlace = { holds: ["app_user_id", "receipt"], reach: { how: "never readable", why: "a view of no rows: what goes in lands in receipts and notice_outbox" } };
   return Object.fromEntries(names.map((name) => [name, VIEW_ONLY_IDS.has(name) ? NOT_PERSONAL : landsElsewhere]));
-}
-
-
-/** The statements of one pass of the erasure over a shard, table by table in the map's order. */
-export function erasureStatements<P extends keyof TableErasure>(pass: P, page: Parameters<NonNullable<TableErasure[P]>>[0]): Statement[] {
-  return Object.values(D1_TABLES as Record<string, MappedTable>).flatMap((table) => {
-    const build = table.erasure?.[pass] as ((page: Parameters<NonNullable<TableErasure[P]>>[0]) => Statement[]) | undefined;
-    return build ? build(page) : [];
-  });
-}
-
-/**
- * The archive pass's statements for the archived receipts it read on one shard: the copies D1 still
- * holds of them (their Idempotency-Key answers, their events, their owner rows).
- */
-export function eraseCopiesOfArchived(receipts: ArchivedPage["receipts"], at: string): Statement[] {
-  return erasureStatements("archivedPage", { receipts: receipts.map(({ receipt_id, client_id }) => ({ receipt_id, client_id })), at });
-}
-
-// The erasure of the events of the app user's receipts, in the outbox (0) or the failed events (1):
-// the outbox's statements come in pairs, one a table. Leftovers are the events of the receipts
-// the user's audit records name (their deleted ones) and of their earlier erasures, delivered or
-// dead-lettered: one still to deliver goes out, so that the app is told of every erasure.
-function eventsErasure(table: 0 | 1): TableErasure {
-  return {
-    receiptPage: ({ receipts }) => [eraseEventsOfReceipts(receipts)[table]],
-    leftoverPage: ({ user, limit }) => [
-      eraseLeftoverEventsOfReceipts(receiptsAuditedFor(user.id, user.pseudonym, user.occurred_at), limit)[table],
-      eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), limit, true)[table],
-    ],
-    archivedPage: ({ receipts }) => [eraseEventsOfReceipts(archivedIds(receipts))[table]],
-  };
-}
-
-function archivedIds(receipts: ArchivedPage["receipts"]): Statement {
-  return statement("SELECT value ->> 'receipt_id' FROM json_each(?1)", JSON.stringify(receipts));
-}
-
-// The Idempotency-Key records of the receipts `ids` selects, whose clients `clients` selects:
-// the table has no index by receipt (migration 0012), so they are found under their client,
-// the first column of its primary key, among that client's last day of keys.
-function keyRecordsOf(ids: string, clients: string): string {
-  return `client_id IN (${clients}) AND receipt_id IN (${ids})`;
-}
-
-// An Idempotency-Key record in erased form (migration 0006): no app_user_id in its answer;
-// `at` is the placeholder of the erasure's instant.
-function erasedKeyRecord(at: string): string {
-  return `response = json_remove(response, '$.data.app_user_id'), erased_at = ${at}`;
 }

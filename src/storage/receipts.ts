@@ -3,13 +3,14 @@
  * and delete are carried out on a shard, each batch under the one retry policy
  * (src/storage/transient.ts `runOnShard`). Add: placement decides which shards an add touches and
  * what it claims (src/storage/placement.ts `planAdd`), and {@link storeAsPlanned} carries that
- * plan out; the receipt's created event goes into the outbox with the receipt, in one statement
- * (0014). Delete records the deleted event and the audit record (0005) in the batch that removes
+ * plan out, one batch in the common case; the key's claims across shards, where a key and a shard's
+ * change meet, are src/storage/key-claims.ts. The receipt's created event goes into the outbox with
+ * the receipt, in one statement (0014). Delete records the deleted event and the audit record (0005) in the batch that removes
  * the receipt. Docs/storage.md "Add's path" and "Delete's path" follow both step by step.
  */
 import { v7 as uuidv7 } from "uuid";
 import type { AddResponse } from "../shared/schemas.ts";
-import { idOnShard, shardOfId } from "../shared/shard-ids.ts";
+import { idOnShard } from "../shared/shard-ids.ts";
 import type { CreationNotice, DeletionNotice } from "../shared/types.ts";
 import { archivedOwnerJoin } from "./archive/owners.ts";
 import { auditDeletionIfOwned } from "./audit.ts";
@@ -23,6 +24,7 @@ import type { Shard } from "./shards.ts";
 import { statement, type Statement } from "./statement.ts";
 import { deflatedTexts } from "./stored-body.ts";
 import { isLateEventCommit, runOnShard, type ShardDb } from "./transient.ts";
+import { answerOf, claimAhead, dropClaim, earlierAnswer } from "./key-claims.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -115,61 +117,54 @@ export class NoOpenShardError extends Error {
 }
 
 /**
- * Carries out an add's plan: with no target, asks the planned shards for the key's earlier add
- * (throws {@link NoOpenShardError} when none holds one); else stores the receipt on the target,
- * after claiming its key ahead where the plan says, and where a call of the key recorded it
- * first, answers as that call's record says ({@link answerOf}). A store whose event would have
- * committed too late for the event feed stored nothing, its key record included: it is made once
- * more under fresh IDs and time, on the plan's `again`. In the common case one D1 round trip: the
- * target's batch.
+ * Carries out an add's plan: stores the receipt on the target, in the common case in one D1
+ * round trip, the target's batch ({@link storeOn}). A store whose event would have committed too
+ * late for the event feed stored nothing, its key record included: it is made once more under
+ * fresh IDs and time, on the plan's `again`. With no target, asks the planned shards for the
+ * key's earlier add (src/storage/key-claims.ts `earlierAnswer`; throws {@link NoOpenShardError}
+ * when none holds one).
  *
  * @param context the isolate's memory, which notes a failing target, and the fill check's needs.
  */
 export async function storeAsPlanned(plan: AddPlan, receipt: NewReceipt, newEvent: NewEvent, context: PlacementContext): Promise<Stored> {
   const add: Add = { plan, receipt, newEvent };
-  const { target, keyed } = plan;
-  if (!target) {
-    // A till's retry of an add that went through before the last shard closed still gets its
-    // first answer: only a new receipt has nowhere to go.
-    for (const shard of keyed?.ahead ?? []) {
-      const [read] = await runOnShard(shard, [readKey(receipt.client_id, keyed!.key, new Date())]);
-      const record = read!.results[0] as KeyRecord | undefined;
-      if (record) return answerOf(add, record, shard);
+  const { target } = plan;
+  if (target) {
+    try {
+      return await storeOn(add, target, context);
+    } catch (error) {
+      if (!isLateEventCommit(error)) throw error;
+      return storeOn(add, plan.again ?? target, context);
     }
-    throw new NoOpenShardError();
   }
-  try {
-    return await storeOn(add, target, context);
-  } catch (error) {
-    if (!isLateEventCommit(error)) throw error;
-    return storeOn(add, plan.again ?? target, context);
-  }
+  // A till's retry of an add that went through before the last shard closed still gets its
+  // first answer: only a new receipt has nowhere to go.
+  const earlier = await earlierAnswer(add);
+  if (earlier) return earlier;
+  throw new NoOpenShardError();
 }
 
 /** One add as its plan is carried out. */
-interface Add {
+export interface Add {
   plan: AddPlan;
   receipt: NewReceipt;
   newEvent: NewEvent;
 }
 
 /**
- * The rare case first (docs/storage.md "One key, one receipt"): a shard of the key's order other
- * than the target opened or closed within the idempotency window, so a call of this key in an
- * isolate that read the states on the other side of that change may go there instead. The key is
- * claimed on each such shard first, in the key's order: each claim is a write, which D1 runs one
- * at a time with the other call's on that shard, so the first to claim wins there and the other
- * finds its record. Then the receipt goes to the target, only where no call has recorded the key
- * yet. A shard whose batch failed is passed over by this isolate for a while, so that new receipts
- * go to the other open shards while it recovers.
+ * Stores the receipt on the target in one batch ({@link storeReceipt}), the common case. Only
+ * where the plan names shards to claim the key on first (a shard of the key's order opened or
+ * closed within the idempotency window) are those claims made before, each a batch of its own
+ * (src/storage/key-claims.ts `claimAhead`), and the receipt then goes to the target only where no
+ * call has recorded the key yet. A shard whose batch failed is passed over by this isolate for a
+ * while, so that new receipts go to the other open shards while it recovers.
  */
 async function storeOn(add: Add, target: Shard, context: PlacementContext): Promise<Stored> {
   const own = receiptOn(add, target);
   const ahead = add.plan.keyed?.ahead ?? [];
-  for (const shard of ahead) {
-    const [claimed] = await runOnShard(shard, [claimKey(own.row, own.claim!, { keepUser: false })]);
-    const record = keyRecordOf(claimed!);
-    if (record.receipt_id !== own.row.receipt_id) return answerOf(add, record, shard);
+  if (ahead.length > 0) {
+    const answer = await claimAhead(add, own, ahead);
+    if (answer) return answer;
   }
   const claim = own.claim && ahead.length > 0 ? { ...own.claim, claimedAhead: {} } : own.claim;
   const stored = await storeReceipt(target, own.row, own.event, claim).catch((error: unknown) => {
@@ -263,67 +258,6 @@ function outcomeOf(record: KeyRecord, receiptId: string, claim: Pick<Idempotency
 }
 
 /**
- * How many shards a replay follows claims made ahead across: the shard the receipt's ID names, and
- * once more after two crossed claims were settled there.
- */
-const MAX_CLAIM_HOPS = 2;
-
-/**
- * The answer of the call that recorded the key first, its record found on `where`: a conflict for
- * another request; else its first answer, once that answer's receipt is stored. A live record on
- * another shard than the one its receipt's ID names was claimed ahead by a call that may have
- * stopped before it stored the receipt: it is stored there as that call would have (only where
- * that shard holds no live record of the key, so never twice and never again after a delete), and
- * the answer is what that shard's record says (docs/storage.md "Making a claim good"). Where the
- * two shards each hold the other call's claim, the claim on the shard ranked first in the key's
- * order wins, the same in every isolate, and the other gives way to its receipt
- * (docs/storage.md "Crossed claims").
- */
-async function answerOf(add: Add, found: KeyRecord, where: Shard): Promise<Stored> {
-  const { shards, keyed } = add.plan;
-  let [record, on] = [found, where];
-  for (let hops = 0; ; hops += 1) {
-    if (record.fingerprint !== keyed!.fingerprint) return { kind: "conflict" };
-    const replay = replayOf(record, add.receipt.app_user_id);
-    const holder = shardOfId(shards, record.receipt_id);
-    if (record.erased_at !== null || !holder || holder === on) return replay;
-    if (hops >= MAX_CLAIM_HOPS) throw new Error("the key's claims made ahead lead on past the shard its receipt names; nothing stored");
-    const data = { ...replay.response.data, app_user_id: add.receipt.app_user_id };
-    const made = await storeOrOwn(add, holder, data);
-    const crossed = made.receipt_id !== data.receipt_id && made.erased_at === null && made.fingerprint === keyed!.fingerprint && shardOfId(shards, made.receipt_id) === on;
-    if (!crossed) {
-      [record, on] = [made, holder];
-      continue;
-    }
-    const [winner, loser] =
-      shards.indexOf(on) < shards.indexOf(holder)
-        ? [data, { receiptId: made.receipt_id, on: holder }]
-        : [replayOf(made, add.receipt.app_user_id).response.data, { receiptId: data.receipt_id, on }];
-    [record, on] = [await storeOrOwn(add, loser.on, winner, loser.receiptId), loser.on];
-  }
-}
-
-/**
- * Stores the receipt `data` names on `holder`, the key claimed ahead ({@link storeReceipt}), and
- * returns the key's record there. Its event would commit too late for the feed (migration 0018)
- * when the claim is older than that: no call can store its receipt any more, so none was ever
- * answered with it, and this call stores a receipt of its own there instead, under the same rule:
- * whichever call's record that shard holds first is the key's answer for every call after.
- */
-async function storeOrOwn(add: Add, holder: Shard, data: AddResponse["data"], givingWay?: string): Promise<KeyRecord> {
-  const store = async (as?: AddResponse["data"]) => {
-    const { row, claim, event } = receiptOn(add, holder, as);
-    return (await storeReceipt(holder, row, event, { ...claim!, claimedAhead: { ...(givingWay !== undefined && { givingWay }) } })).record!;
-  };
-  try {
-    return await store(data);
-  } catch (error) {
-    if (!isLateEventCommit(error)) throw error;
-    return store();
-  }
-}
-
-/**
  * The receipt of `add` as it is stored on `shard`: its answer, row, claim (with a key) and created
  * event. Its data is given for the receipt of a claim a replay makes good, else new: one clock
  * reading for ID and time, as the ID's time is created_at (docs/api.md), also when the clock moves
@@ -332,7 +266,7 @@ async function storeOrOwn(add: Add, holder: Shard, data: AddResponse["data"], gi
  * makes neighbouring IDs partly predictable; fresh random bits for every ID keep them unguessable:
  * the 62 of rand_b, as rand_a carries the shard's tag.
  */
-function receiptOn(add: Add, shard: Shard, given?: AddResponse["data"]) {
+export function receiptOn(add: Add, shard: Shard, given?: AddResponse["data"]) {
   const { receipt, plan } = add;
   const now = Date.now();
   const data = given ?? {
@@ -348,8 +282,8 @@ function receiptOn(add: Add, shard: Shard, given?: AddResponse["data"]) {
   return { row, claim, event: add.newEvent(data, shard), response };
 }
 
-// The key's record a claim's RETURNING hands back.
-function keyRecordOf(claimed: D1Result): KeyRecord {
+/** The key's record a claim's RETURNING hands back. */
+export function keyRecordOf(claimed: D1Result): KeyRecord {
   const row = (claimed as D1Result<KeyRecord>).results[0];
   if (!row) throw new Error("idempotency key row missing after its claim");
   return row;
@@ -360,7 +294,7 @@ function keyRecordOf(claimed: D1Result): KeyRecord {
  * the receipt's, holds no app_user_id: the retry's own, which the fingerprint matched, takes its
  * place, where the first answer had it.
  */
-function replayOf(row: KeyRecord, appUserId: string): { kind: "replayed"; response: AddResponse } {
+export function replayOf(row: KeyRecord, appUserId: string): { kind: "replayed"; response: AddResponse } {
   const stored = JSON.parse(row.response) as AddResponse;
   if (stored.data.app_user_id !== undefined) return { kind: "replayed", response: stored };
   const { receipt_id, chain_id, client_id, created_at } = stored.data;
@@ -445,8 +379,8 @@ export async function deleteExpiredIdempotencyKeys(db: D1Database, now: Date): P
   );
 }
 
-// Records created before this instant are expired. ISO strings of one format sort as time does.
-function idempotencyCutoff(now: Date): string {
+/** Records created before this instant are expired. ISO strings of one format sort as time does. */
+export function idempotencyCutoff(now: Date): string {
   return new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString();
 }
 
@@ -493,12 +427,14 @@ function readStored(receiptId: string): Statement {
   return statement("SELECT 1 AS stored FROM receipts WHERE receipt_id = ?1", receiptId);
 }
 
-// An expired record counts as absent, so it is taken over rather than kept. A live one is
-// "updated" to itself, so that RETURNING hands back the key's record in either case: the batch
-// needs no statement of its own to read it (a replay pays one row written for that). Under an
-// erasure's fence the record is made in the erased form an erasure leaves (the receipt is never
-// stored).
-function claimKey(receipt: FencedReceipt, claim: IdempotencyClaim, { keepUser = true } = {}): Statement {
+/**
+ * Claims an Idempotency-Key for a receipt. An expired record counts as absent, so it is taken
+ * over rather than kept. A live one is "updated" to itself, so that RETURNING hands back the
+ * key's record in either case: the batch needs no statement of its own to read it (a replay pays
+ * one row written for that). Under an erasure's fence the record is made in the erased form an
+ * erasure leaves (the receipt is never stored).
+ */
+export function claimKey(receipt: FencedReceipt, claim: IdempotencyClaim, { keepUser = true } = {}): Statement {
   const expired = "idempotency_keys.created_at < ?7";
   const response = keepUser ? "CASE WHEN fence.instant IS NULL THEN ?5 ELSE json_remove(?5, '$.data.app_user_id') END" : "json_remove(?5, '$.data.app_user_id')";
   return statement(
@@ -521,22 +457,6 @@ function claimKey(receipt: FencedReceipt, claim: IdempotencyClaim, { keepUser = 
     receipt.created_at,
     idempotencyCutoff(new Date(receipt.created_at)),
     receipt.user_key,
-  );
-}
-
-// A key's record, only while it names `receiptId`.
-function dropClaim(clientId: string, key: string, receiptId: string): Statement {
-  return statement("DELETE FROM idempotency_keys WHERE client_id = ?1 AND idempotency_key = ?2 AND receipt_id = ?3", clientId, key, receiptId);
-}
-
-// A key's record, only one still live at `now`.
-function readKey(clientId: string, key: string, now: Date): Statement {
-  return statement(
-    `SELECT receipt_id, fingerprint, response, erased_at FROM idempotency_keys
-    WHERE client_id = ?1 AND idempotency_key = ?2 AND created_at >= ?3`,
-    clientId,
-    key,
-    idempotencyCutoff(now),
   );
 }
 

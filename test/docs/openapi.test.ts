@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STATUS_WORDS } from "../../src/api/errors.ts";
 import { commonErrors, errorExampleBody, serializeOpenApiDocument, openApiPath } from "../../src/api/openapi/document.ts";
 import { DOCUMENTED_OPERATIONS } from "../../src/api/openapi/documented-operations.ts";
+import { allowedMethods, routeAt } from "../../src/api/route-table.ts";
 import { pushNotice } from "../../src/notifier/push.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { errorResponse } from "../../src/shared/schemas.ts";
@@ -61,7 +62,8 @@ describe("OpenAPI document: its examples pass the Worker's own schemas", () => {
     });
 
     it(`${path}: every error example is an error body whose status_code and status word fit its status`, () => {
-      const common = operation.method === "get" ? commonErrors(path, "GET, HEAD", "GET") : commonErrors(path, "POST", "POST");
+      const route = routeAt(path);
+      const common = commonErrors(path, allowedMethods(route), route.method);
       for (const row of Object.values({ ...operation.errors, ...common })) {
         const body = errorExampleBody(row);
         expect(errorResponse.safeParse(body).error).toBeUndefined();
@@ -113,7 +115,7 @@ describe("OpenAPI document: a header's JSON Schema accepts exactly what the Work
 
 function headerParameters(path: string, where = "header"): HeaderParameter[] {
   const document: { paths: Record<string, Record<string, { parameters: HeaderParameter[] }>> } = JSON.parse(COMMITTED);
-  const method = DOCUMENTED_OPERATIONS[path]!.method ?? "post";
+  const method = routeAt(path).method.toLowerCase();
   return document.paths[openApiPath(path)]![method]!.parameters.filter((parameter) => parameter.in === where);
 }
 

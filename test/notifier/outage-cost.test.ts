@@ -16,7 +16,8 @@ import { EVENTS_PER_MESSAGE, resendPendingNotices } from "../../src/api/schedule
 import { apiConfig, deliveryTiming, pushTarget } from "../../src/shared/config.ts";
 import type { NotifierEnv } from "../../src/shared/env.ts";
 import { noticesOf, type DeletionNotice, type NoticeMessage } from "../../src/shared/types.ts";
-import { deliverBatch, freshEndpointView } from "../../src/notifier/deliver.ts";
+import { deliverBatch } from "../../src/notifier/deliver.ts";
+import { freshEndpointView } from "../../src/notifier/endpoint.ts";
 import { formatTable } from "../../harness/table.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { routeStorageCalls } from "../support/binding-proxy.ts";

@@ -9,6 +9,7 @@ import { PATHS } from "../../shared/paths.ts";
 import { RATE_TIERS, ratePolicy, type LimitedRoute } from "../../shared/rate-limits.ts";
 import { appUserErasedEvent, authorizationHeader, errorResponse, receiptCreatedEvent, receiptDeletedEvent } from "../../shared/schemas.ts";
 import { ApiError, errorBody, internalErrorBody, type SupportPointer } from "../errors.ts";
+import { allowedMethods, routeAt } from "../route-table.ts";
 import { DOCUMENTED_OPERATIONS, DR_RETAIL_EXAMPLE, DR_RETAIL_EXAMPLE_MAPPED, type DocumentedOperation, type ErrorExample } from "./documented-operations.ts";
 
 /** A JSON value, as the document is made of. */
@@ -37,7 +38,7 @@ export function generateOpenApiDocument(): JsonObject {
       schemas[operation.body.component] = jsonSchema(operation.body.schema, "input");
       Object.assign(schemas, alternativeSchemas(operation.body));
     }
-    paths[openApiPath(path)] = { [operation.method ?? "post"]: documentedOperation(path, operation) };
+    paths[openApiPath(path)] = { [routeAt(path).method.toLowerCase()]: documentedOperation(path, operation) };
   }
   paths[PATHS.openapi] = { get: openApiOperation() };
   paths[PATHS.docs] = { get: referenceOperation() };
@@ -132,14 +133,14 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
   const headers = jsonSchema(operation.headers, "input");
   const properties = headers.properties as Record<string, JsonObject>;
   const required = new Set(headers.required as string[]);
+  const route = routeAt(path);
   const parameters: Json[] = [];
-  let security: Json[] = [];
   let bodyRequired: boolean | undefined;
   for (const [name, schema] of Object.entries(properties)) {
     // OpenAPI 3.1 ignores header parameters named Authorization and Content-Type: the first is a
     // security scheme there, the second the request body's media type.
-    if (name === "Authorization") security = required.has(name) ? [{ [BEARER_SCHEME]: [] }] : [{ [BEARER_SCHEME]: [] }, {}];
-    else if (name === "Content-Type") bodyRequired = required.has(name);
+    if (name === "Authorization") continue;
+    if (name === "Content-Type") bodyRequired = required.has(name);
     else parameters.push(parameter(name, "header", schema, required.has(name)));
   }
   for (const [name, { description, example }] of Object.entries(operation.pathParameters ?? {})) {
@@ -157,7 +158,8 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
     operationId: operation.operationId,
     summary: operation.summary,
     description: operation.description,
-    security,
+    // The route table's scope: a route that takes a token takes it always.
+    security: route.scope ? [{ [BEARER_SCHEME]: [] }] : [],
     parameters,
   };
   if (operation.body) {
@@ -181,12 +183,11 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
         [success.mediaType ?? JSON_MEDIA_TYPE]: { schema: componentRef(success.component), example: success.example as Json },
       },
     },
-    // Hono answers HEAD with a GET's handler, so a GET's Allow names both.
-    ...errorResponses({ ...operation.errors, ...(operation.method === "get" ? commonErrors(example, "GET, HEAD", "GET") : commonErrors(example, "POST", "POST")) }),
+    ...errorResponses({ ...operation.errors, ...commonErrors(example, allowedMethods(route), route.method) }),
   };
-  if (operation.rateLimit) {
+  if (route.limit) {
     for (const [status, response] of Object.entries(result.responses as Record<string, JsonObject>)) {
-      response.headers = { ...(response.headers as JsonObject | undefined), ...rateLimitHeaders(operation.rateLimit, Number(status)) };
+      response.headers = { ...(response.headers as JsonObject | undefined), ...rateLimitHeaders(route.limit, Number(status)) };
     }
   }
   return result;

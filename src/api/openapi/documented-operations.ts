@@ -54,10 +54,11 @@ export type ErrorExample =
   | { status: 500; /** The condition, as a reader of the error tables looks for it. */ summary: string }
   | (Refusal & { summary: string });
 
-/** An operation as the document describes it; the schemas are the Worker's own. */
+/**
+ * An operation as the document describes it; the schemas are the Worker's own, and its method,
+ * security and rate-limit fields the route table's (src/api/route-table.ts).
+ */
 export interface DocumentedOperation {
-  /** POST unless said; a GET answers HEAD as well. */
-  method?: "get";
   operationId: string;
   summary: string;
   description: string;
@@ -85,8 +86,6 @@ export interface DocumentedOperation {
   pathParameters?: Record<string, { description: string; example: string }>;
   /** Keyed by a name unique within the operation; 405 and 500 are added for every operation. */
   errors: Record<string, ErrorExample>;
-  /** The operation's limit per client, whose fields every answer carries (docs/api.md#rate-limits). */
-  rateLimit?: LimitedRoute;
 }
 
 /** A request body as the document describes it: its component's name, schema, words and example. */
@@ -288,7 +287,6 @@ function startJobOperation(kind: "export" | "erasure", operationId: string, summ
       example: { data: { job_id: JOB_ID, kind, state: "running" }, status: "Accepted", status_code: 202 } satisfies z.infer<typeof jobAccepted>,
     },
     errors: startJobErrors(),
-    rateLimit: "jobs",
   };
 }
 
@@ -476,7 +474,6 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "rate-limited": rateLimitedError("add"),
       "shard-overloaded": SHARD_OVERLOADED,
     },
-    rateLimit: "add",
   },
 
   [PATHS.delete]: {
@@ -514,10 +511,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "rate-limited": rateLimitedError("delete"),
       "shard-overloaded": SHARD_OVERLOADED,
     },
-    rateLimit: "delete",
   },
   [PATHS.events]: {
-    method: "get",
     operationId: "events",
     summary: "Catch up on the events pushed to the app push service",
     description:
@@ -565,10 +560,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       limit: { ...REFUSALS.feedLimit, summary: "limit is not a whole number from 1 to 100, or was sent twice" },
       "rate-limited": rateLimitedError("events"),
     },
-    rateLimit: "events",
   },
   [PATHS.status]: {
-    method: "get",
     operationId: "status",
     summary: "The service's health, for an operator's monitor",
     description:
@@ -651,7 +644,6 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       "theirs, and one app_user.erased event goes to the app push service.",
   ),
   [PATHS.job]: {
-    method: "get",
     operationId: "job",
     summary: "A job's state",
     description:
@@ -677,10 +669,8 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       } satisfies z.infer<typeof jobResponse>,
     },
     errors: readJobErrors(),
-    rateLimit: "jobs",
   },
   [PATHS.jobExport]: {
-    method: "get",
     operationId: "jobExport",
     summary: "A complete export's file",
     description:
@@ -706,6 +696,5 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
       ...readJobErrors(),
       "not-complete": { ...REFUSALS.exportNotComplete, summary: "The job is still running, failed, or is an erasure" },
     },
-    rateLimit: "jobs",
   },
 };

@@ -1,30 +1,24 @@
 /** POST /receipts/v2/add (docs/api.md#add). */
-import { addHeaders, receiptBody } from "../../shared/schemas.ts";
+import { receiptBody } from "../../shared/schemas.ts";
 import { logLine } from "../../shared/log.ts";
 import { DR_RETAIL_BODIES } from "../../shared/dr-retail.ts";
 import { DR_RETAIL_PROFILES, drRetailFormat } from "../../shared/dr-retail-profiles.ts";
 import { NoOpenShardError, placeAndStore, type NewReceipt } from "../../storage/placement.ts";
-import { authenticateClient } from "../auth/bearer.ts";
 import { firstFieldRefusal, jsonMediaType, readJsonBody } from "../body.ts";
 import { mapDrRetail } from "../dr-retail-mapping.ts";
-import type { ApiContext } from "../context.ts";
 import { enqueueNotice, newCreationNotice } from "../events.ts";
-import { readHeaders } from "../headers.ts";
+import type { RouteContext } from "../middleware.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { overloadRefused } from "../overload.ts";
-import { enforceRateLimit } from "../rate-limit.ts";
 import { jsonResponse } from "../responses.ts";
 import { userKeyOf } from "../user-key.ts";
 
 /**
  * Stores a receipt for an app user. Checks run cheapest and least revealing first: headers,
- * then who is calling and for which chain, and only then is the body read (docs/api.md "add").
+ * then who is calling (the route's checks, src/api/middleware.ts) and for which chain, and only then is the body read (docs/api.md "add").
  */
-export async function add(c: ApiContext): Promise<Response> {
-  const headers = readHeaders(c.req.raw, addHeaders);
-  c.set("clientId", headers.client_id);
-  const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
-  await enforceRateLimit(c, "add", client);
+export async function add(c: RouteContext<"add">): Promise<Response> {
+  const { headers, client } = c.var;
   if (!client.chains.includes(headers.chain_id)) {
     throw refuse(REFUSALS.chainNotAllowed, "chain not among the client's chains");
   }

@@ -1,17 +1,15 @@
 /** POST /receipts/v2/delete (docs/api.md#delete, #delete-errors, #receipt-states). */
-import { deleteHeaders, type DeleteResponse } from "../../shared/schemas.ts";
+import type { DeleteResponse } from "../../shared/schemas.ts";
 import { describeError, logLine } from "../../shared/log.ts";
 import { purgeArchivedLines } from "../../storage/archive/deletion.ts";
 import type { ReceiptOwner } from "../../storage/receipts.ts";
 import { removeReceipt } from "../../storage/removal.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
-import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
+import type { RouteContext } from "../middleware.ts";
 import type { ApiError } from "../errors.ts";
 import { overloadRefused } from "../overload.ts";
-import { enforceRateLimit } from "../rate-limit.ts";
 import { jsonResponse } from "../responses.ts";
-import { readHeaders } from "../headers.ts";
 import { REFUSALS, receiptFieldsDiffer, refuse } from "../refusals.ts";
 import { enqueueNotice, newDeletionNotice } from "../events.ts";
 import { userKeyOf } from "../user-key.ts";
@@ -23,11 +21,8 @@ const OWNER_FIELDS = ["client_id", "chain_id", "app_user_id"] as const satisfies
  * Removes a receipt and records the notice to its app user and the audit record in one atomic
  * step; the notice goes to the queue after the response. Nothing changes unless every check of docs/api.md#delete passes.
  */
-export async function deleteReceipt(c: ApiContext): Promise<Response> {
-  const headers = readHeaders(c.req.raw, deleteHeaders);
-  c.set("clientId", headers.client_id);
-  const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id });
-  await enforceRateLimit(c, "delete", client);
+export async function deleteReceipt(c: RouteContext<"delete">): Promise<Response> {
+  const { headers } = c.var;
 
   // The receipt_id names its shard; an ID that names none is unknown, like any other.
   const shard = shardOfId(shardsOf(c.env), headers.receipt_id);

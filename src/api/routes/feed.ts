@@ -1,13 +1,9 @@
 /** GET /receipts/v2/events: the event feed of the app push service (docs/api.md#event-feed). */
-import { feedHeaders, feedQuery } from "../../shared/schemas.ts";
+import { feedQuery } from "../../shared/schemas.ts";
 import { tagOfId } from "../../shared/shard-ids.ts";
-import { APP_SCOPE } from "../../shared/types.ts";
 import { readFeed } from "../../storage/outbox/operations.ts";
 import { shardsOf } from "../../storage/shards.ts";
-import { authenticateClient } from "../auth/bearer.ts";
-import type { ApiContext } from "../context.ts";
-import { readHeaders } from "../headers.ts";
-import { enforceRateLimit } from "../rate-limit.ts";
+import type { RouteContext } from "../middleware.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { jsonTextResponse } from "../responses.ts";
 
@@ -19,12 +15,7 @@ const DEFAULT_LIMIT = 100;
  * within the last EVENT_FEED_DAYS but its newest FEED_SETTLE_SECONDS: checks run headers, token
  * and client, then the query.
  */
-export async function feed(c: ApiContext): Promise<Response> {
-  const headers = readHeaders(c.req.raw, feedHeaders);
-  c.set("clientId", headers.client_id);
-  const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, APP_SCOPE);
-  await enforceRateLimit(c, "events", client);
-
+export async function feed(c: RouteContext<"events">): Promise<Response> {
   const { after, limit } = readQuery(c);
   const { eventFeedMs, feedSettleMs } = c.get("config");
   const now = Date.now();
@@ -51,7 +42,7 @@ export async function feed(c: ApiContext): Promise<Response> {
 }
 
 // A parameter sent twice is as unusable as a malformed one: which one was meant is unknown.
-function readQuery(c: ApiContext): { after: string | undefined; limit: number } {
+function readQuery(c: RouteContext<"events">): { after: string | undefined; limit: number } {
   const values: Record<string, string> = {};
   for (const name of ["after", "limit"] as const) {
     const sent = c.req.queries(name) ?? [];

@@ -4,14 +4,11 @@
  * Only the client that started a job reads it; a job's state never names the app user.
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
-import { appUserJobHeaders, jobHeaders, type JobState } from "../../shared/schemas.ts";
-import { APP_SCOPE } from "../../shared/types.ts";
+import type { JobState } from "../../shared/schemas.ts";
 import { jobById, startJob, type AppUserJob, type AppUserJobKind } from "../../storage/app-user-jobs.ts";
 import { exportPrefix, type ExportSummary } from "../../storage/export.ts";
-import { authenticateClient } from "../auth/bearer.ts";
 import type { ApiContext } from "../context.ts";
-import { readHeaders } from "../headers.ts";
-import { enforceRateLimit } from "../rate-limit.ts";
+import type { RouteContext } from "../middleware.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { jsonResponse } from "../responses.ts";
 import { userKeyOf } from "../user-key.ts";
@@ -24,11 +21,8 @@ import { jobShardsOf, startOnce } from "../workflows/durable.ts";
  * The same key again answers the same job; with another app user or kind of job, 409.
  */
 export function startAppUserJob(kind: AppUserJobKind) {
-  return async (c: ApiContext): Promise<Response> => {
-    const headers = readHeaders(c.req.raw, appUserJobHeaders, { malformedIs400: ["app_user_id"] });
-    c.set("clientId", headers.client_id);
-    const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, APP_SCOPE);
-    await enforceRateLimit(c, "jobs", client);
+  return async (c: RouteContext<"exportAppUser" | "eraseAppUser">): Promise<Response> => {
+    const { headers, client } = c.var;
     const job: AppUserJob = {
       job_id: crypto.randomUUID(),
       kind,
@@ -46,7 +40,7 @@ export function startAppUserJob(kind: AppUserJobKind) {
 }
 
 /** GET /receipts/v2/jobs/{job_id}: the job's state, kind and, once complete, its instant and counts. */
-export async function jobState(c: ApiContext): Promise<Response> {
+export async function jobState(c: RouteContext<"job">): Promise<Response> {
   const job = await ownJob(c);
   return jsonResponse({ data: await stateOf(c, job), status: "OK", status_code: 200 }, 200);
 }
@@ -55,7 +49,7 @@ export async function jobState(c: ApiContext): Promise<Response> {
  * GET /receipts/v2/jobs/{job_id}/export: a complete export's file, NDJSON, one receipt or audit
  * record a line, then its summary line, read chunk by chunk from the archive's bucket.
  */
-export async function jobExport(c: ApiContext): Promise<Response> {
+export async function jobExport(c: RouteContext<"jobExport">): Promise<Response> {
   const job = await ownJob(c);
   if (job.kind !== "export" || (await stateOf(c, job)).state !== "complete") throw refuse(REFUSALS.exportNotComplete, "export not complete");
   const chunks = await chunkKeys(c.env.ARCHIVE, job.job_id);
@@ -74,11 +68,8 @@ export async function jobExport(c: ApiContext): Promise<Response> {
 }
 
 // The job the path names, if the client that asks started it: another client's is as unknown.
-async function ownJob(c: ApiContext): Promise<AppUserJob> {
-  const headers = readHeaders(c.req.raw, jobHeaders);
-  c.set("clientId", headers.client_id);
-  const client = await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, APP_SCOPE);
-  await enforceRateLimit(c, "jobs", client);
+async function ownJob(c: RouteContext<"job" | "jobExport">): Promise<AppUserJob> {
+  const { client } = c.var;
   const jobId = c.req.param("job_id") ?? "";
   const [[job]] = (await firstShard(c).run([jobById(jobId)])) as [AppUserJob[]];
   if (!job || job.client_id !== client.client_id) throw refuse(REFUSALS.noJob, "no such job of this client");

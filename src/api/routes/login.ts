@@ -1,21 +1,19 @@
 /** POST /receipts/v2/login (docs/api.md#login, #login-errors; docs/api.md#login). */
-import { loginHeaders, type LoginResponse } from "../../shared/schemas.ts";
+import type { LoginResponse } from "../../shared/schemas.ts";
 import { SERVICE_SCOPES } from "../../shared/types.ts";
 import { readClientRecord, tokensValidAfter } from "../auth/clients.ts";
 import { secretMatches } from "../auth/secret-match.ts";
 import { TOKEN_LIFETIME_SECONDS, issueAccessToken } from "../auth/tokens.ts";
-import type { ApiContext } from "../context.ts";
+import type { RouteContext } from "../middleware.ts";
 import { jsonResponse } from "../responses.ts";
-import { readHeaders } from "../headers.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 
 /**
  * Trades a client's credentials for a one-hour Bearer token of the scope asked for: one of the
  * service's scopes, and among the client record's.
  */
-export async function login(c: ApiContext): Promise<Response> {
-  const headers = readHeaders(c.req.raw, loginHeaders);
-  c.set("clientId", headers.client_id);
+export async function login(c: RouteContext<"login">): Promise<Response> {
+  const { headers } = c.var;
   if (headers.token_type !== "Bearer") {
     throw refuse(REFUSALS.loginTokenType, "token_type");
   }

@@ -1,12 +1,8 @@
 /** GET /receipts/v2/status: the service's health for an operator's monitor (docs/api.md#status). */
 import { statusThresholds } from "../../shared/config.ts";
 import { statusBody } from "../../shared/health-report.ts";
-import { statusHeaders } from "../../shared/schemas.ts";
-import { OPS_SCOPE } from "../../shared/types.ts";
 import { shardsOf } from "../../storage/shards.ts";
-import { authenticateClient } from "../auth/bearer.ts";
-import type { ApiContext } from "../context.ts";
-import { readHeaders } from "../headers.ts";
+import type { RouteContext } from "../middleware.ts";
 import { jsonResponse } from "../responses.ts";
 import { healthReport } from "../status/health.ts";
 
@@ -15,10 +11,7 @@ import { healthReport } from "../status/health.ts";
  * threshold is passed (`statusBody`). Checks run headers, token and client first, as for the
  * event feed.
  */
-export async function status(c: ApiContext): Promise<Response> {
-  const headers = readHeaders(c.req.raw, statusHeaders);
-  c.set("clientId", headers.client_id);
-  await authenticateClient(c, { authorization: headers.Authorization, client_id: headers.client_id }, OPS_SCOPE);
+export async function status(c: RouteContext<"status">): Promise<Response> {
   const config = c.get("config");
   const report = await healthReport(
     { shards: shardsOf(c.env), shardStates: c.env.SHARD_STATES, clients: c.env.CLIENTS, archive: c.env.ARCHIVE, config, thresholds: statusThresholds(c.env) },

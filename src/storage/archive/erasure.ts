@@ -10,7 +10,7 @@
  * lines out of the count. This file stays free of Workers types: the erasure runs on Node too.
  */
 import { auditErasedArchived, countErasedAmong } from "../audit.ts";
-import { eraseCopiesOfArchived } from "../personal-data.ts";
+import { eraseCopiesOfArchived } from "../erasure-statements.ts";
 import type { JobShard, StepRunner } from "../steps.ts";
 import { archiveUserPrefix, shardOfObjectKey, type ArchivedReceipt } from "./layout.ts";
 import type { LegacyBucket } from "./legacy.ts";

@@ -6,20 +6,20 @@ import { bound, runBatch } from "../statement.ts";
 import { receiptAsPushed, type StoredColumns } from "../stored-body.ts";
 import { pushedEvent } from "./pushed-event.ts";
 import {
-  claimEvents as claimStatement,
+  claimEventsStatement,
   claimStates,
-  endpointState as endpointStateStatement,
+  endpointStateStatement,
   feedPage,
   markDelivered,
-  markEndpointDown as markEndpointDownStatement,
-  markEndpointUp as markEndpointUpStatement,
+  markEndpointDownStatement,
+  markEndpointUpStatement,
   markEndpointUpIfDown,
-  probeCandidates as probeCandidatesStatement,
-  takeProbe as takeProbeStatements,
-  markEnqueued as markEnqueuedStatement,
+  probeCandidatesStatement,
+  takeProbeStatements,
+  markEnqueuedStatement,
   moveToFailed,
-  pendingEvents as pendingStatement,
-  purgeDelivered as purgeStatement,
+  pendingEventsStatement,
+  purgeDeliveredStatement,
   recordFailedAttempt,
   stateOfRow,
   undeliveredEvent,
@@ -49,7 +49,7 @@ export async function pendingEvents(
   { limit, ...since }: { unsentBefore: Date; lostBefore: Date; upSince: Date | null; limit: number },
   now: Date,
 ): Promise<OutboxEvent[]> {
-  const { results } = await bound(db, pendingStatement(since, now, limit)).all<OutboxEvent>();
+  const { results } = await bound(db, pendingEventsStatement(since, now, limit)).all<OutboxEvent>();
   return results;
 }
 
@@ -92,7 +92,7 @@ export async function claimEvents(
 ): Promise<Claim[]> {
   const ids = [...new Set(eventIds)];
   const until = new Date(now.getTime() + leaseMs);
-  const { results: claimed } = await bound(db, claimStatement(ids, until, now)).all<ClaimedRow>();
+  const { results: claimed } = await bound(db, claimEventsStatement(ids, until, now)).all<ClaimedRow>();
   const claims = new Map(claimed.map((row) => [row.event_id, row]));
   const claimedIds = new Set(claims.keys());
   const unclaimedIds = ids.filter((id) => !claimedIds.has(id));
@@ -245,7 +245,7 @@ export async function endpointState(db: D1Database): Promise<{ downSince: Date |
 
 /** Deletes up to `limit` outbox rows delivered before `before`; returns how many. */
 export async function purgeDelivered(db: D1Database, before: Date, limit: number): Promise<number> {
-  const { meta } = await bound(db, purgeStatement(before, limit)).run();
+  const { meta } = await bound(db, purgeDeliveredStatement(before, limit)).run();
   return meta.changes;
 }
 

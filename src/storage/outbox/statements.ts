@@ -9,26 +9,26 @@
  * - `recorded`: in the outbox, in the same batch as the change it tells of (a created event in
  *   add's own insert, from {@link eventColumns}; {@link recordDeletedIfOwned},
  *   {@link recordDeletedIfArchivedOwned}, {@link recordErasedEvent}), or back there ({@link replayFailed});
- * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEvents}),
- *   or the cron job handed it over again ({@link markEnqueued}). The send after the response
+ * - `enqueued`: a queue copy is known to have arrived: a delivery claimed it ({@link claimEventsStatement}),
+ *   or the cron job handed it over again ({@link markEnqueuedStatement}). The send after the response
  *   marks nothing, so that an add or a delete stays one D1 write: the cron job hands over again
  *   what stays recorded past its grace period (never claimed: its send failed, its copy was lost
- *   or still waits in the queue) or enqueued and undelivered for too long ({@link pendingEvents}),
+ *   or still waits in the queue) or enqueued and undelivered for too long ({@link pendingEventsStatement}),
  *   and a second copy is never pushed twice, as the claim decides;
- * - `claimed`: one delivery holds it until its claim runs out ({@link claimEvents}), then
+ * - `claimed`: one delivery holds it until its claim runs out ({@link claimEventsStatement}), then
  *   `delivered` ({@link markDelivered}) or, after a failed attempt, back to enqueued with its
  *   error and when its next attempt is due ({@link recordFailedAttempt}), for the cron job to hand
- *   it over again then ({@link pendingEvents});
+ *   it over again then ({@link pendingEventsStatement});
  * - `failed`: moved to the failed events by the dead-letter queue's consumer ({@link moveToFailed}),
  *   still claimed from the attempt that dead-lettered it until then;
- * - `purged`: deleted, 14 days after delivery ({@link purgeDelivered}) or by an erasure
+ * - `purged`: deleted, 14 days after delivery ({@link purgeDeliveredStatement}) or by an erasure
  *   ({@link eraseEventsOfReceipts}, {@link eraseLeftoverEventsOfReceipts}).
  *
  * The event feed ({@link feedPage}) reads events in every state but `purged`.
  *
  * Beside the events, the home shard's `push_endpoint` row (migration 0013) says whether the app
- * push service is down; while it is, the notifier pushes a probe now and then ({@link takeProbe})
- * and the cron job hands over only probe candidates ({@link probeCandidates}).
+ * push service is down; while it is, the notifier pushes a probe now and then ({@link takeProbeStatements})
+ * and the cron job hands over only probe candidates ({@link probeCandidatesStatement}).
  */
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
@@ -153,7 +153,7 @@ export function eventUndelivered(receiptId: string): string {
  * → enqueued: the cron job handed these events to the queue again at `now`; a due attempt is on
  * its way, so none is due any more.
  */
-export function markEnqueued(eventIds: readonly string[], now: Date): Statement {
+export function markEnqueuedStatement(eventIds: readonly string[], now: Date): Statement {
   return statement(
     "UPDATE notice_outbox SET enqueued_at = ?1, next_attempt_at = NULL WHERE event_id IN (SELECT value FROM json_each(?2))",
     now.toISOString(),
@@ -169,7 +169,7 @@ export function markEnqueued(eventIds: readonly string[], now: Date): Statement 
  * before `lostBefore` and still undelivered, whose queue copy must have been lost. Rows:
  * `event_id`, `payload`.
  */
-export function pendingEvents(
+export function pendingEventsStatement(
   { unsentBefore, lostBefore, upSince }: { unsentBefore: Date; lostBefore: Date; upSince: Date | null },
   now: Date,
   limit: number,
@@ -191,9 +191,9 @@ export function pendingEvents(
 /**
  * While the push service is down: the oldest `limit` events whose attempt is due by `now` and
  * that no delivery holds, for the notifier to probe the push service with. Rows as
- * {@link pendingEvents}.
+ * {@link pendingEventsStatement}.
  */
-export function probeCandidates(now: Date, limit: number): Statement {
+export function probeCandidatesStatement(now: Date, limit: number): Statement {
   return statement(
     `SELECT event_id, payload FROM notice_outbox
     WHERE delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?1)
@@ -275,7 +275,7 @@ function pausedMsAt(now: string): string {
  * created event's push carries (`body` null once the receipt is deleted), and `endpoint_down`, 1
  * while the shard's copy of the push service's state says down.
  */
-export function claimEvents(eventIds: readonly string[], until: Date, now: Date): Statement {
+export function claimEventsStatement(eventIds: readonly string[], until: Date, now: Date): Statement {
   return statement(
     `UPDATE notice_outbox SET claimed_until = ?2, attempts = attempts + 1, enqueued_at = ?3
     WHERE event_id IN (SELECT value FROM json_each(?1))
@@ -428,7 +428,7 @@ export function replayFailed(eventIds: readonly string[]): [Statement, Statement
  * time it was made: the primary key's range of events made by `before` holds every row to purge,
  * oldest first, and no index on delivered_at is needed (migration 0007).
  */
-export function purgeDelivered(before: Date, limit: number): Statement {
+export function purgeDeliveredStatement(before: Date, limit: number): Statement {
   return statement(
     `DELETE FROM notice_outbox WHERE event_id IN
     (SELECT event_id FROM notice_outbox WHERE event_id < ?3 AND delivered_at <= ?1 ORDER BY event_id LIMIT ?2)`,
@@ -613,7 +613,7 @@ export function everyFailedEvent(): Statement {
  * isolates racing for it get one probe between them); the second, `down_since`, says whether the
  * push service is still down (null: another probe got through).
  */
-export function takeProbe(now: Date, nextProbeAt: Date): [Statement, Statement] {
+export function takeProbeStatements(now: Date, nextProbeAt: Date): [Statement, Statement] {
   return [
     statement(
       "UPDATE push_endpoint SET probe_at = ?2 WHERE id = 1 AND down_since IS NOT NULL AND (probe_at IS NULL OR probe_at <= ?1) RETURNING 1 AS probe",
@@ -625,7 +625,7 @@ export function takeProbe(now: Date, nextProbeAt: Date): [Statement, Statement] 
 }
 
 /** The push service failed every push of a batch at `now`: down, its first probe at `probeAt`. */
-export function markEndpointDown(now: Date, probeAt: Date): Statement {
+export function markEndpointDownStatement(now: Date, probeAt: Date): Statement {
   return statement(
     "UPDATE push_endpoint SET down_since = COALESCE(down_since, ?1), probe_at = ?2 WHERE id = 1",
     now.toISOString(),
@@ -637,7 +637,7 @@ export function markEndpointDown(now: Date, probeAt: Date): Statement {
  * A probe got through at `now`: the push service is up, what waited before now goes out, and the
  * outage's length joins the down time that no event's retry window counts.
  */
-export function markEndpointUp(now: Date): Statement {
+export function markEndpointUpStatement(now: Date): Statement {
   return statement(`UPDATE push_endpoint SET down_ms = ${downMsAt("?1")}, down_since = NULL, up_since = ?1 WHERE id = 1`, now.toISOString());
 }
 
@@ -655,6 +655,6 @@ export function markEndpointUpIfDown(now: Date): Statement {
 }
 
 /** Whether the push service is down, and when it last came back. Row: `down_since`, `up_since`. */
-export function endpointState(): Statement {
+export function endpointStateStatement(): Statement {
   return statement("SELECT down_since, up_since FROM push_endpoint WHERE id = 1");
 }
