@@ -17,7 +17,7 @@ const USAGE = `Usage: npm run status -- [--json] [--remote | --port <port> | --p
   each named (docs/operations.md "Status" and "Alerts").
 
   Locally it reads the local state of 'npm start' (--persist-to <dir> another), as the other
-  commands do, with the settings of wrangler.toml and .dev.vars; the erasures are read from
+  commands do, with the settings of wrangler.jsonc and .dev.vars; the erasures are read from
   'npm start' (--port, else the port it recorded, else 8787), and said not read when it is not
   running. With --remote it logs in as an ops client (npm run clients -- issue --ops --remote)
   whose RECEIPTS_OPS_CLIENT_ID and RECEIPTS_OPS_CLIENT_SECRET are in the environment, and reads

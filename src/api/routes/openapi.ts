@@ -8,7 +8,7 @@ import { jsonResponse } from "../responses.ts";
  * file rather than the generator, whose converter would grow every cold start for an answer that
  * only changes with a deploy (a test proves the file is what the generator makes), and read from
  * the assets rather than bundled, so that its 18 KiB gzip stay out of the Worker's bundle.
- * wrangler.toml runs the Worker first on this path. Its one server is the origin that answered,
+ * wrangler.jsonc runs the Worker first on this path. Its one server is the origin that answered,
  * so that a tool's "Try it out" calls this very deployment rather than the committed file's local
  * address.
  */
