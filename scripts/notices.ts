@@ -43,20 +43,25 @@ async function failed(argv: string[]): Promise<void> {
   if (positionals.length > 0) throw new UsageError(`Unexpected argument: ${positionals[0]}`);
   const target = targetOf(values);
   const notices: FailedNotice[] = [];
-  // A shard that cannot be read keeps none of the others from being listed.
+  // A shard that cannot be read (after the local state's waits) keeps none of the others from being read.
   const failures = await onEachShard(targetShards(target), async (shard) => {
     for (const row of (await execute<Omit<FailedNotice, "shard">>(target, shard, [listFailed()])).at(-1) ?? []) {
       notices.push({ event_id: row.event_id, type: row.type, shard: shard.name, receipt_id: row.receipt_id, failed_at: row.failed_at, attempts: row.attempts, last_error: row.last_error });
     }
   });
+  // A list without a shard's notices would read as the whole list (`[]`: nothing to replay): a
+  // command that could not read every shard prints none, and says on standard error what it read.
+  if (failures.length > 0) {
+    const read = `The shards that answered hold ${notices.length} failed notice${notices.length === 1 ? "" : "s"}`;
+    throw new Error(`${failures.map((failure) => failure.message).join("\n")}\nNo list printed: it would miss the notices of the shard(s) above. ${read}; run the command again.`);
+  }
   notices.sort((a, b) => a.failed_at.localeCompare(b.failed_at) || a.event_id.localeCompare(b.event_id));
   if (values.json) console.log(JSON.stringify(notices));
-  else if (notices.length === 0) console.log(failures.length === 0 ? "No failed notices." : "No failed notices on the shards that answered.");
+  else if (notices.length === 0) console.log("No failed notices.");
   else {
     const rows = notices.map((notice) => [notice.event_id, notice.type, notice.shard, notice.receipt_id, notice.failed_at, String(notice.attempts), notice.last_error]);
     console.log(table(["EVENT_ID", "TYPE", "SHARD", "RECEIPT_ID", "FAILED_AT", "ATTEMPTS", "LAST_ERROR"], rows));
   }
-  if (failures.length > 0) throw new Error(failures.map((failure) => failure.message).join("\n"));
 }
 
 async function replay(argv: string[]): Promise<void> {
@@ -83,20 +88,29 @@ async function replay(argv: string[]): Promise<void> {
     moved.push(...rows.map((row) => ({ ...row, shard: shard.name })));
     if (wanted.length === 0 && rows.length === REPLAY_PAGE) fuller.push(shard.name);
   });
-  if (moved.length === 0 && wanted.length === 0 && failures.length === 0) console.log("No failed notices to replay.");
-  else if (moved.length > 0) {
-    console.log(`Replaying ${moved.length} notice${moved.length === 1 ? "" : "s"}; the cron job sends them within a minute:`);
-    for (const { event_id, receipt_id, shard } of moved) console.log(`  ${event_id}\tshard=${shard}\treceipt=${receipt_id}`);
-  }
-  if (fuller.length > 0) console.log(`Shard(s) ${fuller.join(", ")} replayed ${REPLAY_PAGE} each, the most one run takes: run the command again for the rest.`);
   // An id on a shard that failed is reported with its shard's failure, not as missing.
   const failedShards = new Set(failures.map((failure) => failure.shard));
   const missing = [...byShard]
     .filter(([shard]) => !failedShards.has(shard.name))
     .flatMap(([, ids]) => ids)
     .filter((id) => !moved.some((notice) => notice.event_id === id));
+  // What was replayed is done, and said on standard output; what was not, on standard error.
+  if (moved.length === 0 && wanted.length === 0 && failures.length === 0) console.log("No failed notices to replay.");
+  else if (moved.length > 0) {
+    console.log(`Replaying ${moved.length} notice${moved.length === 1 ? "" : "s"}; the cron job sends them within a minute:`);
+    for (const { event_id, receipt_id, shard } of moved) console.log(`  ${event_id}\tshard=${shard}\treceipt=${receipt_id}`);
+  }
+  if (fuller.length > 0) console.log(`Shard(s) ${fuller.join(", ")} replayed ${REPLAY_PAGE} each, the most one run takes: run the command again for the rest.`);
+  // A shard that failed, after the local state's waits, is named with what stays failed there and
+  // what the run did replay, so that a half-done replay never passes for a whole one.
+  const notReplayed = failures.map(({ shard }) => {
+    const ids = [...byShard].find(([{ name }]) => name === shard)?.[1];
+    return `Not replayed: ${ids ? ids.join(", ") : "every failed notice"} of shard ${shard}, still in the failed list.`;
+  });
   const problems = [
     ...failures.map((failure) => failure.message),
+    ...notReplayed,
+    ...(failures.length > 0 ? [`Replayed: ${moved.length === 0 ? "nothing" : `the ${moved.length} listed on standard output`}. Run the same command again for the rest.`] : []),
     ...(missing.length > 0 ? [`No failed notice ${missing.join(", ")}; see 'npm run notices -- failed'.`] : []),
   ];
   if (problems.length > 0) throw new Error(problems.join("\n"));

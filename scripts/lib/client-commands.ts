@@ -87,9 +87,11 @@ async function issue(storeOf: StoreOf, argv: string[]): Promise<void> {
   if (await store.read(clientId)) throw new Error(`Client ${clientId} already exists; use rotate for a new secret.`);
 
   const { record, secret } = await newClientRecord({ client_id: clientId, chains, ...(service && { scopes: [service === "app" ? APP_SCOPE : OPS_SCOPE] }) });
-  // Not made again if the local state is locked: a late write could land after a rival's check.
+  // A --client-id's write is not made again while the local state is busy: a late write could land
+  // after a rival's check. A made client_id is 72 random bits that no rival can be writing, so its
+  // write waits the busy state out like any other call.
   try {
-    await store.write(record, { retryLocked: false });
+    await store.write(record, { retryLocked: values["client-id"] === undefined });
   } catch (error) {
     throw new Error(`Client ${clientId} was not issued; no secret is valid. ${(error as Error).message}`);
   }

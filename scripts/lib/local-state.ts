@@ -38,8 +38,9 @@ export interface LocalState {
 
 /**
  * Two commands on one local state, or a command beside `npm start`, can find its SQLite files
- * locked by the other's runtime (SQLITE_BUSY): such a call is made again after a short pause,
- * unless `retryLocked` is false (a write whose timing decides a race).
+ * locked by the other's runtime ({@link isLocalStateBusy}): such a call is made again after a
+ * short pause, for up to {@link BUSY_WAIT_MS} in all, unless `retryLocked` is false (a write
+ * whose timing decides a race).
  */
 export interface Locking {
   retryLocked?: boolean;
@@ -121,19 +122,59 @@ function withoutTables(error: unknown, persist: string, target: Target): unknown
   );
 }
 
-// D1 names the lock; the local KV answers a call that found its SQLite file locked with a bare 500
-// ("KV GET failed: 500 Internal Server Error"), and nothing else makes it answer so.
-const LOCKED = /SQLITE_BUSY|^KV [A-Z]+ failed: 500/;
-const LOCKED_ATTEMPTS = 5;
-const LOCKED_PAUSE_MS = 400;
+/**
+ * Whether a call on the local state failed because another runtime (`npm start`'s, another
+ * command's) held its SQLite files at that moment, so that nothing of the call was stored and
+ * the same call a moment later can succeed:
+ * - D1's `SQLITE_BUSY`, which names the lock;
+ * - the local KV's bare 500 (`KV GET failed: 500 Internal Server Error`), its answer to a call
+ *   that found its file locked, and to nothing else;
+ * - the local D1's `Failed to get session commit token: internal error; reference = …`: its
+ *   Durable Object reads the bookmark inside the batch's transaction, which the error rolls back;
+ * - workerd's `internal error; reference = …`, its whole word on a storage failure of the local
+ *   D1's object (a commit that found the file locked), which therefore did not commit either.
+ * Beside `npm start` with adds flowing, the last two met one command in four; anything else is a
+ * real failure and is not retried.
+ */
+export function isLocalStateBusy(error: unknown): boolean {
+  const message = String(error instanceof Error ? error.message : error);
+  return BUSY.some((pattern) => pattern.test(message));
+}
 
-async function whileLocked<T>(call: () => Promise<T>, { retryLocked = true }: Locking): Promise<T> {
+const BUSY = [/SQLITE_BUSY/, /^KV [A-Z]+ failed: 500/, /Failed to get session commit token/, /(?:^|: )internal error; reference\s*=/];
+
+/**
+ * How long a call waits out a busy local state before it fails: far longer than any one write
+ * of `npm start` or another command holds the files, short enough that a state held for good
+ * (a hung process) is named while the operator still waits.
+ */
+export const BUSY_WAIT_MS = 30_000;
+const BUSY_PAUSE_MS = 250;
+const BUSY_PAUSE_MAX_MS = 2_000;
+
+/** A call that found the local state busy until {@link BUSY_WAIT_MS} had passed: the message names the cause. */
+export class LocalStateBusy extends Error {}
+
+/**
+ * Runs `call`, and again after a growing, jittered pause while it fails because the local state is
+ * busy ({@link isLocalStateBusy}), for up to `waitMs`; past that a {@link LocalStateBusy} names the
+ * last cause and what to do. A call with `retryLocked: false` is made once.
+ */
+export async function whileLocked<T>(call: () => Promise<T>, { retryLocked = true }: Locking, waitMs = BUSY_WAIT_MS): Promise<T> {
+  const deadline = Date.now() + waitMs;
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await call();
     } catch (error) {
-      if (!retryLocked || attempt >= LOCKED_ATTEMPTS || !LOCKED.test(String((error as Error).message))) throw error;
-      await sleep(LOCKED_PAUSE_MS * attempt);
+      if (!retryLocked || !isLocalStateBusy(error)) throw error;
+      const pause = Math.min(BUSY_PAUSE_MS * attempt, BUSY_PAUSE_MAX_MS) * (0.5 + Math.random());
+      if (Date.now() + pause > deadline) {
+        throw new LocalStateBusy(
+          `The local state stayed busy for ${Math.round(waitMs / 1000)} s, held by npm start or another command beside this one ` +
+            `(${attempt} tries; the last: ${(error as Error).message}). Nothing of the failed call was stored; run the command again.`,
+        );
+      }
+      await sleep(pause);
     }
   }
 }

@@ -67,7 +67,7 @@ interface ShardRow {
   state: "open" | "closed";
   receipts: number | null;
   bytes: number | null;
-  /** Only for a shard whose database could not be read; the command then exits 1. */
+  /** Only for a shard whose database could not be read: the command then prints no row and exits 1. */
   error?: string;
 }
 
@@ -105,16 +105,17 @@ async function list(statesOf: StatesOf, argv: string[]): Promise<void> {
       ...("error" in size ? { receipts: null, bytes: null, error: size.error } : size),
     };
   });
+  // A row without its counts (`"receipts": null`) would read as an answer: a shard that could not
+  // be read, after the local state's waits, fails the command with nothing on standard output.
+  const failed = rows.filter((row) => row.error);
+  if (failed.length > 0) {
+    throw new Error(`${failed.map((row) => `Could not read shard ${row.name}: ${row.error}`).join("\n")}\nNo list printed; run the command again.`);
+  }
   if (values.json) console.log(JSON.stringify(rows));
   else if (rows.length === 0) console.log("No shards in wrangler.jsonc.");
   else {
-    for (const row of rows) {
-      const fill = row.error ? `error=${row.error}` : `receipts=${row.receipts}\tbytes=${row.bytes}`;
-      console.log(`${row.name}\t${row.binding}\t${row.state}\t${fill}`);
-    }
+    for (const row of rows) console.log(`${row.name}\t${row.binding}\t${row.state}\treceipts=${row.receipts}\tbytes=${row.bytes}`);
   }
-  const failed = rows.filter((row) => row.error);
-  if (failed.length > 0) throw new Error(`Could not read shard ${failed.map((row) => row.name).join(", ")}; see its row.`);
 }
 
 async function setState(statesOf: StatesOf, command: "open" | "close", argv: string[]): Promise<void> {
