@@ -329,9 +329,12 @@ function checkEvents(input: ReconcileInput, erasures: Erasures, problems: Record
     if (receipts.size > 1) problems["stored twice"].push(`body ${marker}: receipts ${[...receipts].join(", ")}`);
   }
 
-  // A later erasure of the same app user removes an earlier one's event (it names the user); the
-  // app then hears of the later one, whose instant covers the earlier's.
+  // A later erasure of the same app user removes an earlier one's event once it was dead-lettered
+  // (it names the user): refused for good, the only dead letter a soak leaves; the app then hears
+  // of the later one, whose instant covers the earlier's. One still to deliver stays and goes out.
+  const refused = new Set(input.deliveries.filter(({ outcome }) => outcome === "push refused").map(({ webhookId }) => webhookId));
   const coveredLater = (erasure: ErasureRecord) =>
+    erasure.eventId !== undefined && refused.has(erasure.eventId) &&
     erasures.records.some(
       (later) => later !== erasure && later.appUserId === erasure.appUserId && later.eventId !== undefined &&
         erasedAt.has(later.eventId) && (later.occurredAt ?? "") >= (erasure.occurredAt ?? ""),

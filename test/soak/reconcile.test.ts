@@ -100,13 +100,16 @@ describe("docs/reliability.md the soak's reconciliation of erasures (docs/api.md
     expect(found(history({ erasures: [failed], store: erasedOutbox }))).toEqual({ "needs operator": 1 });
   });
 
-  it("an earlier erasure's event that a later erasure of the same user removed is covered by the later one's", () => {
+  it("an earlier erasure's event refused for good, which a later erasure of the same user removed, is covered by the later one's", () => {
     const earlier = { ...erasureOfU1(), eventId: "E-early", occurredAt: new Date(T + 1500).toISOString() };
     const later = { ...erasureOfU1(), occurredAt: new Date(T + 2000).toISOString() };
-    expect(found(history({ erasures: [earlier, later], store: erasedOutbox, deliveries: [erasedEvent(T + 5000)] }))).toEqual({});
+    const refusedEarly: Delivery = { at: T + 1600, webhookId: "E-early", outcome: "push refused" };
+    expect(found(history({ erasures: [earlier, later], store: erasedOutbox, deliveries: [refusedEarly, erasedEvent(T + 5000)] }))).toEqual({});
     // Not by one of an instant before it.
     const earlierStill = { ...later, occurredAt: new Date(T + 1000).toISOString() };
-    expect(found(history({ erasures: [earlier, earlierStill], store: erasedOutbox, deliveries: [erasedEvent(T + 5000)] }))).toEqual({ lost: 1 });
+    expect(found(history({ erasures: [earlier, earlierStill], store: erasedOutbox, deliveries: [refusedEarly, erasedEvent(T + 5000)] }))).toEqual({ lost: 1 });
+    // Nor one still to deliver: a later erasure leaves it, and it must arrive.
+    expect(found(history({ erasures: [earlier, later], store: erasedOutbox, deliveries: [erasedEvent(T + 5000)] }))).toEqual({ lost: 1 });
   });
 
   it("an event of an erased receipt that arrives after the erasure's is out of order; an erased receipt still stored survived it", () => {
