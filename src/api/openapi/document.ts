@@ -33,6 +33,7 @@ export function generateOpenApiDocument(): JsonObject {
   const paths: JsonObject = {};
   for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
     schemas[operation.success.component] = jsonSchema(operation.success.schema, "output");
+    for (const answer of operation.otherAnswers ?? []) schemas[answer.component] = jsonSchema(answer.schema, "output");
     if (operation.body) {
       schemas[operation.body.component] = jsonSchema(operation.body.schema, "input");
       Object.assign(schemas, alternativeSchemas(operation.body));
@@ -181,6 +182,12 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
         [success.mediaType ?? JSON_MEDIA_TYPE]: { schema: componentRef(success.component), example: success.example as Json },
       },
     },
+    ...Object.fromEntries(
+      (operation.otherAnswers ?? []).map((answer) => [
+        answer.status,
+        { description: answer.description, content: { [JSON_MEDIA_TYPE]: { schema: componentRef(answer.component), example: answer.example as Json } } },
+      ]),
+    ),
     // Hono answers HEAD with a GET's handler, so a GET's Allow names both.
     ...errorResponses({ ...operation.errors, ...(operation.method === "get" ? commonErrors(example, "GET, HEAD", "GET") : commonErrors(example, "POST", "POST")) }),
   };
