@@ -16,7 +16,7 @@ import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FULL_CARD_NUMBER } from "../../src/shared/card-numbers.ts";
 import { PATHS } from "../../src/shared/paths.ts";
-import { clientKey } from "../../src/shared/types.ts";
+import { OPS_SCOPE, clientKey } from "../../src/shared/types.ts";
 import { newClientRecord } from "../../src/shared/client-records.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
 import { breakages, valueOf, type Schema } from "../support/json-schema-arbitrary.ts";
@@ -29,7 +29,13 @@ interface Parameter {
   schema: Schema;
 }
 const document = JSON.parse(readFileSync(path.join(ROOT, "docs/openapi.json"), "utf8")) as {
-  paths: Record<string, { post: { parameters: Parameter[]; requestBody: { content: Record<string, { schema: Schema; example: unknown }> } } }>;
+  paths: Record<
+    string,
+    {
+      post: { parameters: Parameter[]; requestBody: { content: Record<string, { schema: Schema; example: unknown }> } };
+      get: { responses: Record<string, { content?: Record<string, { schema: Schema }> }> };
+    }
+  >;
   components: { schemas: Record<string, Schema> };
 };
 const components = document.components.schemas;
@@ -174,4 +180,28 @@ describe("docs/api.md#dr-retail a property check of docs/openapi.json against th
       { numRuns: runs, seed },
     );
   }, 600_000);
+});
+
+describe("docs/api.md#status the document lists every status the status answers", () => {
+  it("an unhealthy service answers 503, which the document lists with a schema the answer keeps", async () => {
+    const { record, secret } = await newClientRecord({ client_id: "ops-openapi-check", chains: [], scopes: [OPS_SCOPE] });
+    await (await mf.getKVNamespace("CLIENTS")).put(clientKey(record.client_id), JSON.stringify(record));
+    // One failed notice passes the threshold of wrangler.toml (1).
+    await (await mf.getD1Database("DB_S1"))
+      .prepare("INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error) VALUES (?1, 'r-1', '{}', ?2, ?2, 11, 'HTTP 410')")
+      .bind("019aa8a4-3c1e-7d2b-9f41-6c0e5b2d8a99", new Date().toISOString())
+      .run();
+    const login = await mf.dispatchFetch(`${baseUrl}${PATHS.login}`, {
+      method: "POST",
+      headers: { client_id: record.client_id, client_secret: secret, token_type: "Bearer", scope: OPS_SCOPE },
+    });
+    const opsToken = ((await login.json()) as { data: { access_token: string } }).data.access_token;
+    const response = await mf.dispatchFetch(`${baseUrl}${PATHS.status}`, { headers: { Authorization: `Bearer ${opsToken}`, client_id: record.client_id } });
+    const body = await response.json();
+    expect(response.status).toBe(503);
+    const documented = document.paths[PATHS.status]!.get.responses["503"]?.content?.["application/json"]?.schema;
+    expect(documented, "the document lists the status's 503").toBeDefined();
+    const keeps = ajv.compile(documented!);
+    expect(keeps(body), JSON.stringify(keeps.errors)).toBe(true);
+  });
 });
