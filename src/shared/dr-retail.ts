@@ -32,15 +32,27 @@ const integer = z.int({ error: "must be an integer" });
 const flag = z.boolean();
 const currencyCode = z.string().check(z.regex(/^[a-zA-Z]{3}$/, "must be an ISO 4217 code of 3 letters"));
 
-// JSON Schema `format`: date-time is RFC 3339 (with an offset), date its full-date.
-const dateTime = z.string().check(z.refine(isRfc3339DateTime, "must be an RFC 3339 date-time with an offset, e.g. 2026-11-22T14:03:00+01:00"));
+// JSON Schema `format`: date-time is RFC 3339 (with an offset), date its full-date. Each check
+// names its format to the OpenAPI document (z.meta), which a refine cannot state: one definition
+// validates and documents (docs/api.md#dr-retail).
+const dateTime = z.string().check(
+  z.refine(isRfc3339DateTime, "must be an RFC 3339 date-time with an offset, e.g. 2026-11-22T14:03:00+01:00"),
+  z.meta({ format: "date-time" }),
+);
 const date = z.string().check(
   z.refine((value) => isRfc3339DateTime(`${value}T00:00:00Z`) && /^\d{4}-\d{2}-\d{2}$/.test(value), "must be an RFC 3339 date, e.g. 2026-12-31"),
+  z.meta({ format: "date" }),
 );
-const email = z.string().check(z.regex(/^[^\s@]+@[^\s@]+$/, "must be an e-mail address"));
-const uri = z.string().check(z.refine((value) => /^[A-Za-z][A-Za-z0-9+.-]*:/.test(value) && URL.canParse(value), "must be an absolute URI"));
+// The format's own grammar (RFC 5321) is stricter than this check, so an address the document
+// calls valid always passes it.
+const email = z.string().check(z.regex(/^[^\s@]+@[^\s@]+$/, "must be an e-mail address"), z.meta({ format: "email" }));
+const uri = z.string().check(
+  z.refine((value) => /^[A-Za-z][A-Za-z0-9+.-]*:/.test(value) && URL.canParse(value), "must be an absolute URI"),
+  z.meta({ format: "uri" }),
+);
 const contactPhone = z.string().check(z.regex(/^(\(?((\+|(00))[0-9]{1,3})\)?)?( ?-?\(?[0-9]+\)?)+$/, "must be a phone number"));
-const identifyingPhone = z.string().check(z.regex(/^\+(?:[0-9]\x20?){6,14}[0-9]$/, "must be an international phone number, e.g. +46 75 777 7777"));
+const IDENTIFYING_PHONE = /^\+(?:[0-9]\x20?){6,14}[0-9]$/;
+const identifyingPhone = z.string().check(z.regex(IDENTIFYING_PHONE, "must be an international phone number, e.g. +46 75 777 7777"));
 
 const textArray = z.looseObject({ type: oneOf(["array"]), collection: z.array(text) });
 
@@ -59,7 +71,7 @@ const address = z
     country_name: z.optional(text),
     type: z.optional(z.looseObject({ type: z.optional(oneOf(["home", "business"])) })),
   })
-  .check(requireOneOf(["street_address", "post_box"]));
+  .check(...requireOneOf(["street_address", "post_box"]));
 
 const geoLocation = z.looseObject({ latitude: number, longitude: number });
 
@@ -165,9 +177,13 @@ const pricedOrPoints = z.superRefine((item: Record<string, unknown>, context) =>
   }
 });
 
+// The same rule to the document: exactly one of "priced" (the component of `priced`) and "paid in
+// points" holds, as the check reads them.
+const PRICED_OR_POINTS = z.meta({ oneOf: [{ $ref: "#/components/schemas/DrRetailPricedLine" }, { required: ["points"], properties: { points: { type: "number" } } }] });
+
 const item = z.discriminatedUnion("type", [
-  z.looseObject({ ...article, type: z.literal("sale") }).check(pricedOrPoints),
-  z.looseObject({ ...article, type: z.literal("return"), receipt_reference: z.optional(reference) }).check(pricedOrPoints),
+  z.looseObject({ ...article, type: z.literal("sale") }).check(pricedOrPoints, PRICED_OR_POINTS),
+  z.looseObject({ ...article, type: z.literal("return"), receipt_reference: z.optional(reference) }).check(pricedOrPoints, PRICED_OR_POINTS),
   z.looseObject({ ...itemPosition, type: z.literal("text"), text: textArray }),
   z.looseObject({
     ...itemPosition,
@@ -254,7 +270,7 @@ function tender(version: DrRetailVersion) {
         amount_redeemed: z.optional(number),
         loyalty_program: z.optional(text),
       })
-      .check(requireOneOf(["points_redeemed", "amount_redeemed"])),
+      .check(...requireOneOf(["points_redeemed", "amount_redeemed"])),
     z.strictObject({
       type: z.literal("coupon"),
       name: z.optional(text),
@@ -286,8 +302,22 @@ function payment(version: DrRetailVersion) {
 }
 
 // customer.id names the shopper one way: exactly one of the four, or a loyalty membership.
-const CUSTOMER_IDS = { service_id: text, email, phone: identifyingPhone, civic_registration_number: z.string().check(z.regex(/^[12]{1}[90]{1}[0-9]{6}-?[0-9]{4}$/, "must be a Swedish personnummer of 12 digits")) };
+const CIVIC_REGISTRATION_NUMBER = /^[12]{1}[90]{1}[0-9]{6}-?[0-9]{4}$/;
+const CUSTOMER_IDS = { service_id: text, email, phone: identifyingPhone, civic_registration_number: z.string().check(z.regex(CIVIC_REGISTRATION_NUMBER, "must be a Swedish personnummer of 12 digits")) };
+// The same rule to the document: a loyalty membership, or exactly one member, one of the four.
+const ONE_CUSTOMER_ID = z.meta({
+  anyOf: [
+    { required: ["loyalty"] },
+    ...Object.entries({
+      service_id: { type: "string" },
+      email: { type: "string", format: "email" },
+      phone: { type: "string", pattern: IDENTIFYING_PHONE.source },
+      civic_registration_number: { type: "string", pattern: CIVIC_REGISTRATION_NUMBER.source },
+    }).map(([name, schema]) => ({ required: [name], maxProperties: 1, properties: { [name]: schema } })),
+  ],
+});
 const customerId = z.looseObject({ loyalty: z.optional(loyaltyMembership) }).check(
+  ONE_CUSTOMER_ID,
   z.superRefine((id: Record<string, unknown>, context) => {
     if ("loyalty" in id) return;
     const names = Object.keys(id);
@@ -310,11 +340,17 @@ const orderCustomer = z.strictObject({
   loyalty: z.optional(loyaltyMembership),
 });
 
+/** The schema's any-of of required members: at least one of `names`, stated to the document as `anyOf`. */
 function requireOneOf(names: readonly string[]) {
-  return z.superRefine((value: Record<string, unknown>, context) => {
-    if (names.some((name) => value[name] !== undefined)) return;
-    context.issues.push({ code: "custom", message: "is missing", path: [names[0]!], input: undefined });
-  });
+  return [
+    z.superRefine((value: Record<string, unknown>, context) => {
+      if (names.some((name) => value[name] !== undefined)) return;
+      context.issues.push({ code: "custom", message: "is missing", path: [names[0]!], input: undefined });
+    }),
+    // Each branch names the member it requires among its own properties (any value: the object's
+    // own schema types it), as Redocly asks of a `required`.
+    z.meta({ anyOf: names.map((name) => ({ required: [name], properties: { [name]: {} } })) }),
+  ] as const;
 }
 
 /** The body of add in DR Retail of `version`: the published schema's rules. */
@@ -332,7 +368,7 @@ export function drRetailBody(version: DrRetailVersion) {
     cashier: z.optional(z.strictObject({ id: z.optional(text), name: z.optional(text) })),
     sales_recording_system: z
       .strictObject({ id: z.optional(text), name: z.optional(text), serial_number: z.optional(text) })
-      .check(requireOneOf(["id", "name"])),
+      .check(...requireOneOf(["id", "name"])),
     receipt_identifier: z.strictObject({ sequence_number: integer, extended_number: z.optional(reference) }),
     time_of_purchase: dateTime,
     currency: currencyCode,
@@ -352,6 +388,7 @@ export function drRetailBody(version: DrRetailVersion) {
             if ((order.order_number === undefined) !== (order.order_reference === undefined)) return;
             context.issues.push({ code: "custom", message: "must hold exactly one of: order_number, order_reference", path: [], input: order });
           }),
+          z.meta({ oneOf: [{ required: ["order_number"] }, { required: ["order_reference"] }] }),
         ),
     ),
     control_unit: z.optional(z.looseObject({ id: text, code: z.optional(text) })),
@@ -376,6 +413,7 @@ export type DrRetailBody = z.infer<ReturnType<typeof drRetailBody>>;
  */
 export const DR_RETAIL_PARTS: Record<string, z.ZodMiniType> = {
   DrRetailItem: item,
+  DrRetailPricedLine: priced,
   DrRetailTotal: total,
   DrRetailText: textArray,
   DrRetailAddress: address,

@@ -422,27 +422,38 @@ export const exportFile = z.string().check(
   z.meta({ description: "NDJSON: one line per receipt (`receipt_id`, `chain_id`, `client_id`, `app_user_id`, `created_at`, `archived`, `receipt` in our model, and `format` and `original` for one added in another format), one per audit record naming the app user (`audit`), then one `summary` line" }),
 );
 
+// What the status reports, healthy or not (docs/api.md#status).
+const statusData = z.looseObject({
+  healthy: z.boolean().check(z.meta({ description: "false when any threshold is passed; then the answer is 503" })),
+  reasons: z.array(
+    z.object({
+      code: z.string().check(z.meta({ description: "no_open_shard, shard_filling, shard_unreadable, migrations_lagging, delivery_late, failed_notices, endpoint_down, archive_behind, first_layout_left" })),
+      message: z.string(),
+      shard: z.optional(z.string()),
+    }),
+  ),
+  checked_at: z.string().check(z.meta({ description: "When the status was computed (UTC); reused for STATUS_CACHE_SECONDS", format: "date-time" })),
+  shards: z.array(z.looseObject({ name: z.string(), state: z.enum(["open", "closed"]) })).check(
+    z.meta({ description: "Per shard: state, bytes and fill against SHARD_FILL_BYTES, migrations, undelivered events, failed notices, the archive's lag, when it was read" }),
+  ),
+  delivery: z.looseObject({ undelivered: z.number(), failed_notices: z.number() }),
+  clients: z.object({ active: z.number(), disabled: z.number() }),
+  thresholds: z.looseObject({}),
+});
+
 /** Success body of the status (docs/api.md#status): the report in `data`; a 503 carries it too, beside its message. */
 export const statusResponse = z.object({
-  data: z.looseObject({
-    healthy: z.boolean().check(z.meta({ description: "false when any threshold is passed; then the answer is 503" })),
-    reasons: z.array(
-      z.object({
-        code: z.string().check(z.meta({ description: "no_open_shard, shard_filling, shard_unreadable, migrations_lagging, delivery_late, failed_notices, endpoint_down, archive_behind, first_layout_left" })),
-        message: z.string(),
-        shard: z.optional(z.string()),
-      }),
-    ),
-    checked_at: z.string().check(z.meta({ description: "When the status was computed (UTC); reused for STATUS_CACHE_SECONDS", format: "date-time" })),
-    shards: z.array(z.looseObject({ name: z.string(), state: z.enum(["open", "closed"]) })).check(
-      z.meta({ description: "Per shard: state, bytes and fill against SHARD_FILL_BYTES, migrations, undelivered events, failed notices, the archive's lag, when it was read" }),
-    ),
-    delivery: z.looseObject({ undelivered: z.number(), failed_notices: z.number() }),
-    clients: z.object({ active: z.number(), disabled: z.number() }),
-    thresholds: z.looseObject({}),
-  }),
+  data: statusData,
   status: z.literal("OK"),
   status_code: z.literal(200),
+});
+
+/** The answer of `GET /receipts/v2/status` when a threshold is passed: the same data, 503 (docs/api.md#status). */
+export const unhealthyStatusResponse = z.object({
+  data: statusData,
+  message: z.string().check(z.meta({ description: "`Unhealthy: <codes>.`, each reason's code once, then where to read more" })),
+  status: z.literal("Service Unavailable"),
+  status_code: z.literal(503),
 });
 
 /** Headers of `GET /receipts/v2/status` (docs/api.md#status): an operator's monitor. */

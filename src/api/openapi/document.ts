@@ -34,6 +34,7 @@ export function generateOpenApiDocument(): JsonObject {
   const paths: JsonObject = {};
   for (const [path, operation] of Object.entries(DOCUMENTED_OPERATIONS)) {
     schemas[operation.success.component] = jsonSchema(operation.success.schema, "output");
+    for (const answer of operation.otherAnswers ?? []) schemas[answer.component] = jsonSchema(answer.schema, "output");
     if (operation.body) {
       schemas[operation.body.component] = jsonSchema(operation.body.schema, "input");
       Object.assign(schemas, alternativeSchemas(operation.body));
@@ -183,6 +184,12 @@ function documentedOperation(path: string, operation: DocumentedOperation): Json
         [success.mediaType ?? JSON_MEDIA_TYPE]: { schema: componentRef(success.component), example: success.example as Json },
       },
     },
+    ...Object.fromEntries(
+      (operation.otherAnswers ?? []).map((answer) => [
+        answer.status,
+        { description: answer.description, content: { [JSON_MEDIA_TYPE]: { schema: componentRef(answer.component), example: answer.example as Json } } },
+      ]),
+    ),
     ...errorResponses({ ...operation.errors, ...commonErrors(example, allowedMethods(route), route.method) }),
   };
   if (route.limit) {

@@ -26,6 +26,7 @@ import {
   loginResponse,
   statusHeaders,
   statusResponse,
+  unhealthyStatusResponse,
   receiptBody,
   type AddResponse,
   type DeleteResponse,
@@ -82,6 +83,8 @@ export interface DocumentedOperation {
     /** application/json unless said, with `schema` a component; another media type's example is its text. */
     mediaType?: string;
   };
+  /** Answers besides the success and the errors, each with a body of its own (the status's 503 when unhealthy). */
+  otherAnswers?: readonly { status: number; component: string; schema: z.ZodMiniType; description: string; example: unknown }[];
   /** The path's parameters (`:name` in the path), each with its words and an example. */
   pathParameters?: Record<string, { description: string; example: string }>;
   /** Keyed by a name unique within the operation; 405 and 500 are added for every operation. */
@@ -623,6 +626,28 @@ export const DOCUMENTED_OPERATIONS: Record<string, DocumentedOperation> = {
         status_code: 200,
       } satisfies z.infer<typeof statusResponse>,
     },
+    otherAnswers: [
+      {
+        status: 503,
+        component: "UnhealthyStatus",
+        schema: unhealthyStatusResponse,
+        description: "Service Unavailable: unhealthy, a threshold is passed; the same data, each reason in data.reasons",
+        example: {
+          data: {
+            healthy: false,
+            reasons: [{ code: "failed_notices", message: "2 failed notice(s) wait for a replay (npm run notices -- failed)." }],
+            checked_at: "2026-11-25T12:00:00.000Z",
+            shards: [{ name: "s1", state: "open", failed_notices: 2 }],
+            delivery: { undelivered: 0, failed_notices: 2 },
+            clients: { active: 412, disabled: 3 },
+            thresholds: { failed_notices: 1 },
+          },
+          message: "Unhealthy: failed_notices. See data.reasons and <DOCS_URL>.",
+          status: "Service Unavailable",
+          status_code: 503,
+        } satisfies z.infer<typeof unhealthyStatusResponse>,
+      },
+    ],
     errors: serviceGetErrors({ ...REFUSALS.opsScope, summary: "The token is of scope service.pos or service.app, not service.ops" }),
   },
   [PATHS.exportAppUser]: startJobOperation(
