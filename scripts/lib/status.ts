@@ -5,14 +5,15 @@
  * endpoint's own code (src/api/status/assemble.ts). Adds what only an operator's machine can
  * read (the erasures, Workflow instances that a Worker cannot list), and prints it.
  */
-import { readFileSync } from "node:fs";
 import path from "node:path";
-import { assembleHealth, firstLayoutShards, readShardHealth } from "../../src/api/status/assemble.ts";
+import { assembleHealth, firstLayoutShards } from "../../src/api/status/assemble.ts";
+import { readShardHealth } from "../../src/storage/health.ts";
 import { healthConfig, statusThresholds, type ApiSettings } from "../../src/shared/config.ts";
 import { statusBody, type HealthReport } from "../../src/shared/health-report.ts";
 import { PATHS } from "../../src/shared/paths.ts";
 import { OPS_SCOPE } from "../../src/shared/types.ts";
 import { table } from "./cli.ts";
+import { readConfigFile } from "./config.ts";
 import { localClientStore } from "./client-store.ts";
 import { readDevVars } from "./dev-vars.ts";
 import { localState } from "./local-state.ts";
@@ -34,7 +35,7 @@ export type ErasureJobs = { running: number; failed: string[] } | { error: strin
 /**
  * The status of a local state (`npm start`'s, or --persist-to's), put together in this process
  * from its shards, SHARD_STATES, CLIENTS and ARCHIVE: no running service and no ops client needed.
- * The settings are the config's [vars] with `.dev.vars` over them, as `wrangler dev` reads them.
+ * The settings are the config's `vars` with `.dev.vars` over them, as `wrangler dev` reads them.
  */
 export async function localStatus(target: Target, now = new Date()): Promise<StatusAnswer> {
   const { api } = localConfigPaths();
@@ -63,10 +64,9 @@ export async function localStatus(target: Target, now = new Date()): Promise<Sta
   return statusBody(report, settings.DOCS_URL);
 }
 
-// The [vars] table of a wrangler config: NAME = "value" lines, the form our configs use.
+// The `vars` of a wrangler config, as strings, the form our configs use.
 function configVars(config: string): Record<string, string> {
-  const vars = /^\s*\[vars\]\s*$([\s\S]*?)(?=^\s*\[|(?![\s\S]))/m.exec(readFileSync(config, "utf8"))?.[1] ?? "";
-  return Object.fromEntries([...vars.matchAll(/^\s*([A-Z_][A-Z0-9_]*)\s*=\s*"([^"]*)"/gm)].map(([, name, value]) => [name!, value!]));
+  return Object.fromEntries(Object.entries((readConfigFile(config).vars ?? {}) as Record<string, unknown>).map(([name, value]) => [name, String(value)]));
 }
 
 /** Logs in as the ops client and reads the status; throws with the service's message when it refuses. */

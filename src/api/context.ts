@@ -5,7 +5,7 @@ import type { RatePolicy } from "../shared/rate-limits.ts";
 import type { ClientRecord } from "../shared/types.ts";
 import type { ApiEnv } from "../shared/env.ts";
 import { newPlacementMemory, type PlacementMemory } from "../storage/placement.ts";
-import type { ShardRead } from "./status/assemble.ts";
+import type { ShardRead } from "../storage/health.ts";
 
 /**
  * Everything the API Worker keeps in memory between requests of one isolate, in one place:

@@ -4,24 +4,11 @@
  * client, then its limit. A handler finds what they read in `c.var.headers` and `c.var.client`.
  */
 import { createMiddleware } from "hono/factory";
-import type * as z from "zod/mini";
-import type { ClientRecord } from "../shared/types.ts";
 import { authenticateClient } from "./auth/bearer.ts";
-import type { ApiBindings, ApiContext } from "./context.ts";
+import type { ApiBindings } from "./context.ts";
 import { readHeaders } from "./headers.ts";
 import { countAgainstLimit } from "./rate-limit.ts";
-import type { Route, RouteName, RouteScope, ROUTES } from "./route-table.ts";
-
-type HeadersOf<R> = R extends { headers: infer Schema extends z.ZodMiniType } ? z.output<Schema> : undefined;
-type ClientOf<R> = R extends { scope: RouteScope } ? { client: ClientRecord } : unknown;
-
-/** The context a route's handler gets: its headers read, and its client once it takes a token. */
-export type RouteContext<Name extends RouteName> = ApiContext & {
-  readonly var: Readonly<{ headers: HeadersOf<(typeof ROUTES)[Name]> } & ClientOf<(typeof ROUTES)[Name]>>;
-};
-
-/** A route's handler, run once every check of its entry has passed. */
-export type RouteHandler<Name extends RouteName> = (c: RouteContext<Name>) => Response | Promise<Response>;
+import type { Route, RouteScope } from "./route-table.ts";
 
 /** The middleware of a route's entry, in the order they run. */
 export function routeChecks(route: Route) {

@@ -7,6 +7,7 @@
  * the same reason (a `COUNT(*)` reads each one: `npm run shards -- list` does, on demand).
  */
 import { outboxHealthColumns, type OutboxHealth } from "./outbox/statements.ts";
+import { describeError } from "../shared/log.ts";
 import { statement, type Statement } from "./statement.ts";
 
 /** The newest file of migrations/ this code was written for; a shard whose newest applied migration is older lags. */
@@ -37,3 +38,25 @@ export function shardHealth(): Statement {
     HEALTH_COUNT_CAP,
   );
 }
+
+/** A shard's last read for the status, kept in the isolate between computations. */
+export interface ShardRead {
+  row: ShardHealthRow | null;
+  bytes: number | null;
+  error?: string;
+  at: number;
+}
+
+/**
+ * One shard's read: `run` runs this file's statement there and answers its rows and
+ * D1's meta (`size_after`, the database's bytes). A failure is the shard's error, not the report's.
+ */
+export async function readShardHealth(run: (health: Statement) => Promise<{ results: unknown[]; meta: object }>, now: Date): Promise<ShardRead> {
+  try {
+    const { results, meta } = await run(shardHealth());
+    return { row: (results[0] as ShardHealthRow | undefined) ?? null, bytes: (meta as { size_after?: number }).size_after ?? null, at: now.getTime() };
+  } catch (error) {
+    return { row: null, bytes: null, error: describeError(error), at: now.getTime() };
+  }
+}
+

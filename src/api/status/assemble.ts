@@ -7,19 +7,9 @@
  */
 import type { ApiConfig, StatusThresholds } from "../../shared/config.ts";
 import type { HealthReason, HealthReport, ShardHealth } from "../../shared/health-report.ts";
-import { describeError } from "../../shared/log.ts";
 import { isShardOpen, timeOfId, type ShardState } from "../../shared/shard-ids.ts";
 import { LEGACY_PREFIX, archiveDueAt, shardOfObjectKey } from "../../storage/archive/layout.ts";
-import { EXPECTED_MIGRATION, HEALTH_COUNT_CAP, shardHealth, type ShardHealthRow } from "../../storage/health.ts";
-import type { Statement } from "../../storage/statement.ts";
-
-/** A shard's last read for the status, kept in the isolate between computations. */
-export interface ShardRead {
-  row: ShardHealthRow | null;
-  bytes: number | null;
-  error?: string;
-  at: number;
-}
+import { EXPECTED_MIGRATION, HEALTH_COUNT_CAP, type ShardRead } from "../../storage/health.ts";
 
 /** What the status was read from, and its settings. */
 export interface HealthInputs {
@@ -38,19 +28,6 @@ export interface HealthInputs {
 /** What the status needs of the archive's bucket: one listing. */
 export interface ListedBucket {
   list(options: { prefix: string; limit: number }): Promise<{ objects: { key: string }[] }>;
-}
-
-/**
- * One shard's read: `run` runs src/storage/health.ts's statement there and answers its rows and
- * D1's meta (`size_after`, the database's bytes). A failure is the shard's error, not the report's.
- */
-export async function readShardHealth(run: (health: Statement) => Promise<{ results: unknown[]; meta: object }>, now: Date): Promise<ShardRead> {
-  try {
-    const { results, meta } = await run(shardHealth());
-    return { row: (results[0] as ShardHealthRow | undefined) ?? null, bytes: (meta as { size_after?: number }).size_after ?? null, at: now.getTime() };
-  } catch (error) {
-    return { row: null, bytes: null, error: describeError(error), at: now.getTime() };
-  }
 }
 
 /** The report of what was read, with every threshold passed as a reason. */

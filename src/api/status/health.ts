@@ -17,7 +17,8 @@ import type { Shard } from "../../storage/shards.ts";
 import { bound } from "../../storage/statement.ts";
 import { countClients } from "../auth/clients.ts";
 import type { HealthMemory } from "../context.ts";
-import { assembleHealth, firstLayoutShards, readShardHealth, type ListedBucket } from "./assemble.ts";
+import { readShardHealth } from "../../storage/health.ts";
+import { assembleHealth, firstLayoutShards, type ListedBucket } from "./assemble.ts";
 
 /** The most shards one computation reads, a statement each, under D1's 1,000 queries an invocation. */
 export const STATUS_SHARD_BUDGET = 900;
