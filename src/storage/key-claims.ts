@@ -105,11 +105,6 @@ async function storeOrOwn(add: Add, holder: Shard, data: AddResponse["data"], gi
   }
 }
 
-/** Removes a key's record, only while it names `receiptId`: a crossed claim giving way. */
-export function dropClaim(clientId: string, key: string, receiptId: string): Statement {
-  return statement("DELETE FROM idempotency_keys WHERE client_id = ?1 AND idempotency_key = ?2 AND receipt_id = ?3", clientId, key, receiptId);
-}
-
 // A key's record, only one still live at `now`.
 function readKey(clientId: string, key: string, now: Date): Statement {
   return statement(

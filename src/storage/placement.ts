@@ -9,7 +9,10 @@
  */
 import { base64url } from "jose";
 import { fnv1a, isShardOpen, type ShardState } from "../shared/shard-ids.ts";
-import { IDEMPOTENCY_WINDOW_MS, storeAsPlanned, type AddPlan, type NewEvent, type NewReceipt, type Stored } from "./receipts.ts";
+import { answerOf, claimAhead, earlierAnswer } from "./key-claims.ts";
+import { IDEMPOTENCY_WINDOW_MS, NoOpenShardError, receiptOn, storeReceipt, type Add, type AddPlan, type NewEvent, type NewReceipt, type Stored } from "./receipts.ts";
+import { checkShardFill } from "./shard-fill.ts";
+import { isLateEventCommit } from "./transient.ts";
 import type { PlacementContext } from "./placement-memory.ts";
 import { shardStates } from "./shard-states.ts";
 import { shardsOf, type Shard } from "./shards.ts";
@@ -163,4 +166,64 @@ async function requestFingerprint(receipt: NewReceipt): Promise<string> {
   const request = `${receipt.chain_id}\n${receipt.app_user_id}\n${format}${receipt.body}`;
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(request));
   return base64url.encode(new Uint8Array(digest));
+}
+
+/** How long an isolate sends no new receipt to a shard whose call failed. */
+const FAILING_SHARD_PAUSE_MS = 30_000;
+
+/**
+ * Carries out an add's plan: stores the receipt on the target, in the common case in one D1
+ * round trip, the target's batch ({@link storeOn}). A store whose event would have committed too
+ * late for the event feed stored nothing, its key record included: it is made once more under
+ * fresh IDs and time, on the plan's `again`. With no target, asks the planned shards for the
+ * key's earlier add (src/storage/key-claims.ts `earlierAnswer`; throws {@link NoOpenShardError}
+ * when none holds one).
+ *
+ * @param context the isolate's memory, which notes a failing target, and the fill check's needs.
+ */
+async function storeAsPlanned(plan: AddPlan, receipt: NewReceipt, newEvent: NewEvent, context: PlacementContext): Promise<Stored> {
+  const add: Add = { plan, receipt, newEvent };
+  const { target } = plan;
+  if (target) {
+    try {
+      return await storeOn(add, target, context);
+    } catch (error) {
+      if (!isLateEventCommit(error)) throw error;
+      return storeOn(add, plan.again ?? target, context);
+    }
+  }
+  // A till's retry of an add that went through before the last shard closed still gets its
+  // first answer: only a new receipt has nowhere to go.
+  const earlier = await earlierAnswer(add);
+  if (earlier) return earlier;
+  throw new NoOpenShardError();
+}
+
+/**
+ * Stores the receipt on the target in one batch ({@link storeReceipt}), the common case. Only
+ * where the plan names shards to claim the key on first (a shard of the key's order opened or
+ * closed within the idempotency window) are those claims made before, each a batch of its own
+ * (src/storage/key-claims.ts `claimAhead`), and the receipt then goes to the target only where no
+ * call has recorded the key yet. A shard whose batch failed is passed over by this isolate for a
+ * while, so that new receipts go to the other open shards while it recovers.
+ */
+async function storeOn(add: Add, target: Shard, context: PlacementContext): Promise<Stored> {
+  const own = receiptOn(add, target);
+  const ahead = add.plan.keyed?.ahead ?? [];
+  if (ahead.length > 0) {
+    const answer = await claimAhead(add, own, ahead);
+    if (answer) return answer;
+  }
+  const claim = own.claim && ahead.length > 0 ? { ...own.claim, claimedAhead: {} } : own.claim;
+  const stored = await storeReceipt(target, own.row, own.event, claim).catch((error: unknown) => {
+    context.memory.failingUntil.set(target.name, Date.now() + FAILING_SHARD_PAUSE_MS);
+    throw error;
+  });
+  const { env, memory, settings, waitUntil } = context;
+  waitUntil(
+    checkShardFill(env.SHARD_STATES, { shard: target, bytes: stored.sizeAfter }, { shards: add.plan.shards, thresholdBytes: settings.shardFillBytes, now: new Date(own.row.created_at) }, memory),
+  );
+  // The target's record may be another call's: its answer.
+  if (stored.record && stored.record.receipt_id !== own.row.receipt_id) return answerOf(add, stored.record, target);
+  return stored.kind === "added" ? { kind: "added", response: own.response, shard: target, event: own.event } : { kind: "erased", response: own.response };
 }

@@ -2,9 +2,9 @@
  * Receipts and their Idempotency-Key records (migrations 0001, 0002), and the one place where add
  * and delete are carried out on a shard, each batch under the one retry policy
  * (src/storage/transient.ts `runOnShard`). Add: placement decides which shards an add touches and
- * what it claims (src/storage/placement.ts `planAdd`), and {@link storeAsPlanned} carries that
- * plan out, one batch in the common case; the key's claims across shards, where a key and a shard's
- * change meet, are src/storage/key-claims.ts. The receipt's created event goes into the outbox with
+ * what it claims, and carries that plan out (src/storage/placement.ts `planAdd`, `storeAsPlanned`),
+ * one batch of {@link storeReceipt} in the common case; the key's claims across shards, where a key
+ * and a shard's change meet, are src/storage/key-claims.ts, which builds on this file. The receipt's created event goes into the outbox with
  * the receipt, in one statement (0014). Delete records the deleted event and the audit record (0005) in the batch that removes
  * the receipt. Docs/storage.md "Add's path" and "Delete's path" follow both step by step.
  */
@@ -17,20 +17,14 @@ import { auditDeletionIfOwned } from "./audit.ts";
 import { copyForExports } from "./export.ts";
 import { fenced } from "./fences.ts";
 import { eventColumns, eventRecorded, recordDeletedIfOwned } from "./outbox/statements.ts";
-import type { PlacementContext } from "./placement-memory.ts";
 import { deleteInRounds } from "./rounds.ts";
-import { checkShardFill } from "./shard-fill.ts";
 import type { Shard } from "./shards.ts";
 import { statement, type Statement } from "./statement.ts";
 import { deflatedTexts } from "./stored-body.ts";
-import { isLateEventCommit, runOnShard, type ShardDb } from "./transient.ts";
-import { answerOf, claimAhead, dropClaim, earlierAnswer } from "./key-claims.ts";
+import { runOnShard, type ShardDb } from "./transient.ts";
 
 /** How long a client's Idempotency-Key is remembered (docs/api.md#add). */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
-
-/** How long an isolate sends no new receipt to a shard whose call failed. */
-const FAILING_SHARD_PAUSE_MS = 30_000;
 
 /** A receipt row. `body` is the JSON text exactly as the client sent it. */
 export interface StoredReceipt {
@@ -116,68 +110,11 @@ export class NoOpenShardError extends Error {
   }
 }
 
-/**
- * Carries out an add's plan: stores the receipt on the target, in the common case in one D1
- * round trip, the target's batch ({@link storeOn}). A store whose event would have committed too
- * late for the event feed stored nothing, its key record included: it is made once more under
- * fresh IDs and time, on the plan's `again`. With no target, asks the planned shards for the
- * key's earlier add (src/storage/key-claims.ts `earlierAnswer`; throws {@link NoOpenShardError}
- * when none holds one).
- *
- * @param context the isolate's memory, which notes a failing target, and the fill check's needs.
- */
-export async function storeAsPlanned(plan: AddPlan, receipt: NewReceipt, newEvent: NewEvent, context: PlacementContext): Promise<Stored> {
-  const add: Add = { plan, receipt, newEvent };
-  const { target } = plan;
-  if (target) {
-    try {
-      return await storeOn(add, target, context);
-    } catch (error) {
-      if (!isLateEventCommit(error)) throw error;
-      return storeOn(add, plan.again ?? target, context);
-    }
-  }
-  // A till's retry of an add that went through before the last shard closed still gets its
-  // first answer: only a new receipt has nowhere to go.
-  const earlier = await earlierAnswer(add);
-  if (earlier) return earlier;
-  throw new NoOpenShardError();
-}
-
 /** One add as its plan is carried out. */
 export interface Add {
   plan: AddPlan;
   receipt: NewReceipt;
   newEvent: NewEvent;
-}
-
-/**
- * Stores the receipt on the target in one batch ({@link storeReceipt}), the common case. Only
- * where the plan names shards to claim the key on first (a shard of the key's order opened or
- * closed within the idempotency window) are those claims made before, each a batch of its own
- * (src/storage/key-claims.ts `claimAhead`), and the receipt then goes to the target only where no
- * call has recorded the key yet. A shard whose batch failed is passed over by this isolate for a
- * while, so that new receipts go to the other open shards while it recovers.
- */
-async function storeOn(add: Add, target: Shard, context: PlacementContext): Promise<Stored> {
-  const own = receiptOn(add, target);
-  const ahead = add.plan.keyed?.ahead ?? [];
-  if (ahead.length > 0) {
-    const answer = await claimAhead(add, own, ahead);
-    if (answer) return answer;
-  }
-  const claim = own.claim && ahead.length > 0 ? { ...own.claim, claimedAhead: {} } : own.claim;
-  const stored = await storeReceipt(target, own.row, own.event, claim).catch((error: unknown) => {
-    context.memory.failingUntil.set(target.name, Date.now() + FAILING_SHARD_PAUSE_MS);
-    throw error;
-  });
-  const { env, memory, settings, waitUntil } = context;
-  waitUntil(
-    checkShardFill(env.SHARD_STATES, { shard: target, bytes: stored.sizeAfter }, { shards: add.plan.shards, thresholdBytes: settings.shardFillBytes, now: new Date(own.row.created_at) }, memory),
-  );
-  // The target's record may be another call's: its answer.
-  if (stored.record && stored.record.receipt_id !== own.row.receipt_id) return answerOf(add, stored.record, target);
-  return stored.kind === "added" ? { kind: "added", response: own.response, shard: target, event: own.event } : { kind: "erased", response: own.response };
 }
 
 /**
@@ -489,4 +426,9 @@ function deleteIfOwned(owner: ReceiptOwner & { receipt_id: string }, userKey: st
     owner.app_user_id,
     userKey,
   );
+}
+
+/** Removes a key's record, only while it names `receiptId`: a crossed claim giving way (src/storage/key-claims.ts). */
+export function dropClaim(clientId: string, key: string, receiptId: string): Statement {
+  return statement("DELETE FROM idempotency_keys WHERE client_id = ?1 AND idempotency_key = ?2 AND receipt_id = ?3", clientId, key, receiptId);
 }
