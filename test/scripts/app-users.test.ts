@@ -142,7 +142,7 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     expect(result.stdout).toMatch(/Event [0-9a-f-]{36} \(app_user\.erased\)/);
   });
 
-  it("the audit records name the erased app user only by the Worker's keyed hash; only the latest erasure's event names them", async () => {
+  it("the audit records name the erased app user only by the Worker's keyed hash; beside the latest erasure's event, only an earlier one still to go out names them", async () => {
     const devVars = readFileSync(path.join(ROOT, ".dev.vars"), "utf8");
     const key = /^AUDIT_HASH_KEY='?([A-Za-z0-9_-]+)'?$/m.exec(devVars)![1]!;
     const hashed = await pseudonym(HOSTILE, parseAuditHashKey(key));
@@ -153,7 +153,10 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     const events = (await localD1(state, "s1", "SELECT payload FROM notice_outbox WHERE json_extract(payload, '$.type') = 'app_user.erased'"))
       .map((row) => JSON.parse(row.payload as string))
       .filter((event) => event.app_user_id === HOSTILE);
-    expect(events.map((event) => event.receipts)).toEqual([0]);
+    // The first run's event (2 receipts) waits out the pushes claimed before it (30 s) and is then
+    // logged as delivered; the second run, seconds later, leaves it to go out (docs/api.md#erasure).
+    expect(events.filter((event) => event.receipts === 0)).toHaveLength(1);
+    expect(events.map((event) => event.receipts).filter((receipts) => receipts !== 0)).toEqual(events.length === 2 ? [2] : []);
   });
 
 });
