@@ -405,6 +405,10 @@ describe("docs/reliability.md#delivery-for-days a failed push's next attempt is 
     // With no outage since, the next failure is past the window: dead-lettered.
     expect(await deliver(NOTICES_QUEUE, [{ notice: control, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
     expect(deadLetters).toEqual([control]);
+    // Stored as failed, as the dead-letter queue's consumer does: until then its claim holds it,
+    // and a later test's cron could hand it over as its probe.
+    await deliver(FAILED_NOTICES_QUEUE, [{ notice: control, attempts: 1 }]);
+    expect(await failedRows(control.receipt_id)).toHaveLength(1);
     // That failure was the third in a row, which this isolate took for an outage of its own: the
     // one below stands in for it.
     await forgetPushEndpoint();
