@@ -13,7 +13,8 @@ import { newIsolateState, type ApiBindings, type ApiContext, type IsolateState }
 import { ApiError, UNCONFIGURED_SUPPORT, errorBody, internalErrorBody, type SupportPointer } from "./errors.ts";
 import { routeChecks } from "./middleware.ts";
 import { rateLimitFields } from "./rate-limit.ts";
-import { ROUTES, allowedMethods, type Route, type RouteHandler, type RouteName } from "./route-table.ts";
+import type { RouteHandler } from "./context.ts";
+import { ROUTES, allowedMethods, type Route, type RouteName } from "./route-table.ts";
 import { jsonResponse, secured, securityHeaders } from "./responses.ts";
 import { add } from "./routes/add.ts";
 import { deleteReceipt } from "./routes/delete.ts";

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type * as z from "zod/mini";
 import type { ApiConfig, ApiSettings, SettingsMemory } from "../shared/config.ts";
 import type { HealthReport } from "../shared/health-report.ts";
 import type { RatePolicy } from "../shared/rate-limits.ts";
@@ -6,6 +7,7 @@ import type { ClientRecord } from "../shared/types.ts";
 import type { ApiEnv } from "../shared/env.ts";
 import { newPlacementMemory, type PlacementMemory } from "../storage/placement.ts";
 import type { ShardRead } from "../storage/health.ts";
+import type { ROUTES, RouteName, RouteScope } from "./route-table.ts";
 
 /**
  * Everything the API Worker keeps in memory between requests of one isolate, in one place:
@@ -85,3 +87,18 @@ export interface ApiBindings {
 
 /** The context every route and middleware of the API Worker gets. */
 export type ApiContext = Context<ApiBindings>;
+
+type HeadersOf<R> = R extends { headers: infer Schema extends z.ZodMiniType } ? z.output<Schema> : undefined;
+type ClientOf<R> = R extends { scope: RouteScope } ? { client: ClientRecord } : unknown;
+
+/**
+ * The context a route's handler gets: its headers read, and its client once it takes a token.
+ * Here rather than in route-table.ts, so that the table stays data that the OpenAPI generator
+ * typechecks and runs in Node without the Workers' types.
+ */
+export type RouteContext<Name extends RouteName> = ApiContext & {
+  readonly var: Readonly<{ headers: HeadersOf<(typeof ROUTES)[Name]> } & ClientOf<(typeof ROUTES)[Name]>>;
+};
+
+/** A route's handler, run once every check of its entry has passed. */
+export type RouteHandler<Name extends RouteName> = (c: RouteContext<Name>) => Response | Promise<Response>;

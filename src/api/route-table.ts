@@ -6,11 +6,10 @@
  * rate-limit fields from here. Data only, so that the generator runs in Node without the Worker.
  */
 import type * as z from "zod/mini";
-import type { ApiContext } from "./context.ts";
 import { PATHS } from "../shared/paths.ts";
 import type { LimitedRoute } from "../shared/rate-limits.ts";
 import { addHeaders, appUserJobHeaders, deleteHeaders, feedHeaders, jobHeaders, loginHeaders, statusHeaders } from "../shared/schemas.ts";
-import { APP_SCOPE, OPS_SCOPE, POS_SCOPE, type ClientRecord } from "../shared/types.ts";
+import { APP_SCOPE, OPS_SCOPE, POS_SCOPE } from "../shared/types.ts";
 
 /** The scopes a route may require of its Bearer token. */
 export type RouteScope = typeof POS_SCOPE | typeof APP_SCOPE | typeof OPS_SCOPE;
@@ -59,14 +58,3 @@ export function routeAt(path: string): Route {
 export function allowedMethods(route: Route): string {
   return route.method === "GET" ? "GET, HEAD" : route.method;
 }
-
-type HeadersOf<R> = R extends { headers: infer Schema extends z.ZodMiniType } ? z.output<Schema> : undefined;
-type ClientOf<R> = R extends { scope: RouteScope } ? { client: ClientRecord } : unknown;
-
-/** The context a route's handler gets: its headers read, and its client once it takes a token. */
-export type RouteContext<Name extends RouteName> = ApiContext & {
-  readonly var: Readonly<{ headers: HeadersOf<(typeof ROUTES)[Name]> } & ClientOf<(typeof ROUTES)[Name]>>;
-};
-
-/** A route's handler, run once every check of its entry has passed. */
-export type RouteHandler<Name extends RouteName> = (c: RouteContext<Name>) => Response | Promise<Response>;

@@ -7,7 +7,7 @@ import { NoOpenShardError, placeAndStore, type NewReceipt } from "../../storage/
 import { firstFieldRefusal, jsonMediaType, readJsonBody } from "../body.ts";
 import { mapDrRetail } from "../dr-retail-mapping.ts";
 import { enqueueNotice, newCreationNotice } from "../events.ts";
-import type { RouteContext } from "../route-table.ts";
+import type { RouteContext } from "../context.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { overloadRefused } from "../overload.ts";
 import { jsonResponse } from "../responses.ts";

@@ -6,7 +6,7 @@ import type { ReceiptOwner } from "../../storage/receipts.ts";
 import { removeReceipt } from "../../storage/removal.ts";
 import { shardOfId, shardsOf } from "../../storage/shards.ts";
 import type { ApiContext } from "../context.ts";
-import type { RouteContext } from "../route-table.ts";
+import type { RouteContext } from "../context.ts";
 import type { ApiError } from "../errors.ts";
 import { overloadRefused } from "../overload.ts";
 import { jsonResponse } from "../responses.ts";

@@ -3,7 +3,7 @@ import { feedQuery } from "../../shared/schemas.ts";
 import { tagOfId } from "../../shared/shard-ids.ts";
 import { readFeed } from "../../storage/outbox/operations.ts";
 import { shardsOf } from "../../storage/shards.ts";
-import type { RouteContext } from "../route-table.ts";
+import type { RouteContext } from "../context.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { jsonTextResponse } from "../responses.ts";
 

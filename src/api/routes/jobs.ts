@@ -8,7 +8,7 @@ import type { JobState } from "../../shared/schemas.ts";
 import { jobById, startJob, type AppUserJob, type AppUserJobKind } from "../../storage/app-user-jobs.ts";
 import { exportPrefix, type ExportSummary } from "../../storage/export.ts";
 import type { ApiContext } from "../context.ts";
-import type { RouteContext } from "../route-table.ts";
+import type { RouteContext } from "../context.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 import { jsonResponse } from "../responses.ts";
 import { userKeyOf } from "../user-key.ts";

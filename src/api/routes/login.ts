@@ -4,7 +4,7 @@ import { SERVICE_SCOPES } from "../../shared/types.ts";
 import { readClientRecord, tokensValidAfter } from "../auth/clients.ts";
 import { secretMatches } from "../auth/secret-match.ts";
 import { TOKEN_LIFETIME_SECONDS, issueAccessToken } from "../auth/tokens.ts";
-import type { RouteContext } from "../route-table.ts";
+import type { RouteContext } from "../context.ts";
 import { jsonResponse } from "../responses.ts";
 import { REFUSALS, refuse } from "../refusals.ts";
 

@@ -2,7 +2,7 @@
 import { statusThresholds } from "../../shared/config.ts";
 import { statusBody } from "../../shared/health-report.ts";
 import { shardsOf } from "../../storage/shards.ts";
-import type { RouteContext } from "../route-table.ts";
+import type { RouteContext } from "../context.ts";
 import { jsonResponse } from "../responses.ts";
 import { healthReport } from "../status/health.ts";
 
