@@ -66,12 +66,13 @@ async function erase(argv: string[]): Promise<void> {
   const appUserId = appUserIdOf(positionals);
   const target = await jobTargetOf(values);
 
-  // The request, not the ID, goes into the instance's params: a Workflow keeps those where no erasure reaches.
+  // The request, not the ID, goes into the instance's params: a Workflow keeps those where no
+  // erasure reaches. The instance takes the request's ID, so a later erasure can tell whether it runs.
   const storage = targetOf(values);
   const first = firstShard(storage);
   const requestId = crypto.randomUUID();
   await execute(storage, first, [recordErasureRequest(requestId, appUserId, new Date())]);
-  const job = await startJob("erasure", { request_id: requestId }, target);
+  const job = await startJob("erasure", { request_id: requestId }, target, requestId);
   if (values["no-wait"]) {
     console.log(values.json ? JSON.stringify({ app_user_id: appUserId, job }) : `Started erasure job ${job}: npm run jobs -- show ${job}`);
     return;

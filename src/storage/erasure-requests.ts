@@ -23,17 +23,34 @@ export function readErasureRequest(requestId: string): Statement {
 }
 
 /**
- * The request is done with, in the batch that records the erasure's event, and so is every earlier
- * request of its app user: an instance that failed leaves its request behind, and the operator
- * starts the erasure again (docs/operations.md). A later request belongs to an instance still to
- * run, which needs its own. Earlier is by rowid: a row inserted gets one above every row present.
+ * The earlier requests of `requestId`'s app user (by rowid: a row inserted gets one above every
+ * row present), oldest first, at most `limit`. Rows: `request_id`. Each is an instance that failed
+ * and was started again, or one still running beside this one.
  */
-export function forgetErasureRequest(requestId: string): Statement {
+export function earlierErasureRequests(requestId: string, limit = EARLIER_REQUESTS): Statement {
   return statement(
-    `DELETE FROM erasure_requests WHERE rowid IN (
-       SELECT earlier.rowid FROM erasure_requests AS done
-       JOIN erasure_requests AS earlier ON earlier.app_user_id = done.app_user_id AND earlier.rowid <= done.rowid
-       WHERE done.request_id = ?1)`,
+    `SELECT earlier.request_id FROM erasure_requests AS done
+       JOIN erasure_requests AS earlier ON earlier.app_user_id = done.app_user_id AND earlier.rowid < done.rowid
+       WHERE done.request_id = ?1 ORDER BY earlier.rowid LIMIT ?2`,
     requestId,
+    limit,
   );
 }
+
+/**
+ * The request is done with, in the batch that records the erasure's event, and so are `ended`:
+ * earlier requests of its app user whose instances ended (an instance that failed leaves its
+ * request, and the operator starts the erasure again: docs/operations.md). An earlier request
+ * whose instance still runs stays: that instance reads it in each step until it records its own
+ * event, and removes it then.
+ */
+export function forgetErasureRequests(requestId: string, ended: readonly string[]): Statement {
+  return statement(
+    "DELETE FROM erasure_requests WHERE request_id = ?1 OR request_id IN (SELECT value FROM json_each(?2))",
+    requestId,
+    JSON.stringify(ended),
+  );
+}
+
+// A hundred failed runs of one app user's erasure is an operator's loop; the next erasure takes more.
+const EARLIER_REQUESTS = 100;

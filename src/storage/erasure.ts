@@ -21,7 +21,7 @@ import { stampShardTag, type ShardBase } from "../shared/shard-ids.ts";
 import { auditErasure, countErasedBy, erasureEventId, erasureRecorded } from "./audit.ts";
 import { eraseArchivedReceipts, type ErasureBucket } from "./archive/erasure.ts";
 import { checkFirstLayoutRenamed } from "./archive/legacy.ts";
-import { forgetErasureRequest } from "./erasure-requests.ts";
+import { earlierErasureRequests, forgetErasureRequests } from "./erasure-requests.ts";
 import { eraseExports } from "./export.ts";
 import { writeFence } from "./fences.ts";
 import { recordErasedEvent } from "./outbox/statements.ts";
@@ -67,8 +67,13 @@ export interface ErasureOptions<S extends JobShard = JobShard> {
   send?: (event: AppUserErasedEvent, shard: S) => Promise<void>;
   /** The archive's bucket: its objects of the app user are erased too, and counted. */
   archive?: ErasureBucket;
-  /** The request (migration 0015) that named the app user: it goes with the event's record. */
+  /** The request (migration 0020) that named the app user: it goes with the event's record. */
   requestId?: string;
+  /**
+   * Which of the given earlier requests of the app user belong to instances that have ended
+   * (and so go with this one's); without it, every earlier request stays.
+   */
+  endedRequests?: (requestIds: string[]) => Promise<string[]>;
 }
 
 /**
@@ -159,7 +164,7 @@ export async function recordErasure<S extends JobShard>(
   perShard: Record<string, number>,
   first: S,
   hashKey: Uint8Array,
-  { steps = runAtOnce, send, requestId }: Pick<ErasureOptions<S>, "steps" | "send" | "requestId"> = {},
+  { steps = runAtOnce, send, requestId, endedRequests }: Pick<ErasureOptions<S>, "steps" | "send" | "requestId" | "endedRequests"> = {},
 ): Promise<Erasure> {
   const user = await erasedUser(appUserId, start, hashKey);
   const receipts = Object.values(perShard).reduce((sum, count) => sum + count, 0);
@@ -177,7 +182,7 @@ export async function recordErasure<S extends JobShard>(
   // request that named the app user goes in the same batch.
   const { event_id } = await steps("record and send", async () => {
     const fresh = eventWithId(stampShardTag(uuidv7(), first.tag));
-    const forget = requestId === undefined ? [] : [forgetErasureRequest(requestId)];
+    const forget = requestId === undefined ? [] : [forgetErasureRequests(requestId, await endedEarlier(first, requestId, endedRequests))];
     const [, , recorded] = await first.run([
       recordErasedEvent(fresh, `NOT ${erasureRecorded("?5", "?6")}`, user.pseudonym, user.occurred_at),
       auditErasure(user.occurred_at, user.pseudonym, fresh.event_id),
@@ -190,6 +195,12 @@ export async function recordErasure<S extends JobShard>(
   });
   const { app_user_id: _named, ...unnamed } = eventWithId(event_id);
   return { receipts_erased: receipts, shards: perShard, event: unnamed };
+}
+
+async function endedEarlier(first: JobShard, requestId: string, ended: ErasureOptions["endedRequests"]): Promise<string[]> {
+  if (!ended) return [];
+  const [rows] = (await first.run([earlierErasureRequests(requestId)])) as [{ request_id: string }[]];
+  return rows.length === 0 ? [] : ended(rows.map((row) => row.request_id));
 }
 
 /**

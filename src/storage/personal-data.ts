@@ -156,7 +156,7 @@ export const D1_TABLES = {
   erasure_requests: {
     columns: {
       request_id: NOT_PERSONAL,
-      app_user_id: { holds: ["app_user_id"], reach: { how: "removed", when: "in the erasure's last step, in the transaction that records its event, with every earlier request of the app user (an instance that failed)" } },
+      app_user_id: { holds: ["app_user_id"], reach: { how: "removed", when: "in the erasure's last step, in the transaction that records its event, with every earlier request of the app user whose instance has ended (one that failed); one still running keeps its own until its own last step" } },
       requested_at: NOT_PERSONAL,
     },
   },

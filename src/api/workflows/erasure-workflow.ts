@@ -78,7 +78,8 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
     const perShard: PartOutput["shards"] = Object.assign({}, ...outputs.map((output) => output.shards));
     await eraseArchive(appUserId, start, perShard, shards, auditHashKey, this.env.ARCHIVE, steps);
     const send = (erased: AppUserErasedEvent) => enqueueNotice(this.env, erased);
-    return recordErasure(appUserId, start, perShard, first, auditHashKey, { steps, send, requestId });
+    const endedRequests = (ids: string[]) => endedInstances(this.env.ERASURE, ids);
+    return recordErasure(appUserId, start, perShard, first, auditHashKey, { steps, send, requestId, endedRequests });
   }
 }
 
@@ -87,18 +88,45 @@ export class ErasureWorkflow extends WorkflowEntrypoint<ApiEnv, ErasureParams> {
  * the first shard, then starts the instance `id` with its request_id. Returns the instance's ID.
  */
 export async function startErasure(env: ApiEnv, appUserId: string, id: string = crypto.randomUUID()): Promise<string> {
-  await env.ERASURE.create({ id, params: { request_id: await requestErasure(env, appUserId) } });
+  await env.ERASURE.create({ id, params: { request_id: await requestErasure(env, appUserId, id) } });
   return id;
 }
 
-/** Records a request to erase `appUserId` on the first shard; returns its request_id. */
-export async function requestErasure(env: object, appUserId: string): Promise<string> {
+/**
+ * Records a request to erase `appUserId` on the first shard; returns its request_id. The request
+ * takes its instance's ID, as a job's does (src/api/routes/jobs.ts), so that a later erasure can
+ * tell whether the instance still runs.
+ */
+export async function requestErasure(env: object, appUserId: string, requestId: string = crypto.randomUUID()): Promise<string> {
   const first = jobShardsOf(env)[0];
   if (!first) throw new Error("no shards to erase from");
-  const requestId = crypto.randomUUID();
   await first.run([recordErasureRequest(requestId, appUserId, new Date())]);
   return requestId;
 }
+
+/**
+ * Which of `ids` name erasure instances that have ended (or never started): their requests are no
+ * longer read. One still running keeps its request, or its next step would find it gone and fail
+ * though its app user is being erased. A request's ID is its instance's (`requestErasure`).
+ */
+async function endedInstances(workflow: Workflow<ErasureParams>, ids: string[]): Promise<string[]> {
+  const running = await Promise.all(ids.map((id) => stillRuns(workflow, id)));
+  return ids.filter((_, index) => !running[index]);
+}
+
+async function stillRuns(workflow: Workflow<ErasureParams>, id: string): Promise<boolean> {
+  let instance: WorkflowInstance;
+  try {
+    instance = await workflow.get(id);
+  } catch (error) {
+    // Only "no such instance" answers the question; anything else fails the step, which retries.
+    if (/not_found/.test(String(error))) return false;
+    throw error;
+  }
+  return !ENDED_STATUSES.has((await instance.status()).status);
+}
+
+const ENDED_STATUSES: ReadonlySet<InstanceStatus["status"]> = new Set(["complete", "errored", "terminated"]);
 
 // A part names its shards; one this deployment no longer binds cannot be erased by retrying.
 function shardsNamed(shards: readonly JobShard[], names: readonly string[]): JobShard[] {

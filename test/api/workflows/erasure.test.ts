@@ -459,6 +459,25 @@ describe("docs/api.md#erasure the Workflow never holds the app_user_id", () => {
     expect(failed).not.toBe(later);
   });
 
+  it("an erasure leaves an earlier request whose instance still runs: that instance completes after it", async () => {
+    const caller = await newCaller();
+    const victim = uniqueId("shopper");
+    await appUserWithData(caller, victim);
+    const first = [...SHARDS].sort((a, b) => a.name.localeCompare(b.name))[0]!;
+    const earlierId = uniqueId("erasure");
+    await using earlier = await introspectWorkflowInstance(env.ERASURE, earlierId);
+    await earlier.modify((m) => m.disableRetryDelays());
+    await startErasure(env, victim, earlierId);
+    const held = await env.ERASURE.get(earlierId);
+    await held.pause();
+    await erase(victim);
+    expect(await first.db.prepare("SELECT request_id FROM erasure_requests WHERE app_user_id = ?").bind(victim).all()).toMatchObject({ results: [{ request_id: earlierId }] });
+    await held.resume();
+    await earlier.waitForStatus("complete");
+    expect(await first.db.prepare("SELECT 1 FROM erasure_requests WHERE app_user_id = ?").bind(victim).first()).toBeNull();
+    expect(await tracesOf(victim)).toEqual(NO_TRACES);
+  });
+
   it("an instance whose request is gone runs no step and fails, with an error log line that names why", async () => {
     const id = uniqueId("erasure");
     const lines = await consoleLines(async () => {
