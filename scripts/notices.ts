@@ -1,7 +1,7 @@
 /**
  * Operators list the events that could not be delivered and send them again
  * (docs/api.md#operators-list-and-replay). Both act on every shard's D1 database (the shards of
- * wrangler.jsonc: the local state's in-process, the deployment's through `wrangler d1 execute`), with the outbox's statements
+ * wrangler.jsonc: the local state's in-process, the deployment's through D1's query API), with the outbox's statements
  * (src/storage/outbox/statements.ts), which the Workers run too. An event_id names its shard, so
  * a replay goes straight to it.
  */

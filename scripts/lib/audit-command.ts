@@ -30,8 +30,8 @@ const RFC3339 =
   /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](?:[01]\d|2[0-3]):[0-5]\d:(?:[0-5]\d|60)(?:\.\d+)?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d))?$/;
 
 /**
- * The command: reads the records with `run`, which runs statements on a shard (the script's runs
- * `wrangler d1 execute`; the tests run most cases in-process on the same local databases).
+ * The command: reads the records with `run`, which runs statements on a shard (the script's is
+ * `execute` of scripts/lib/d1.ts; the tests run most cases in-process on the same local databases).
  */
 export function auditCommand(run: RunOnShard): (argv: string[]) => Promise<void> {
   return async (argv) => {

@@ -1,25 +1,22 @@
 /**
- * SQL on the shards' D1 databases for the operator scripts: locally in-process on the local state
- * (scripts/lib/local-state.ts), values bound as the Workers bind them; remotely through `wrangler
- * d1 execute`, which runs all the statements of one command as one batch and takes no bind
- * parameters: values go in as literals that cannot alter the SQL (`inlined` of
- * src/storage/statement.ts).
+ * SQL on the shards' D1 databases for the operator scripts, values bound both ways: locally
+ * in-process on the local state (scripts/lib/local-state.ts), as the Workers bind them; remotely
+ * through D1's query API (scripts/lib/d1-remote.ts), which takes the text values as parameters
+ * and the rest as literals (`withTextParams` of src/storage/statement.ts). Neither puts a value
+ * in a command line.
  */
-import { inlined, type Statement } from "../../src/storage/statement.ts";
+import type { Statement } from "../../src/storage/statement.ts";
+import { remoteD1 } from "./d1-remote.ts";
 import { NoLocalState, localState } from "./local-state.ts";
 import { localConfigPaths, type ConfigShard } from "./shards.ts";
-import { targetFlags, wrangler, type Target } from "./wrangler.ts";
+import type { Target } from "./wrangler.ts";
 
 /** Runs statements on one shard as one batch and returns each statement's rows. */
 export async function execute<Row>(target: Target, shard: ConfigShard, statements: readonly Statement[]): Promise<Row[][]> {
-  if (!target.remote) {
-    const results = await localState(target, shard.config ?? localConfigPaths().api).batch<Row>(shard, statements);
-    return results.map(({ results: rows }) => rows);
-  }
-  const command = statements.map(inlined).join(";\n");
-  const config = shard.config === undefined ? [] : ["-c", shard.config];
-  const output = wrangler(["d1", "execute", shard.database_name, "--json", "--command", command, ...config, ...targetFlags(target)]);
-  return (JSON.parse(output) as { results: Row[] }[]).map(({ results }) => results);
+  const results = target.remote
+    ? await remoteD1().batch<Row>(shard, statements)
+    : await localState(target, shard.config ?? localConfigPaths().api).batch<Row>(shard, statements);
+  return results.map(({ results: rows }) => rows);
 }
 
 /** A shard that failed during a command that goes on with the others. */

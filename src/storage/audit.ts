@@ -1,7 +1,7 @@
 /**
  * The audit trail (migration 0005, docs/api.md#audit): every statement on `audit_log`. The API
- * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them through
- * `wrangler d1 execute` on Node, so this file stays free of Workers types.
+ * Worker's delete and cron job run them bound; the erasure and `npm run audit` run them too, and
+ * the latter on Node (scripts/lib/d1.ts), so this file stays free of Workers types.
  */
 import { archivedOwned, type FencedOwner } from "./archive/owners.ts";
 import { liveOwned } from "./ownership.ts";

@@ -2,8 +2,8 @@
  * Every statement on `erasure_requests` (migration 0020): the app_user_id an erasure works on,
  * named in its Workflow's params by a request ID alone (docs/storage.md#personal-data). Written on
  * the first shard by whatever starts the erasure, read by its steps, deleted in the batch that
- * records its event. This file stays free of Workers types: the operator script writes through
- * `wrangler d1 execute`.
+ * records its event. This file stays free of Workers types: the operator script writes it from
+ * Node (scripts/lib/d1.ts).
  */
 import { statement, type Statement } from "./statement.ts";
 

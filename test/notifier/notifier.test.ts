@@ -690,7 +690,7 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
       { event_id: notice.event_id, attempts: 2, last_error: "HTTP 503 from the push service" },
     ]);
 
-    // npm run notices -- replay <event_id>: one statement batch, as wrangler d1 execute runs it.
+    // npm run notices -- replay <event_id>: one statement batch, as the command runs it.
     const replayed = await runBatch(dbOf(notice.event_id), replayFailed([notice.event_id]));
     expect(replayed.at(-1)!.results).toEqual([{ event_id: notice.event_id, receipt_id: notice.receipt_id }]);
     expect(await failedRows(notice.receipt_id)).toEqual([]);
@@ -771,7 +771,6 @@ describe("docs/api.md#deletion-notices delivery: no push URL (plain local develo
   });
 });
 
-/** Runs SQL text of several statements as one D1 batch, as `wrangler d1 execute --command` does. */
 describe("docs/api.md#receipt-events the notifier works per batch, not per message", () => {
   async function roundTripsFor(count: number): Promise<string[]> {
     const notices = await Promise.all(Array.from({ length: count }, () => recordedNotice(idOn(SHARDS[0]))));
