@@ -66,8 +66,16 @@ async function token(mf: Miniflare, client: HarnessClient): Promise<string> {
   return ((await response.json()) as { data: { access_token: string } }).data.access_token;
 }
 
+/** One isolate's answer to a key: the last status and receipt, and every attempt's, for a failure to name. */
+interface Answer {
+  status: number;
+  receiptId?: string;
+  attempts: string[];
+}
+
 /** Sends one keyed add as a till does: again under the same key after a 5xx, until an answer below 500. */
-async function add(mf: Miniflare, client: HarnessClient, bearer: string, key: string): Promise<{ status: number; receiptId?: string }> {
+async function add(mf: Miniflare, client: HarnessClient, bearer: string, key: string): Promise<Answer> {
+  const attempts: string[] = [];
   for (let attempt = 1; ; attempt += 1) {
     const response = await mf.dispatchFetch(`http://localhost${PATHS.add}`, {
       method: "POST",
@@ -82,7 +90,8 @@ async function add(mf: Miniflare, client: HarnessClient, bearer: string, key: st
       body: JSON.stringify({ purchased_at: "2026-11-22T14:03:00+01:00", currency: "EUR", total: 100, line_items: [{ description: key, quantity: 1, unit_price: 100, total: 100 }] }),
     });
     const body = (await response.json()) as { data?: { receipt_id: string } };
-    if (response.status < 500 || attempt === ATTEMPTS) return { status: response.status, receiptId: body.data?.receipt_id };
+    attempts.push(`${response.status} ${body.data?.receipt_id ?? "-"} at ${new Date().toISOString()}`);
+    if (response.status < 500 || attempt === ATTEMPTS) return { status: response.status, receiptId: body.data?.receipt_id, attempts };
   }
 }
 
@@ -143,10 +152,12 @@ async function raceAcross(options: {
   const databases = await Promise.all(Object.keys(options.freshShards).map((binding) => fresh.getD1Database(binding)));
   for (const [i, key] of keys.entries()) {
     const [a, b] = answers[i]!;
-    expect([a.status, b.status], key).toEqual([200, 200]);
-    expect(a.receiptId, key).toBe(b.receiptId);
+    // Each call's attempts, so that a failure says which interleaving it met.
+    const history = `${key}: stale isolate ${a.attempts.join(", ")}; fresh isolate ${b.attempts.join(", ")}`;
+    expect([a.status, b.status], history).toEqual([200, 200]);
+    expect(a.receiptId, history).toBe(b.receiptId);
     const stored = await storedFor(databases, client.clientId, key);
-    expect(stored, key).toEqual({ receipts: [a.receiptId], created: 1 });
+    expect(stored, history).toEqual({ receipts: [a.receiptId], created: 1 });
   }
 }
 
