@@ -1,11 +1,13 @@
 /**
  * docs/api.md#idempotency, docs/storage.md "One key, one receipt": the same client repeating an
  * Idempotency-Key never stores a second receipt, in any isolate, also right after a shard
- * closed, opened or was added. Two API Workers, each its own Miniflare (its own workerd, so no
- * memory in common), share one local state: its D1 shards and KV, as two isolates of one
- * deployment share Cloudflare's. One reads the shard states once and keeps them (an isolate
- * within its minute, or one of the deploy before a shard was added), the other reads them on
- * every request; each key's add goes to both at once.
+ * closed, opened or was added. Two isolates of the API Worker (two Workers of one runtime, so no
+ * memory in common) share one local state: its D1 shards and KV, as two isolates of one
+ * deployment share Cloudflare's, one D1 primary running each shard's batches one at a time. One
+ * reads the shard states once and keeps them (an isolate within its minute, or one of the deploy
+ * before a shard was added), the other reads them on every request; each key's add goes to both
+ * at once. Each isolate once had a runtime of its own, on one SQLite file: their locks failed
+ * batches that D1 never fails so, and under load a key's answer was then once found unstored.
  */
 import path from "node:path";
 import type { Miniflare } from "miniflare";
@@ -16,7 +18,7 @@ import { shardStateKey, type ShardState } from "../../src/shared/shard-ids.ts";
 import { POS_SCOPE } from "../../src/shared/types.ts";
 import { STORED_COLUMNS, storedTexts, type StoredColumns } from "../../src/storage/stored-body.ts";
 import { localStoreIds } from "../../scripts/lib/local-state.ts";
-import { startApiWorker } from "../support/api-miniflare.ts";
+import { startApiIsolates } from "../support/api-miniflare.ts";
 import { ROOT, freshState } from "../support/run-script.ts";
 
 // The two shards of wrangler.jsonc, keyed as the migrated template keeps them.
@@ -24,7 +26,7 @@ const TWO_SHARDS = localStoreIds(path.join(ROOT, "wrangler.jsonc")).d1Databases;
 const THREE_SHARDS = { ...TWO_SHARDS, DB_S3: "00000000-0000-4000-8000-000000000033" };
 /** Keys raced per case: about half of them have the changed shard first in their order. */
 const KEYS = 24;
-/** A till sends a keyed add again after a 5xx or no answer (two workerd processes on one SQLite file meet its lock). */
+/** A till sends a keyed add again after a 5xx or no answer. */
 const ATTEMPTS = 6;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -33,33 +35,39 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((mf) => mf.dispose()));
 });
 
+/** One isolate of the API Worker: its requests, and the stores it binds. */
+interface Isolate {
+  fetch(path: string, init: RequestInit): Promise<Response>;
+  kv(binding: string): ReturnType<Miniflare["getKVNamespace"]>;
+  d1(binding: string): Promise<D1>;
+}
+
 /**
- * An isolate of the API Worker on `state`, once its runtime is up: `stale` reads the shard states
- * once and keeps them. Two workerd starting at once on one state can meet its SQLite lock, and one
- * then fails to start with nothing on its standard error (seen in CI): each starts after the other
- * is up, and a start that fails so is made once more.
+ * The two isolates on `state`, once their runtime is up: `stale` reads the shard states once and
+ * keeps them, `fresh` on every request.
  */
-async function isolate(state: string, shards: Record<string, string>, stale: boolean): Promise<Miniflare> {
-  for (let attempt = 1; ; attempt += 1) {
-    const mf = startApiWorker(state, { shards, settings: { SHARD_STATES_SECONDS: stale ? "3600" : "0" } });
-    try {
-      await mf.ready;
-      running.push(mf);
-      return mf;
-    } catch (error) {
-      await mf.dispose().catch(() => undefined);
-      if ((error as { code?: string }).code !== "ERR_RUNTIME_FAILURE" || attempt === 2) throw error;
-    }
-  }
+async function isolates(state: string, shards: { stale: Record<string, string>; fresh: Record<string, string> }): Promise<{ stale: Isolate; fresh: Isolate }> {
+  const mf = startApiIsolates(state, [
+    { shards: shards.stale, settings: { SHARD_STATES_SECONDS: "3600" } },
+    { shards: shards.fresh, settings: { SHARD_STATES_SECONDS: "0" } },
+  ]);
+  running.push(mf);
+  await mf.ready;
+  const isolate = (name: string): Isolate => ({
+    fetch: async (path, init) => (await mf.getWorker(name)).fetch(`http://localhost${path}`, init as never) as unknown as Response,
+    kv: (binding) => mf.getKVNamespace(binding, name),
+    d1: (binding) => mf.getD1Database(binding, name),
+  });
+  return { stale: isolate("api-0"), fresh: isolate("api-1") };
 }
 
-async function setState(mf: Miniflare, shard: string, state: ShardState["state"], changedAt: number): Promise<void> {
+async function setState(isolate: Isolate, shard: string, state: ShardState["state"], changedAt: number): Promise<void> {
   const record: ShardState = { state, changed_at: new Date(changedAt).toISOString(), by: "operator" };
-  await (await mf.getKVNamespace("SHARD_STATES")).put(shardStateKey(shard), JSON.stringify(record));
+  await (await isolate.kv("SHARD_STATES")).put(shardStateKey(shard), JSON.stringify(record));
 }
 
-async function token(mf: Miniflare, client: HarnessClient): Promise<string> {
-  const response = await mf.dispatchFetch(`http://localhost${PATHS.login}`, {
+async function token(isolate: Isolate, client: HarnessClient): Promise<string> {
+  const response = await isolate.fetch(PATHS.login, {
     method: "POST",
     headers: { client_id: client.clientId, client_secret: client.secret, token_type: "Bearer", scope: POS_SCOPE },
   });
@@ -74,10 +82,10 @@ interface Answer {
 }
 
 /** Sends one keyed add as a till does: again under the same key after a 5xx, until an answer below 500. */
-async function add(mf: Miniflare, client: HarnessClient, bearer: string, key: string): Promise<Answer> {
+async function add(isolate: Isolate, client: HarnessClient, bearer: string, key: string): Promise<Answer> {
   const attempts: string[] = [];
   for (let attempt = 1; ; attempt += 1) {
-    const response = await mf.dispatchFetch(`http://localhost${PATHS.add}`, {
+    const response = await isolate.fetch(PATHS.add, {
       method: "POST",
       headers: {
         Authorization: `Bearer ${bearer}`,
@@ -131,16 +139,14 @@ type D1 = Awaited<ReturnType<Miniflare["getD1Database"]>>;
 async function raceAcross(options: {
   staleShards: Record<string, string>;
   freshShards: Record<string, string>;
-  before?: (mf: Miniflare) => Promise<void>;
-  change: (mf: Miniflare) => Promise<void>;
+  before?: (isolate: Isolate) => Promise<void>;
+  change: (isolate: Isolate) => Promise<void>;
 }): Promise<void> {
-  const state = freshState();
-  const stale = await isolate(state, options.staleShards, true);
-  const fresh = await isolate(state, options.freshShards, false);
+  const { stale, fresh } = await isolates(freshState(), { stale: options.staleShards, fresh: options.freshShards });
   for (const binding of Object.keys(options.freshShards).filter((name) => !(name in TWO_SHARDS))) {
-    await applyMigrations(await fresh.getD1Database(binding));
+    await applyMigrations(await fresh.d1(binding));
   }
-  const client = await issueClient(await stale.getKVNamespace("CLIENTS"), `pos-across-${Date.now()}`, "chain-across");
+  const client = await issueClient(await stale.kv("CLIENTS"), `pos-across-${Date.now()}`, "chain-across");
   await options.before?.(stale);
   const [staleToken, freshToken] = [await token(stale, client), await token(fresh, client)];
   // The stale isolate reads the states now, and keeps them through the change.
@@ -149,7 +155,7 @@ async function raceAcross(options: {
 
   const keys = Array.from({ length: KEYS }, (_, i) => `key-${i}-${crypto.randomUUID()}`);
   const answers = await Promise.all(keys.map((key) => Promise.all([add(stale, client, staleToken, key), add(fresh, client, freshToken, key)])));
-  const databases = await Promise.all(Object.keys(options.freshShards).map((binding) => fresh.getD1Database(binding)));
+  const databases = await Promise.all(Object.keys(options.freshShards).map((binding) => fresh.d1(binding)));
   for (const [i, key] of keys.entries()) {
     const [a, b] = answers[i]!;
     // Each call's attempts, so that a failure says which interleaving it met.
@@ -170,7 +176,7 @@ describe("docs/api.md#idempotency one Idempotency-Key, one receipt, across isola
     await raceAcross({
       staleShards: TWO_SHARDS,
       freshShards: TWO_SHARDS,
-      change: (mf) => setState(mf, "s1", "closed", Date.now()),
+      change: (isolate) => setState(isolate, "s1", "closed", Date.now()),
     });
   });
 
@@ -178,8 +184,8 @@ describe("docs/api.md#idempotency one Idempotency-Key, one receipt, across isola
     await raceAcross({
       staleShards: TWO_SHARDS,
       freshShards: TWO_SHARDS,
-      before: (mf) => setState(mf, "s1", "closed", Date.now() - 2 * DAY_MS),
-      change: (mf) => setState(mf, "s1", "open", Date.now()),
+      before: (isolate) => setState(isolate, "s1", "closed", Date.now() - 2 * DAY_MS),
+      change: (isolate) => setState(isolate, "s1", "open", Date.now()),
     });
   });
 
@@ -188,8 +194,8 @@ describe("docs/api.md#idempotency one Idempotency-Key, one receipt, across isola
       staleShards: TWO_SHARDS,
       freshShards: THREE_SHARDS,
       // `npm run shards -- add` records the new shard closed before any isolate has its binding.
-      before: (mf) => setState(mf, "s3", "closed", Date.now()),
-      change: (mf) => setState(mf, "s3", "open", Date.now()),
+      before: (isolate) => setState(isolate, "s3", "closed", Date.now()),
+      change: (isolate) => setState(isolate, "s3", "open", Date.now()),
     });
   });
 });
