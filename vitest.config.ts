@@ -17,6 +17,14 @@ const WIDE_SHARDS = Object.fromEntries(
 const WIDE_STEP_LIMIT = 16;
 const WIDE_PART_SHARDS = 4;
 
+// Every project's bounds, sized for a machine three times slower than the team's and busy. A test
+// makes tens to hundreds of requests through workerd or starts wrangler (a second or two a
+// command), and Vitest's 5 s default failed 15 of them on such a machine with the suite's other
+// files beside them; a hook starts a runtime (the local state, npm start, a Miniflare), and one
+// took past the 10 s default with a core busy. A test that does more sets its own bound where its
+// work is.
+const TIMEOUTS = { testTimeout: 60_000, hookTimeout: 120_000 };
+
 // The node files that run after every other, alone (the "node-alone" project).
 const NODE_ALONE_FILES = ["test/scripts/app-users.test.ts"];
 
@@ -71,12 +79,7 @@ export default defineConfig(async () => {
           ],
           test: {
             name: "workers",
-            // Sized for a machine three times slower than the team's and busy: a test here makes tens
-            // to hundreds of requests through workerd, and Vitest's 5 s default failed 15 of them on
-            // this kind of machine with the suite's other files (and other work) beside them. A test
-            // that does more sets its own bound where its work is.
-            testTimeout: 60_000,
-            hookTimeout: 120_000,
+            ...TIMEOUTS,
             globalSetup: ["./test/support/notifier-worker.ts"],
             include: ["test/api/**/*.test.ts", "test/notifier/**/*.test.ts", "test/storage/**/*.test.ts", "test/client/**/*.test.ts", "test/fuzz/**/*.test.ts"],
             // A `.node.test.ts` file drives the code it tests from outside (wrangler dev): it runs on Node.
@@ -109,6 +112,7 @@ export default defineConfig(async () => {
           ],
           test: {
             name: "workers-wide",
+            ...TIMEOUTS,
             include: WIDE_FILES,
             provide: { wideStepLimit: WIDE_STEP_LIMIT, widePartShards: WIDE_PART_SHARDS },
             setupFiles: ["./test/support/apply-migrations.ts"],
@@ -121,7 +125,7 @@ export default defineConfig(async () => {
           test: {
             name: "node-alone",
             environment: "node",
-            testTimeout: 60_000,
+            ...TIMEOUTS,
             globalSetup: ["./test/support/migrated-state.ts"],
             include: NODE_ALONE_FILES,
             sequence: { groupOrder: 1 },
@@ -132,8 +136,7 @@ export default defineConfig(async () => {
           test: {
             name: "node",
             environment: "node",
-            // Each operator command starts wrangler, which takes a second or two.
-            testTimeout: 60_000,
+            ...TIMEOUTS,
             // The shards' migrations, applied once for every file to copy.
             globalSetup: ["./test/support/migrated-state.ts"],
             include: ["test/scripts/**/*.test.ts", "test/docs/**/*.test.ts", "test/examples/**/*.test.ts", "test/soak/**/*.test.ts", "test/**/*.node.test.ts"],
