@@ -13,7 +13,7 @@ import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { dispatch } from "../../scripts/lib/cli.ts";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
-import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
+import { PROCESSES_MS, ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
 let mf: Miniflare;
@@ -309,7 +309,7 @@ describe("docs/api.md#operators npm run clients as a process, through wrangler",
     const rotate = spawned("rotate", "pos-spawned", "--json");
     expect(rotate.status, rotate.stderr).toBe(0);
     expect(hashInKv("pos-spawned")).toBe(await hashClientSecret(JSON.parse(rotate.stdout).client_secret));
-  }, 120_000);
+  }, PROCESSES_MS);
 
   it("bad arguments exit 2 with the usage; an unknown client exits 1", () => {
     const usage = spawned("issue", "--client-id", "pos-bad-0");

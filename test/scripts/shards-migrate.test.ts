@@ -13,7 +13,7 @@ import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { appliedMigrations } from "../../scripts/lib/shard-commands.ts";
 import { withShardBlock } from "../../scripts/lib/shards.ts";
 import { localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { ROOT, freshState, runScriptAsync } from "../support/run-script.ts";
+import { PROCESSES_MS, ROOT, freshState, runScriptAsync } from "../support/run-script.ts";
 
 const state = freshState();
 const configDir = mkdtempSync(path.join(tmpdir(), "receipts-migrate-"));
@@ -55,7 +55,7 @@ describe("docs/operations.md npm run shards -- migrate", () => {
     expect(result.stderr).toContain("run the same command again");
     // The failed migration left s2 as it was: not recorded, so the next run applies it.
     expect(await sql("s2", `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 0 }]);
-  }, 180_000);
+  }, PROCESSES_MS);
 
   it("run again after the fix: only the shard that failed is migrated, exit 0", async () => {
     await sql("s2", "DROP TABLE migrate_probe");
@@ -69,7 +69,7 @@ describe("docs/operations.md npm run shards -- migrate", () => {
     for (const shard of ["s1", "s2", "s3"]) {
       expect(await sql(shard, `SELECT COUNT(*) AS n FROM d1_migrations WHERE name = '${PROBE}'`)).toEqual([{ n: 1 }]);
     }
-  }, 180_000);
+  }, PROCESSES_MS);
 
   it("bad arguments: exit 2, nothing run", async () => {
     for (const args of [["--parallel", "0"], ["--parallel", "17"], ["s1"]]) {

@@ -23,7 +23,7 @@ import {
   withShardBlock,
 } from "../../scripts/lib/shards.ts";
 import { migrateLocalShards } from "../support/local-d1.ts";
-import { ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
+import { PROCESSES_MS, ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
 const configDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
@@ -170,7 +170,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     expect(forced.stderr).toContain("no shard is open now");
     expect((await listed()).map(({ name, state }) => [name, state])).toEqual([["s1", "closed"], ["s2", "closed"]]);
     for (const name of ["s1", "s2"]) expect((await shards("open", name)).status).toBe(0);
-  }, 240_000);
+  }, PROCESSES_MS);
 
   it("add s3: kept out of the committed configs, in git-ignored local copies that bind it after s2; migrated, closed until opened", async () => {
     const added = await shards("add", "s3");
@@ -217,7 +217,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     const again = await shards("add", "s3");
     expect(again.status).toBe(2);
     expect(again.stderr).toContain("exists already");
-  }, 240_000);
+  }, PROCESSES_MS);
 
   it("add whose migrations fail: no config binds the shard, so a running service never sees it unmigrated", async () => {
     const brokenDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
@@ -322,5 +322,5 @@ describe("docs/operations.md#shards list, close and open as processes, through w
     expect(usage.status).toBe(2);
     expect(usage.stderr).toContain("Usage: npm run shards");
     expect(usage.stdout).toBe("");
-  }, 240_000);
+  }, PROCESSES_MS);
 });

@@ -8,6 +8,14 @@ import { cliStatus } from "../../scripts/lib/cli.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "../..");
 
+/**
+ * The bound of a test whose work is a run of operator commands one after another, each a process
+ * that starts wrangler or a runtime: on a 2-core machine with the suite beside it and a core
+ * kept busy, such tests took up to 148 s (`shards -- migrate` over three shards), 146 s (`shards
+ * -- add`) and 127 s (eleven `clients` commands), two to four times their time alone.
+ */
+export const PROCESSES_MS = 480_000;
+
 // Far longer than any command takes (an export or erasure waits for its job); a hung one is killed.
 const SCRIPT_TIMEOUT_MS = 180_000;
 
