@@ -168,15 +168,19 @@ export async function sendTraffic(
   const [first, ...rest] = body().line_items;
   await add("body-rule", addHeaders(), { ...body(), currency: "eur", line_items: [{ ...first!, quantity: 0 }, ...rest] });
   await add("unknown-field", addHeaders(), { ...body(), totl: 447 });
-  await add("card-number", addHeaders(), { ...body(), metadata: { card: "4111 1111 1111 1111" } });
   await add("idempotency-conflict", addHeaders({ "Idempotency-Key": key }));
-  // DR Retail bodies under each profile's Content-Type, and their two refusals. The profile goes
+  // DR Retail bodies under each profile's Content-Type, and their refusals. The profile goes
   // quoted, which the service takes as well: Prism's media-type parser (the content-type package)
   // refuses the unquoted `profile=https://…` the contract gives, whose '/' and ':' RFC 9110 wants
   // quoted, and answers 500 itself without forwarding.
   const quoted = (mediaType: string) => mediaType.replace(/profile=([^;"]+)/, 'profile="$1"');
   const alternatives = DOCUMENTED_OPERATIONS[PATHS.add]!.body!.alternatives ?? [];
   for (const { mediaType, example } of alternatives) await add("success", addHeaders({ "Content-Type": quoted(mediaType) }), example);
+  // A full card number in a card-number field is refused; in free text it is masked (a 200).
+  const v11 = alternatives.find(({ mediaType }) => mediaType.includes("v1.1"))!;
+  const withCard = structuredClone(v11.example) as { payments: { tender: Record<string, unknown> }[] };
+  withCard.payments[0]!.tender.bank_identification_number = "4111111111111111";
+  await add("card-number", addHeaders({ "Content-Type": quoted(v11.mediaType) }), withCard);
   await add("unknown-profile", addHeaders({ "Content-Type": quoted("application/json;profile=https://example.com/receipt") }));
   await add("media-type-parameter", addHeaders({ "Content-Type": `application/json;profile="https://example.com/a";profile="https://example.com/b"` }));
   const dr = alternatives.at(-1)!;
