@@ -415,7 +415,8 @@ export function replayFailed(eventIds: readonly string[]): [Statement, Statement
       `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at, attempts, last_error)
       SELECT event_id, receipt_id, payload, created_at, 0, last_error FROM failed_notices WHERE ${chosen}
       ON CONFLICT (event_id) DO UPDATE SET enqueued_at = NULL, delivered_at = NULL, claimed_until = NULL, attempts = 0,
-        next_attempt_at = NULL, retry_until = NULL, window_down_ms = NULL`,
+        next_attempt_at = NULL, retry_until = NULL, window_down_ms = NULL,
+        attempt_due_at = NULL, attempt_down_ms = NULL, late_ms = 0`,
       ids,
     ),
     statement(`DELETE FROM failed_notices WHERE ${chosen} RETURNING event_id, receipt_id`, ids),
