@@ -85,6 +85,18 @@ async function storedReceiptEvents(at: Date): Promise<{ created: CreationNotice;
   return { created, deleted };
 }
 
+/**
+ * An erasure's event recorded at `t0`, claimed and failed then (503): its window of `WINDOW_MS`
+ * open from `t0`, its next attempt due 10 seconds later.
+ */
+async function failedOnce(t0: Date): Promise<{ event: AppUserErasedEvent; schedule: { nextAttemptAt: Date; retryUntil: Date; lateMs: number } }> {
+  const event = await recordedEvent(t0);
+  await claimEvents(db, [event.event_id], t0, LEASE_MS);
+  const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + WINDOW_MS), lateMs: 0 };
+  await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, t0);
+  return { event, schedule };
+}
+
 describe("outbox: an event's life from its record to its delivery and purge", () => {
   it("recorded → enqueued → claimed → (failed attempt) → claimed again → delivered → purged", async () => {
     const t0 = new Date();
@@ -204,11 +216,10 @@ describe("outbox: the retry schedule kept in the event's row", () => {
 
   it("the claim of an attempt made late counts the time since it was due, the push service's down time meanwhile not twice; the failure keeps it, and the dead letters count it", async () => {
     const t0 = new Date();
-    const event = await recordedEvent(t0);
-    await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    const retryUntil = new Date(t0.getTime() + WINDOW_MS);
-    const due = new Date(t0.getTime() + 10 * SECOND);
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule: { nextAttemptAt: due, retryUntil, lateMs: 0 } }] }, t0);
+    const {
+      event,
+      schedule: { nextAttemptAt: due, retryUntil },
+    } = await failedOnce(t0);
     try {
       // Down for 2 minutes after it was due; the cron hands it over on time, which clears
       // next_attempt_at, and the notifier claims it 5 minutes late.
@@ -233,10 +244,7 @@ describe("outbox: the retry schedule kept in the event's row", () => {
 
   it("an attempt overdue keeps its event from the dead letters, at most a window more: lateness does not keep it for ever", async () => {
     const t0 = new Date();
-    const event = await recordedEvent(t0);
-    await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + WINDOW_MS), lateMs: 0 };
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, t0);
+    const { event } = await failedOnce(t0);
     // Its window's end came and went with its attempt not yet made: a copy that met the queue's
     // retries meanwhile is no dead letter, until its window ran a second time over.
     expect(await deadLetter(db, event.event_id, new Date(t0.getTime() + WINDOW_MS + HOUR), WINDOW_MS)).toBe("scheduled");
@@ -248,10 +256,7 @@ describe("outbox: the retry schedule kept in the event's row", () => {
 describe("outbox: dead letters and their replay", () => {
   it("a dead letter of an event within its retry window moves nothing: the event stays to its schedule, and is handed over when due", async () => {
     const t0 = new Date();
-    const event = await recordedEvent(t0);
-    await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + WINDOW_MS), lateMs: 0 };
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 500 from the push service", schedule }] }, t0);
+    const { event, schedule } = await failedOnce(t0);
     // The queue dead-letters a copy that met its retries for reasons of its own, seconds later.
     const later = new Date(t0.getTime() + 5 * SECOND);
     expect(await deadLetter(db, event.event_id, later, WINDOW_MS)).toBe("scheduled");
@@ -263,7 +268,7 @@ describe("outbox: dead letters and their replay", () => {
     // with no attempt overdue, a dead letter of it is one.
     await claimEvents(db, [event.event_id], due, LEASE_MS);
     const last = { ...schedule, nextAttemptAt: schedule.retryUntil };
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 500 from the push service", schedule: last }] }, due);
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule: last }] }, due);
     expect(await deadLetter(db, event.event_id, schedule.retryUntil, WINDOW_MS)).toBe("failed");
   });
 
