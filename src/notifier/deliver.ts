@@ -86,10 +86,13 @@ async function deliverMessages(messages: readonly Message<QueuedNotice>[], run: 
   return outcomes.flat();
 }
 
-/** What one claimed event came to, before it is recorded and its message acked. */
+/**
+ * What one claimed event came to, before it is recorded and its message acked. A failure that
+ * retrying cannot help (a refusal) is not `retryable`: its dead letter's log line says which it was.
+ */
 type Settled =
   | { message: Message<QueuedNotice>; done: true; outcome: string; status?: number }
-  | { message: Message<QueuedNotice>; done: false; error: string; next: NextAttempt };
+  | { message: Message<QueuedNotice>; done: false; error: string; retryable: boolean; next: NextAttempt };
 
 async function deliverOnShard(shard: Shard, messages: readonly Message<QueuedNotice>[], run: BatchRun): Promise<PushOutcome[]> {
   const { env, target, timing, now } = run;
@@ -121,6 +124,7 @@ async function deliverOnShard(shard: Shard, messages: readonly Message<QueuedNot
         message,
         done: false,
         error,
+        retryable,
         next: retryable ? nextAttempt({ ...claim, retryAfterSeconds }, timing.retry, now) : { deadLetter: true },
       });
       if (event.type === "receipt.created" && claim.body === null) {
@@ -193,7 +197,10 @@ async function finish(item: Settled, env: NotifierEnv, timing: DeliveryTiming): 
       retryAfterError(message, timing, error);
       return;
     }
-    logLine("error", "notice-delivery", { ...fields, outcome: "refused; dead-lettered", cause: item.error });
+    // An operator reading a refusal looks for the push service's 4xx; one whose window ended, for
+    // the failures that went before it.
+    const outcome = item.retryable ? "retry window ended; dead-lettered" : "refused; dead-lettered";
+    logLine("error", "notice-delivery", { ...fields, outcome, cause: item.error });
     message.ack();
   }
 }

@@ -34,27 +34,39 @@ export function retryDelaySeconds(
   return Math.min(Math.max(jittered, retryAfterSeconds ?? 0), QUEUES_MAX_DELAY_SECONDS);
 }
 
-/** What follows a failed attempt: the next one at `nextAttemptAt`, or the dead letters. */
-export type NextAttempt = { deadLetter: false; nextAttemptAt: Date; retryUntil: Date } | { deadLetter: true };
+/**
+ * What follows a failed attempt: the next one at `nextAttemptAt`, or the dead letters. With the
+ * next one, the window as opened and the notifier's lateness so far, for the outbox to keep.
+ */
+export type NextAttempt = { deadLetter: false; nextAttemptAt: Date; retryUntil: Date; lateMs: number } | { deadLetter: true };
 
 /**
  * The next attempt of an event whose attempt number `attempts` failed at `now`. Its window opens
- * at the first failed attempt (`retryUntil` is null until then) and counts only the time the push
- * service was up: `pausedMs`, how long it was down as a whole since (at most a window), moves the
- * end later, since the notifier held the event back meanwhile and an outage shorter than the
- * window must leave it its retries. The last attempt falls on the window's end, and one that fails
- * there or later dead-letters the event. `retryUntil` in the answer is the window as opened, for
- * the outbox to keep; the down time is added anew at each attempt.
+ * at the first failed attempt (`retryUntil` is null until then) and counts only the time its
+ * attempts could be made, and were on time:
+ *
+ * - `pausedMs`, how long the push service was down as a whole since it opened, moves the end
+ *   later: the notifier held the event back meanwhile, and an outage shorter than the window must
+ *   leave it its retries;
+ * - so does `lateMs`, the notifier's own lateness: how long after their due times the attempts
+ *   since were claimed, this one's included (the push service's down time not counted twice). An
+ *   attempt the notifier scheduled and made late, starved of CPU, is no attempt the event had.
+ *
+ * Together they move it at most one window more, so that neither keeps an event alive for ever.
+ * The last attempt falls on the window's end, and one that fails there or later dead-letters the
+ * event. `retryUntil` in the answer is the window as opened, for the outbox to keep, with
+ * `lateMs`; the down time is added anew at each attempt.
  */
 export function nextAttempt(
-  attempt: { attempts: number; retryUntil: Date | null; pausedMs?: number; retryAfterSeconds?: number },
+  attempt: { attempts: number; retryUntil: Date | null; pausedMs?: number; lateMs?: number; retryAfterSeconds?: number },
   schedule: RetrySchedule,
   now: Date,
   random = Math.random(),
 ): NextAttempt {
   const retryUntil = attempt.retryUntil ?? new Date(now.getTime() + schedule.windowMs);
-  const windowEnd = retryUntil.getTime() + Math.min(Math.max(attempt.pausedMs ?? 0, 0), schedule.windowMs);
+  const lateMs = Math.max(attempt.lateMs ?? 0, 0);
+  const windowEnd = retryUntil.getTime() + Math.min(Math.max(attempt.pausedMs ?? 0, 0) + lateMs, schedule.windowMs);
   if (now.getTime() >= windowEnd) return { deadLetter: true };
   const due = now.getTime() + retryDelaySeconds(attempt.attempts, schedule, random, attempt.retryAfterSeconds) * 1000;
-  return { deadLetter: false, nextAttemptAt: new Date(Math.min(due, windowEnd)), retryUntil };
+  return { deadLetter: false, nextAttemptAt: new Date(Math.min(due, windowEnd)), retryUntil, lateMs };
 }

@@ -97,6 +97,9 @@ export const D1_TABLES = {
       next_attempt_at: NOT_PERSONAL,
       retry_until: NOT_PERSONAL,
       window_down_ms: NOT_PERSONAL,
+      attempt_due_at: NOT_PERSONAL,
+      attempt_down_ms: NOT_PERSONAL,
+      late_ms: NOT_PERSONAL,
       archived_body: {
         holds: ["receipt"],
         reach: {

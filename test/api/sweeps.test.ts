@@ -220,7 +220,7 @@ describe("docs/reliability.md#delivery-for-days the re-send sweep carries the re
     );
     const [failed] = events;
     await claimEvents(shard.db, [failed!], new Date(t0), 30_000);
-    const schedule = { nextAttemptAt: new Date(t0 + 40_000), retryUntil: new Date(t0 + 72 * 3_600_000) };
+    const schedule = { nextAttemptAt: new Date(t0 + 40_000), retryUntil: new Date(t0 + 72 * 3_600_000), lateMs: 0 };
     await settleEvents(shard.db, { delivered: [], failed: [{ eventId: failed!, error: "HTTP 503 from the push service", schedule }] }, new Date(t0));
 
     // Past the grace: the two never claimed go; the failed one waits for its attempt.

@@ -22,7 +22,7 @@ import { replayFailed } from "../../src/storage/outbox/statements.ts";
 import { markEndpointDown, markEndpointUp } from "../../src/storage/outbox/operations.ts";
 import { deleteOwnedReceipt } from "../../src/storage/receipts.ts";
 import { runBatch } from "../../src/storage/statement.ts";
-import { uniqueId } from "../support/api.ts";
+import { consoleLines, uniqueId } from "../support/api.ts";
 import { TEST_PUSH_SECRET } from "../support/keys.ts";
 import { DEPLOYED_PUSH_SETTINGS, failedRows, forgetPushEndpoint, outboxRows, seedReceipt, verifyStandardWebhook } from "../support/notices.ts";
 import { SHARDS, dbOf, idOn } from "../support/shards.ts";
@@ -116,6 +116,16 @@ async function recordedNotice(receiptId?: string): Promise<DeletionNotice> {
 interface Outcome {
   acked: number;
   retried: (number | undefined)[];
+}
+
+/** Every shard's cron re-send at `now`, as the sweeps run it; returns the events handed to the queue. */
+async function cronResend(now: Date): Promise<QueuedNotice[]> {
+  const sent: QueuedNotice[] = [];
+  const queue = { sendBatch: async (messages: { body: NoticeMessage }[]) => void sent.push(...messages.flatMap((m) => noticesOf(m.body))) };
+  for (const shard of shardsOf(notifierEnv())) {
+    await resendPendingNotices({ NOTICES: queue as unknown as Queue<NoticeMessage> }, shard, now, apiConfig(env));
+  }
+  return sent;
 }
 
 /** Hands messages to the notifier as the queue would, and returns what it acked and retried. */
@@ -378,7 +388,6 @@ describe("docs/reliability.md#delivery-for-days a failed push's next attempt is 
     const { retry } = deliveryTiming(notifierEnv());
     const t0 = new Date("2026-11-23T12:00:00.000Z");
     const retryUntil = new Date(t0.getTime() + retry.windowMs);
-    const hour = 3600_000;
     // Failed after its window's end, with 5 hours of outage since it opened: 5 hours more.
     const late = new Date(retryUntil.getTime() + hour);
     const next = nextAttempt({ attempts: 40, retryUntil, pausedMs: 5 * hour }, retry, late, 0.5);
@@ -392,42 +401,120 @@ describe("docs/reliability.md#delivery-for-days a failed push's next attempt is 
     });
   });
 
-  it("an outage while an event waits leaves it its retries: a failure past its window's first end is scheduled, not dead-lettered", async () => {
-    const [waited, control] = [await recordedNotice(), await recordedNotice()];
+  const hour = 3600_000;
+
+  /** Sets the outbox row's columns `set` (SQL assignments over ?1) of `notice`'s event to `values`: a test's way of moving its times back. */
+  async function setRow(notice: QueuedNotice, set: string, ...values: unknown[]): Promise<void> {
+    await dbOf(notice.event_id).prepare(`UPDATE notice_outbox SET ${set} WHERE event_id = ?${values.length + 1}`).bind(...values, notice.event_id).run();
+  }
+
+  /**
+   * `count` events that failed once (503) with a control beside them, every window (72 hours) set
+   * back to have ended an hour ago (`now`): the control's next failure, with nothing since to
+   * extend its window, dead-letters it, and it is stored as failed. After each batch the isolate
+   * forgets the outage it takes three failures in a row for, so that the next pushes are made and
+   * the test's own times of the push service stand. Returns the `count` events, each with its
+   * next attempt still ahead.
+   */
+  async function windowsEndedAnHourAgo(count: number): Promise<{ notices: DeletionNotice[]; now: number }> {
+    const forgetOutage = async () => {
+      await forgetPushEndpoint();
+      notifier = createNotifier();
+    };
+    const notices = await Promise.all(Array.from({ length: count }, () => recordedNotice()));
+    const control = await recordedNotice();
     answers = [503];
-    expect(await deliver(NOTICES_QUEUE, [waited, control].map((notice) => ({ notice, attempts: 1 })))).toEqual({ acked: 2, retried: [] });
-    // Both windows opened 73 hours ago (72 hours long): the rows' first failures set back.
-    const hour = 3600_000;
+    const all = [...notices, control];
+    expect(await deliver(NOTICES_QUEUE, all.map((notice) => ({ notice, attempts: 1 })))).toEqual({ acked: all.length, retried: [] });
+    await forgetOutage();
     const now = Date.now();
-    for (const notice of [waited, control]) {
-      await dbOf(notice.event_id).prepare("UPDATE notice_outbox SET retry_until = ?1 WHERE event_id = ?2").bind(new Date(now - hour).toISOString(), notice.event_id).run();
-    }
-    // With no outage since, the next failure is past the window: dead-lettered.
+    for (const notice of all) await setRow(notice, "retry_until = ?1", new Date(now - hour).toISOString());
+    // With no outage nor lateness since, the next failure is past the window: dead-lettered.
     expect(await deliver(NOTICES_QUEUE, [{ notice: control, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
     expect(deadLetters).toEqual([control]);
     // Stored as failed, as the dead-letter queue's consumer does: until then its claim holds it,
     // and a later test's cron could hand it over as its probe.
     await deliver(FAILED_NOTICES_QUEUE, [{ notice: control, attempts: 1 }]);
     expect(await failedRows(control.receipt_id)).toHaveLength(1);
-    // That failure was the third in a row, which this isolate took for an outage of its own: the
-    // one below stands in for it.
-    await forgetPushEndpoint();
-    notifier = createNotifier();
+    deadLetters.length = 0;
+    await forgetOutage();
+    return { notices, now };
+  }
 
+  it("the notifier's own lateness does not count against an event's window either, and with the down time at most a window more in all", () => {
+    const { retry } = deliveryTiming(notifierEnv());
+    const retryUntil = new Date("2026-11-26T12:00:00.000Z");
+    // Its attempts made 3 hours late in all, after 2 hours of outage: 5 hours more, kept for the outbox.
+    const late = new Date(retryUntil.getTime() + 4 * hour);
+    const next = nextAttempt({ attempts: 40, retryUntil, pausedMs: 2 * hour, lateMs: 3 * hour }, retry, late, 0.5);
+    expect(next).toMatchObject({ deadLetter: false, retryUntil, lateMs: 3 * hour });
+    if (next.deadLetter) return;
+    expect(next.nextAttemptAt.getTime()).toBeLessThanOrEqual(retryUntil.getTime() + 5 * hour);
+    expect(nextAttempt({ attempts: 40, retryUntil, pausedMs: 2 * hour, lateMs: 3 * hour }, retry, new Date(retryUntil.getTime() + 5 * hour), 0.5)).toEqual({
+      deadLetter: true,
+    });
+    // Each under a window, together over it: the cap is shared.
+    const most = { attempts: 40, retryUntil, pausedMs: 0.6 * retry.windowMs, lateMs: 0.6 * retry.windowMs };
+    expect(nextAttempt(most, retry, new Date(retryUntil.getTime() + retry.windowMs - 1), 0.5)).toMatchObject({ deadLetter: false });
+    expect(nextAttempt(most, retry, new Date(retryUntil.getTime() + retry.windowMs), 0.5)).toEqual({ deadLetter: true });
+  });
+
+  it("an outage while an event waits leaves it its retries: a failure past its window's first end is scheduled, not dead-lettered", async () => {
+    const {
+      notices: [waited],
+      now,
+    } = await windowsEndedAnHourAgo(1);
     // An outage of two hours that ended an hour ago: the notifier held the event back meanwhile.
     const dbs = SHARDS.map((shard) => shard.db);
     await markEndpointDown(dbs, new Date(now - 3 * hour), 1000);
     await markEndpointUp(dbs, new Date(now - hour));
-    const [opened] = await outboxRows(waited.receipt_id);
-    expect(await deliver(NOTICES_QUEUE, [{ notice: waited, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
-    expect(deadLetters).toEqual([control]);
-    const [rescheduled] = await outboxRows(waited.receipt_id);
+    const [opened] = await outboxRows(waited!.receipt_id);
+    expect(await deliver(NOTICES_QUEUE, [{ notice: waited!, attempts: 1 }])).toEqual({ acked: 1, retried: [] });
+    expect(deadLetters).toEqual([]);
+    const [rescheduled] = await outboxRows(waited!.receipt_id);
     expect(rescheduled).toMatchObject({ attempts: 2, retry_until: opened!.retry_until, delivered_at: null });
     // Its next attempt falls within the hour its window has left.
     expect(Date.parse(rescheduled!.next_attempt_at!)).toBeLessThanOrEqual(now + hour);
     // Nor does the dead-letter queue's consumer take it, should a copy of it end there.
-    await deliver(FAILED_NOTICES_QUEUE, [{ notice: waited, attempts: 11 }]);
-    expect(await failedRows(waited.receipt_id)).toEqual([]);
+    await deliver(FAILED_NOTICES_QUEUE, [{ notice: waited!, attempts: 11 }]);
+    expect(await failedRows(waited!.receipt_id)).toEqual([]);
+  });
+
+  it("an attempt the notifier made late does not count against the event's window, up to a window more: a failure past its first end is scheduled; one on time past the end so extended dead-letters it", async () => {
+    const {
+      notices: [late, tooLate],
+      now,
+    } = await windowsEndedAnHourAgo(2);
+    // Their attempts were due long ago, and the cron hands them over only now, as a notifier
+    // starved of CPU does when its claims run out before their pushes: 3 hours late, and 10
+    // windows late, past what any lateness may add.
+    const windowMs = deliveryTiming(notifierEnv()).retry.windowMs;
+    for (const [notice, lateMs] of [[late!, 3 * hour], [tooLate!, 10 * windowMs]] as const) {
+      await setRow(notice, "next_attempt_at = ?1, attempt_due_at = ?1", new Date(now - lateMs).toISOString());
+    }
+    await setRow(tooLate!, "retry_until = ?1", new Date(now - windowMs - hour).toISOString());
+    const handedOver = (await cronResend(new Date())).map((event) => event.event_id);
+    expect(handedOver).toEqual(expect.arrayContaining([late!.event_id, tooLate!.event_id]));
+    expect(await deliver(NOTICES_QUEUE, [late!, tooLate!].map((notice) => ({ notice, attempts: 1 })))).toEqual({ acked: 2, retried: [] });
+    // The one late by 3 hours has 2 of its window left; the other met the cap, one window more.
+    expect(deadLetters).toEqual([tooLate]);
+    const [rescheduled] = await outboxRows(late!.receipt_id);
+    expect(rescheduled).toMatchObject({ attempts: 2, delivered_at: null });
+    const kept = await dbOf(late!.event_id).prepare("SELECT late_ms FROM notice_outbox WHERE event_id = ?1").bind(late!.event_id).first<number>("late_ms");
+    expect(kept).toBeGreaterThanOrEqual(3 * hour);
+    expect(Date.parse(rescheduled!.next_attempt_at!)).toBeLessThanOrEqual(Date.now() + 2 * hour);
+    // Nor does the dead-letter queue's consumer take it, should a copy of it end there.
+    await deliver(FAILED_NOTICES_QUEUE, [{ notice: late!, attempts: 11 }]);
+    expect(await failedRows(late!.receipt_id)).toEqual([]);
+
+    // Attempts made on time until the window so extended ended a minute ago: the next failure,
+    // on time too, dead-letters it, and says its window ended, not that it was refused.
+    const at = Date.now();
+    await setRow(late!, "retry_until = ?1, next_attempt_at = ?2, attempt_due_at = ?2", new Date(at - kept! - 60_000).toISOString(), new Date(at).toISOString());
+    const lines = await consoleLines(() => deliver(NOTICES_QUEUE, [{ notice: late!, attempts: 1 }]));
+    expect(deadLetters).toEqual([tooLate, late]);
+    const outcomes = lines.filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as { event?: string; outcome?: string });
+    expect(outcomes).toContainEqual(expect.objectContaining({ event: "notice-delivery", outcome: "retry window ended; dead-lettered" }));
   });
 
   it("the timing settings: the claim outlasts three push timeouts; one that is not a positive number fails naming it", () => {
@@ -453,15 +540,6 @@ describe("docs/reliability.md#delivery-for-days a failed push's next attempt is 
 });
 
 describe("docs/reliability.md#backing-off-as-a-whole the notifier backs off as a whole while the push service is down", () => {
-  /** Every shard's cron re-send at `now`, as the sweeps run it; returns the events handed to the queue. */
-  async function cronResend(now: Date): Promise<QueuedNotice[]> {
-    const sent: QueuedNotice[] = [];
-    const queue = { sendBatch: async (messages: { body: NoticeMessage }[]) => void sent.push(...messages.flatMap((m) => noticesOf(m.body))) };
-    for (const shard of shardsOf(notifierEnv())) {
-      await resendPendingNotices({ NOTICES: queue as unknown as Queue<NoticeMessage> }, shard, now, apiConfig(env));
-    }
-    return sent;
-  }
   const probeEnv = () => notifierEnv({ PUSH_PROBE_SECONDS: "0.2" });
   const waitForProbe = () => new Promise((resolve) => setTimeout(resolve, 250));
   const copies = (notices: readonly QueuedNotice[]) => notices.map((notice) => ({ notice: notice as DeletionNotice, attempts: 1 }));
@@ -645,9 +723,12 @@ describe("docs/api.md#deletion-notices delivery: dead letters and replay", () =>
   it("a 4xx that retrying cannot fix goes to the dead-letter queue at once; its consumer stores it with the last error", async () => {
     const notice = await recordedNotice();
     answers = [410];
-    const result = await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }]);
-    expect(result.acked).toBe(1);
+    const lines = await consoleLines(async () => expect((await deliver(NOTICES_QUEUE, [{ notice, attempts: 1 }])).acked).toBe(1));
     expect(deadLetters).toEqual([notice]);
+    // Its log line says it was refused, which the operator looks for the 4xx of.
+    expect(lines.filter((line) => line.startsWith("{")).map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({ event: "notice-delivery", outcome: "refused; dead-lettered", cause: "HTTP 410 from the push service" }),
+    );
 
     const stored = await deliver(FAILED_NOTICES_QUEUE, [{ notice, attempts: 1 }]);
     expect(stored.acked).toBe(1);

@@ -70,9 +70,21 @@ export type Claim =
    * `retryUntil`: the end of its retry window, null before any attempt failed.
    * `pausedMs`: how long the push service was down as a whole since its window opened, which the
    * window does not count (0 before it opened).
+   * `lateMs`: the notifier's own lateness since its window opened, this attempt's included (from
+   * its due time to now, the down time since not counted twice), which the window does not count
+   * either (0 before it opened).
    * `endpointDown`: the shard's copy of the push service's state says down.
    */
-  | { status: "claimed"; payload: string; attempts: number; retryUntil: Date | null; pausedMs: number; body: string | null; endpointDown: boolean }
+  | {
+      status: "claimed";
+      payload: string;
+      attempts: number;
+      retryUntil: Date | null;
+      pausedMs: number;
+      lateMs: number;
+      body: string | null;
+      endpointDown: boolean;
+    }
   | { status: "delivered" }
   | { status: "held"; until: Date }
   | { status: "gone" };
@@ -108,7 +120,8 @@ export async function claimEvents(
       const retryUntil = row.retry_until === null ? null : new Date(row.retry_until);
       const body = bodies.get(eventId)!;
       const pausedMs = Math.max(0, row.paused_ms ?? 0);
-      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, pausedMs, body, endpointDown: row.endpoint_down === 1 };
+      const lateMs = Math.max(0, row.late_ms ?? 0);
+      return { status: "claimed", payload: row.payload, attempts: row.attempts, retryUntil, pausedMs, lateMs, body, endpointDown: row.endpoint_down === 1 };
     }
     return claimedIds.has(eventId) ? { status: "held", until } : unclaimed(rows.get(eventId), now);
   });
@@ -120,6 +133,7 @@ type ClaimedRow = ReceiptColumns & {
   attempts: number;
   retry_until: string | null;
   paused_ms: number | null;
+  late_ms: number | null;
   endpoint_down: number;
 };
 
@@ -159,11 +173,14 @@ function heldByCreatedEvent(row: StateRow, now: Date): Claim {
 
 const HELD_BY_CREATED_RECHECK_MS = 3_000;
 
-/** A failed attempt as recorded: its error, and its next attempt (null: dead-lettered next). */
+/**
+ * A failed attempt as recorded: its error, and its next attempt (null: dead-lettered next), with
+ * its window as opened and the notifier's lateness so far, as the claim measured it.
+ */
 export interface FailedAttempt {
   eventId: string;
   error: string;
-  schedule: { nextAttemptAt: Date; retryUntil: Date } | null;
+  schedule: { nextAttemptAt: Date; retryUntil: Date; lateMs: number } | null;
 }
 
 /**
@@ -188,7 +205,8 @@ export async function settleEvents(
 /**
  * What the dead-letter queue's consumer makes of an event at `now`: `failed`, moved from the
  * outbox to the failed events with its last error, when its retrying is over (a refusal, its
- * retry window of `windowMs` ended, the push service's down time not counted, or no push failed
+ * retry window of `windowMs` ended, the push service's down time and the notifier's lateness not
+ * counted, or no push failed
  * in as long since it was made); else
  * `scheduled`, left in the outbox, where its schedule or the cron's re-send of a lost copy brings
  * it back (see {@link moveToFailed}); or `gone`: delivered after all, or moved already.

@@ -266,12 +266,28 @@ function pausedMsAt(now: string): string {
 }
 
 /**
+ * SQL of the notifier's own lateness (ms) on the outbox row at hand at `now` (migration 0024): the
+ * lateness of every attempt it made since the event's window opened (`late_ms`), and that of the
+ * attempt due now, from its due time to `now`, less the push service's down time since the failure
+ * that scheduled it (the down-time allowance has it, {@link pausedMsAt}); 0 for an attempt not due
+ * yet, and before the window opened. A window is to count the time its event's attempts were made
+ * on time: one the notifier made late, starved of CPU with its claims running out before their
+ * pushes, must not use it up.
+ */
+function lateMsAt(now: string): string {
+  return `(notice_outbox.late_ms + CASE WHEN notice_outbox.attempt_due_at IS NULL THEN 0
+      ELSE MAX(0, ${msOf(now)} - ${msOf("notice_outbox.attempt_due_at")} - (${downMsAt(now)} - notice_outbox.attempt_down_ms)) END)`;
+}
+
+/**
  * → claimed: takes the events for one push attempt until `until`, unless delivered, held by an
  * unexpired claim at `now`, or waiting for its receipt's created event in flight; returns no
  * row for those. A claim also marks the event enqueued at `now`: its queue copy arrived, so the
  * cron job leaves it to its schedule until it counts as lost. Rows: `event_id`, `payload`,
  * `attempts`, `retry_until`, `paused_ms` (the push service's down time since its window opened,
- * {@link pausedMsAt}), the receipt's stored columns ({@link storedReceiptColumns}), which a
+ * {@link pausedMsAt}), `late_ms` (the notifier's lateness, this attempt's included: the claim of
+ * the push that makes an attempt is where it is measured, {@link lateMsAt}; the push's own length
+ * is the push service's, and a push never begins after its claim ran out), the receipt's stored columns ({@link storedReceiptColumns}), which a
  * created event's push carries (`body` null once the receipt is deleted), and `endpoint_down`, 1
  * while the shard's copy of the push service's state says down.
  */
@@ -281,7 +297,7 @@ export function claimEventsStatement(eventIds: readonly string[], until: Date, n
     WHERE event_id IN (SELECT value FROM json_each(?1))
       AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until <= ?3)
       AND NOT EXISTS (SELECT 1 ${CREATED_EVENT_OF_ITS_RECEIPT} AND created.claimed_until > ?3)
-    RETURNING event_id, payload, attempts, retry_until, ${pausedMsAt("?3")} AS paused_ms,
+    RETURNING event_id, payload, attempts, retry_until, ${pausedMsAt("?3")} AS paused_ms, ${lateMsAt("?3")} AS late_ms,
       ${storedReceiptColumns("notice_outbox.receipt_id")},
       (SELECT down_since IS NOT NULL FROM push_endpoint WHERE id = 1) AS endpoint_down`,
     JSON.stringify(eventIds),
@@ -317,8 +333,10 @@ export function markDelivered(eventIds: readonly string[], now: Date): Statement
  * claimed → enqueued: keeps the attempt's error, frees the claim (a copy that comes early may try
  * at once), and records when the next attempt is due and the end of the event's retry window.
  * The window's first failure also notes the push service's down time so far, which the window
- * does not count ({@link pausedMsAt}). With no schedule the event is on its way to the dead
- * letters: its window ends at `now`, with no down time to add, which is what lets the
+ * does not count ({@link pausedMsAt}); each failure keeps the next attempt's due time and the
+ * down time then, from which the claim that makes it measures its lateness, and the lateness so
+ * far (`lateMs`, the claim's), which the window does not count either ({@link lateMsAt}). With no schedule the event is on its way to the dead
+ * letters: its window ends at `now`, with no down time nor lateness to add, which is what lets the
  * dead-letter queue's consumer move it ({@link moveToFailed}), and its claim
  * stays until it runs out: a copy that came meanwhile (a re-send, a bundle retried whole) would
  * push a refused event again, and a failure of that push would be the last error the operator reads.
@@ -326,19 +344,21 @@ export function markDelivered(eventIds: readonly string[], now: Date): Statement
 export function recordFailedAttempt(
   eventId: string,
   error: string,
-  schedule: { nextAttemptAt: Date; retryUntil: Date } | null,
+  schedule: { nextAttemptAt: Date; retryUntil: Date; lateMs: number } | null,
   now: Date,
 ): Statement {
   return statement(
     `UPDATE notice_outbox SET last_error = ?2, claimed_until = CASE WHEN ?3 IS NULL THEN claimed_until END, next_attempt_at = ?3,
       retry_until = COALESCE(?4, retry_until),
-      window_down_ms = CASE WHEN ?3 IS NULL THEN NULL ELSE COALESCE(window_down_ms, ${downMsAt("?5")}) END
+      window_down_ms = CASE WHEN ?3 IS NULL THEN NULL ELSE COALESCE(window_down_ms, ${downMsAt("?5")}) END,
+      attempt_due_at = ?3, attempt_down_ms = CASE WHEN ?3 IS NULL THEN NULL ELSE ${downMsAt("?5")} END, late_ms = ?6
     WHERE event_id = ?1`,
     eventId,
     error,
     schedule?.nextAttemptAt.toISOString() ?? null,
     (schedule?.retryUntil ?? now).toISOString(),
     now.toISOString(),
+    Math.max(0, Math.round(schedule?.lateMs ?? 0)),
   );
 }
 
@@ -348,8 +368,9 @@ const NO_ERROR_RECORDED = "dead-lettered with no failed attempt recorded";
 /**
  * → failed: moves an undelivered event whose retrying is over from the outbox to the failed
  * events at `now`, keeping its attempts and last error, as one batch of two. Over means its retry
- * window of `windowMs` ended by `now`, the push service's down time since it opened added (a
- * refusal ends it at once, {@link recordFailedAttempt}), or, for an event no push of which failed
+ * window of `windowMs` ended by `now`, the push service's down time since it opened and the
+ * notifier's lateness added, the attempt overdue now's included (at most a window more in all, as
+ * src/notifier/retry.ts; a refusal ends it at once, {@link recordFailedAttempt}), or, for an event no push of which failed
  * yet, that it was made a window or more before `now`. Any
  * other stays where it is, to its schedule: the queue dead-letters a message that met its retries
  * for reasons of its own (copies held by another delivery, claims run out behind a slow push
@@ -358,9 +379,11 @@ const NO_ERROR_RECORDED = "dead-lettered with no failed attempt recorded";
  * The first statement's change count says whether it moved.
  */
 export function moveToFailed(eventId: string, now: Date, windowMs: number): [Statement, Statement] {
-  // The window's end, the down time since it opened added (at most a window more), as {@link pausedMsAt}.
+  // The window's end, the down time since it opened and the lateness added (at most a window
+  // more in all), as {@link pausedMsAt} and {@link lateMsAt}.
+  const extension = `MAX(COALESCE(${pausedMsAt("?2")}, 0), 0) + MAX(COALESCE(${lateMsAt("?2")}, 0), 0)`;
   const over = (windowParam: string) => `event_id = ?1 AND delivered_at IS NULL AND (
-      (retry_until IS NOT NULL AND ${msOf("retry_until")} + MIN(MAX(COALESCE(${pausedMsAt("?2")}, 0), 0), ${windowParam}) <= ${msOf("?2")})
+      (retry_until IS NOT NULL AND ${msOf("retry_until")} + MIN(${extension}, ${windowParam}) <= ${msOf("?2")})
       OR (retry_until IS NULL AND ${msOf("created_at")} + ${windowParam} <= ${msOf("?2")}))`;
   return [
     statement(
@@ -415,7 +438,8 @@ export function replayFailed(eventIds: readonly string[]): [Statement, Statement
       `INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at, attempts, last_error)
       SELECT event_id, receipt_id, payload, created_at, 0, last_error FROM failed_notices WHERE ${chosen}
       ON CONFLICT (event_id) DO UPDATE SET enqueued_at = NULL, delivered_at = NULL, claimed_until = NULL, attempts = 0,
-        next_attempt_at = NULL, retry_until = NULL, window_down_ms = NULL`,
+        next_attempt_at = NULL, retry_until = NULL, window_down_ms = NULL,
+        attempt_due_at = NULL, attempt_down_ms = NULL, late_ms = 0`,
       ids,
     ),
     statement(`DELETE FROM failed_notices WHERE ${chosen} RETURNING event_id, receipt_id`, ids),

@@ -10,6 +10,8 @@ import type { CreationNotice, DeletionNotice } from "../../../src/shared/types.t
 import {
   claimEvents,
   deadLetter,
+  markEndpointDown,
+  markEndpointUp,
   markEnqueued,
   pendingEvents,
   purgeDelivered,
@@ -29,6 +31,7 @@ import { deleteOwnedReceipt, storeReceipt } from "../../../src/storage/receipts.
 import { idOnShard } from "../../../src/storage/shards.ts";
 import { bound, runBatch, statement } from "../../../src/storage/statement.ts";
 import { uniqueId } from "../../support/api.ts";
+import { forgetPushEndpoint } from "../../support/notices.ts";
 import { SHARDS, idOn } from "../../support/shards.ts";
 
 
@@ -36,6 +39,7 @@ const shard = SHARDS[0]!;
 const db = shard.db;
 const LEASE_MS = 60_000;
 const SECOND = 1000;
+const MINUTE = 60 * SECOND;
 /** The retry window, 72 hours deployed. */
 const WINDOW_MS = 72 * 3_600 * SECOND;
 
@@ -81,6 +85,18 @@ async function storedReceiptEvents(at: Date): Promise<{ created: CreationNotice;
   return { created, deleted };
 }
 
+/**
+ * An erasure's event recorded at `t0`, claimed and failed then (503): its window of `WINDOW_MS`
+ * open from `t0`, its next attempt due 10 seconds later.
+ */
+async function failedOnce(t0: Date): Promise<{ event: AppUserErasedEvent; schedule: { nextAttemptAt: Date; retryUntil: Date; lateMs: number } }> {
+  const event = await recordedEvent(t0);
+  await claimEvents(db, [event.event_id], t0, LEASE_MS);
+  const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + WINDOW_MS), lateMs: 0 };
+  await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, t0);
+  return { event, schedule };
+}
+
 describe("outbox: an event's life from its record to its delivery and purge", () => {
   it("recorded → enqueued → claimed → (failed attempt) → claimed again → delivered → purged", async () => {
     const t0 = new Date();
@@ -95,12 +111,12 @@ describe("outbox: an event's life from its record to its delivery and purge", ()
     expect(notYetLost.map(({ event_id }) => event_id)).not.toContain(event.event_id);
 
     const [first] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, retryUntil: null, pausedMs: 0, body: null, endpointDown: false });
+    expect(first).toEqual({ status: "claimed", payload: JSON.stringify(event), attempts: 1, retryUntil: null, pausedMs: 0, lateMs: 0, body: null, endpointDown: false });
     expect(await stateOf(event.event_id, t0)).toBe("claimed");
     // A second delivery of the same event waits until the claim runs out.
     expect(await claimEvents(db, [event.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + LEASE_MS) }]);
 
-    const retry = { nextAttemptAt: t0, retryUntil: new Date(t0.getTime() + LEASE_MS) };
+    const retry = { nextAttemptAt: t0, retryUntil: new Date(t0.getTime() + LEASE_MS), lateMs: 0 };
     await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule: retry }] }, t0);
     expect(await stateOf(event.event_id, t0)).toBe("enqueued");
     const [second] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
@@ -174,7 +190,7 @@ describe("outbox: the retry schedule kept in the event's row", () => {
     const event = await recordedEvent(t0);
     const [claim] = await claimEvents(db, [event.event_id], t0, LEASE_MS);
     expect(claim).toMatchObject({ status: "claimed", retryUntil: null });
-    const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + 72 * HOUR) };
+    const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + 72 * HOUR), lateMs: 0 };
     await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, t0);
     const pendingAt = async (now: Date) => (await pendingEvents(db, since(now), now)).map(({ event_id }) => event_id);
     expect(await pendingAt(new Date(t0.getTime() + 9 * SECOND))).not.toContain(event.event_id);
@@ -190,22 +206,57 @@ describe("outbox: the retry schedule kept in the event's row", () => {
     const t0 = new Date();
     const event = await recordedEvent(t0);
     await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    const schedule = { nextAttemptAt: new Date(t0.getTime() + HOUR), retryUntil: new Date(t0.getTime() + 72 * HOUR) };
+    const schedule = { nextAttemptAt: new Date(t0.getTime() + HOUR), retryUntil: new Date(t0.getTime() + 72 * HOUR), lateMs: 0 };
     await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, t0);
     const now = new Date(t0.getTime() + 5 * SECOND);
     expect((await pendingEvents(db, since(now), now)).map(({ event_id }) => event_id)).not.toContain(event.event_id);
     const back = { ...since(now), upSince: new Date(t0.getTime() + SECOND) };
     expect((await pendingEvents(db, back, now)).map(({ event_id }) => event_id)).toContain(event.event_id);
   });
+
+  it("the claim of an attempt made late counts the time since it was due, the push service's down time meanwhile not twice; the failure keeps it, and the dead letters count it", async () => {
+    const t0 = new Date();
+    const {
+      event,
+      schedule: { nextAttemptAt: due, retryUntil },
+    } = await failedOnce(t0);
+    try {
+      // Down for 2 minutes after it was due; the cron hands it over on time, which clears
+      // next_attempt_at, and the notifier claims it 5 minutes late.
+      await markEndpointDown([db], new Date(due.getTime() + MINUTE), SECOND);
+      await markEndpointUp([db], new Date(due.getTime() + 3 * MINUTE));
+      await markEnqueued(db, [event.event_id], due);
+      const claimedAt = new Date(due.getTime() + 5 * MINUTE);
+      const [claim] = await claimEvents(db, [event.event_id], claimedAt, LEASE_MS);
+      expect(claim).toMatchObject({ status: "claimed", attempts: 2, retryUntil, pausedMs: 2 * MINUTE, lateMs: 3 * MINUTE });
+      // Its window ends 5 minutes later, and its next attempt falls there.
+      const windowEnd = new Date(retryUntil.getTime() + 5 * MINUTE);
+      const schedule = { nextAttemptAt: windowEnd, retryUntil, lateMs: 3 * MINUTE };
+      await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule }] }, claimedAt);
+      // Kept: an early copy, or one on time, adds nothing to it.
+      expect(await claimEvents(db, [event.event_id], windowEnd, LEASE_MS)).toMatchObject([{ status: "claimed", pausedMs: 2 * MINUTE, lateMs: 3 * MINUTE }]);
+      expect(await deadLetter(db, event.event_id, new Date(windowEnd.getTime() - 1), WINDOW_MS)).toBe("scheduled");
+      expect(await deadLetter(db, event.event_id, windowEnd, WINDOW_MS)).toBe("failed");
+    } finally {
+      await forgetPushEndpoint();
+    }
+  });
+
+  it("an attempt overdue keeps its event from the dead letters, at most a window more: lateness does not keep it for ever", async () => {
+    const t0 = new Date();
+    const { event } = await failedOnce(t0);
+    // Its window's end came and went with its attempt not yet made: a copy that met the queue's
+    // retries meanwhile is no dead letter, until its window ran a second time over.
+    expect(await deadLetter(db, event.event_id, new Date(t0.getTime() + WINDOW_MS + HOUR), WINDOW_MS)).toBe("scheduled");
+    expect(await deadLetter(db, event.event_id, new Date(t0.getTime() + 2 * WINDOW_MS - 1), WINDOW_MS)).toBe("scheduled");
+    expect(await deadLetter(db, event.event_id, new Date(t0.getTime() + 2 * WINDOW_MS), WINDOW_MS)).toBe("failed");
+  });
 });
 
 describe("outbox: dead letters and their replay", () => {
   it("a dead letter of an event within its retry window moves nothing: the event stays to its schedule, and is handed over when due", async () => {
     const t0 = new Date();
-    const event = await recordedEvent(t0);
-    await claimEvents(db, [event.event_id], t0, LEASE_MS);
-    const schedule = { nextAttemptAt: new Date(t0.getTime() + 10 * SECOND), retryUntil: new Date(t0.getTime() + WINDOW_MS) };
-    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 500 from the push service", schedule }] }, t0);
+    const { event, schedule } = await failedOnce(t0);
     // The queue dead-letters a copy that met its retries for reasons of its own, seconds later.
     const later = new Date(t0.getTime() + 5 * SECOND);
     expect(await deadLetter(db, event.event_id, later, WINDOW_MS)).toBe("scheduled");
@@ -213,7 +264,11 @@ describe("outbox: dead letters and their replay", () => {
     const due = new Date(t0.getTime() + 10 * SECOND);
     const since = { unsentBefore: due, lostBefore: t0, upSince: null, limit: 1000 };
     expect((await pendingEvents(db, since, due)).map(({ event_id }) => event_id)).toContain(event.event_id);
-    // Once its window is over, a dead letter of it is one.
+    // Made on time and failed again, its last attempt due on its window's end: once that is over,
+    // with no attempt overdue, a dead letter of it is one.
+    await claimEvents(db, [event.event_id], due, LEASE_MS);
+    const last = { ...schedule, nextAttemptAt: schedule.retryUntil };
+    await settleEvents(db, { delivered: [], failed: [{ eventId: event.event_id, error: "HTTP 503 from the push service", schedule: last }] }, due);
     expect(await deadLetter(db, event.event_id, schedule.retryUntil, WINDOW_MS)).toBe("failed");
   });
 
@@ -307,7 +362,7 @@ describe("outbox: a receipt's events", () => {
     await runBatch(db, [recordDeletedIfOwned(deleted, "no fence")]);
 
     const [createdClaim] = await claimEvents(db, [created.event_id], t0, LEASE_MS);
-    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, pausedMs: 0, body: '{"total":1}', endpointDown: false });
+    expect(createdClaim).toEqual({ status: "claimed", payload: JSON.stringify(created), attempts: 1, retryUntil: null, pausedMs: 0, lateMs: 0, body: '{"total":1}', endpointDown: false });
     // Looked at again soon: a push ends long before its claim does.
     expect(await claimEvents(db, [deleted.event_id], t0, LEASE_MS)).toEqual([{ status: "held", until: new Date(t0.getTime() + 3 * SECOND) }]);
     expect(await stateOf(deleted.event_id, t0)).toBe("recorded");
