@@ -63,6 +63,22 @@ export function runScriptAsync(name: string, args: string[], env: Record<string,
   });
 }
 
+/**
+ * Runs the project's wrangler (first on PATH under `npm test`) without blocking this process, for
+ * a read beside other commands; its standard output, or an error with what it printed.
+ */
+export function runWranglerAsync(args: string[]): Promise<string> {
+  const child = spawn("wrangler", args, { cwd: ROOT });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(stderr || stdout))));
+  });
+}
+
 /** The test's environment with `env` over it (undefined removes a variable), and no colours. */
 function scriptEnv(env: Record<string, string | undefined>): NodeJS.ProcessEnv {
   // Cast: the generated Workers types declare the API Worker's vars on process.env, which a
