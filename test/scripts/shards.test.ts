@@ -161,9 +161,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     for (const name of ["s1", "s2"]) expect((await shards("open", name)).status).toBe(0);
   }, PROCESSES_MS);
 
-  // add s3 and the add whose migrations fail run at once: the second has a state and configs of
-  // its own, and each mostly waits on wrangler.
-  it.concurrent("add s3: kept out of the committed configs, in git-ignored local copies that bind it after s2; migrated, closed until opened", async () => {
+  it("add s3: kept out of the committed configs, in git-ignored local copies that bind it after s2; migrated, closed until opened", async () => {
     const added = await shards("add", "s3");
     expect(added.status, added.stderr).toBe(0);
     expect(added.stdout).toContain("open s3");
@@ -210,7 +208,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     expect(again.stderr).toContain("exists already");
   }, PROCESSES_MS);
 
-  it.concurrent("add whose migrations fail: no config binds the shard, so a running service never sees it unmigrated", async () => {
+  it("add whose migrations fail: no config binds the shard, so a running service never sees it unmigrated", async () => {
     const brokenDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
     copyFileSync(API_CONFIG, path.join(brokenDir, "wrangler.jsonc"));
     mkdirSync(path.join(brokenDir, "src/notifier"), { recursive: true });
