@@ -19,14 +19,16 @@ import { pseudonym } from "../../src/storage/erasure.ts";
 import { sqlLiteral } from "../../src/storage/statement.ts";
 import { LOCAL_SHARDS, localD1, migrateLocalShards } from "../support/local-d1.ts";
 import { endGroup, expectNpmStartStopsOn, startNpmStart } from "../support/processes.ts";
-import { ROOT, freshState, runScript, runScriptAsync } from "../support/run-script.ts";
+import { ROOT, freshState, runScriptAsync } from "../support/run-script.ts";
 
 const state = freshState();
 let port = 0;
 let dev: ChildProcess | undefined;
 const appUsersArgs = (args: string[]) => [...args.slice(0, 1), "--port", String(port), "--persist-to", state, ...args.slice(1)];
-const appUsers = (args: string[]) => runScript("app-users", appUsersArgs(args));
-const jobs = (args: string[]) => runScript("jobs", [...args, "--port", String(port)]);
+// Not blocking: this process holds the local state open to look into it, and workerd closes a
+// connection left idle while the process is blocked (an erasure's run, under load, for 16 s).
+const appUsers = (args: string[]) => runScriptAsync("app-users", appUsersArgs(args));
+const jobs = (args: string[]) => runScriptAsync("jobs", [...args, "--port", String(port)]);
 
 /** Puts one receipt of each app user on each shard, with IDs that name the shard: one batch a shard. */
 async function seed(appUserIds: readonly string[]): Promise<void> {
@@ -75,12 +77,12 @@ afterAll(async () => {
 // First, while the service has run no other job: `jobs list` describes every job, one wrangler run each.
 describe("docs/operations.md Jobs: npm run jobs follows an erasure started with --no-wait", () => {
   it("--no-wait prints the job, and npm run jobs shows it: kind, state, steps done of steps, start, end", async () => {
-    const started = appUsers(["erase", "--no-wait", "--json", "jobs-shopper"]);
+    const started = await appUsers(["erase", "--no-wait", "--json", "jobs-shopper"]);
     expect(started.status, started.stderr).toBe(0);
     const { job } = JSON.parse(started.stdout) as { job: string };
     let shown: Record<string, unknown> = {};
     for (let attempt = 0; attempt < 30 && shown.state !== "complete"; attempt += 1) {
-      const result = jobs(["show", job, "--json"]);
+      const result = await jobs(["show", job, "--json"]);
       expect(result.status, result.stderr).toBe(0);
       shown = JSON.parse(result.stdout);
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -99,18 +101,18 @@ describe("docs/operations.md Jobs: npm run jobs follows an erasure started with 
       ended: expect.any(String),
       error: null,
     });
-    const listed = jobs(["list", "--json"]);
+    const listed = await jobs(["list", "--json"]);
     expect(listed.status, listed.stderr).toBe(0);
     const all = JSON.parse(listed.stdout) as { id: string; kind: string; part_of: string | null; state: string; steps_done: number }[];
     const at = all.findIndex((each) => each.id === job);
     expect(at).not.toBe(-1);
     // Two shards make one part, erasing a shard a step, listed right after its erasure.
     expect(all[at + 1]).toMatchObject({ kind: "erasure part", part_of: job, state: "complete", steps_done: 2 });
-    expect(jobs(["list"]).stdout).toMatch(/^ID\s+KIND\s+STATE\s+STEPS\s+STARTED\s+ENDED\s+ERROR$/m);
+    expect((await jobs(["list"])).stdout).toMatch(/^ID\s+KIND\s+STATE\s+STEPS\s+STARTED\s+ENDED\s+ERROR$/m);
   });
 
-  it("npm run jobs -- show of an unknown job: exit 1", () => {
-    const result = jobs(["show", "no-such-job"]);
+  it("npm run jobs -- show of an unknown job: exit 1", async () => {
+    const result = await jobs(["show", "no-such-job"]);
     expect(result.status).toBe(1);
     expect(result.stderr).toContain("No job no-such-job");
   });
@@ -126,7 +128,7 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
   ])("an app_user_id with %s: --json prints the count and the job, and exactly their receipts are gone from both shards", async (_label, appUserId, args) => {
     // What the previous case found after its erasure, read again only when this case runs alone.
     const before = heldAfterLastErasure ?? (await holders());
-    const result = appUsers(["erase", "--json", ...args]);
+    const result = await appUsers(["erase", "--json", ...args]);
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({ app_user_id: appUserId, receipts_erased: 2, job: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     const { [appUserId]: erased, ...others } = before;
@@ -135,8 +137,8 @@ describe("docs/api.md#erasure npm run app-users -- erase runs the erasure's job 
     expect(heldAfterLastErasure).toEqual(others);
   });
 
-  it("a second run erases 0 and succeeds; the plain output says so, per shard", () => {
-    const result = appUsers(["erase", HOSTILE]);
+  it("a second run erases 0 and succeeds; the plain output says so, per shard", async () => {
+    const result = await appUsers(["erase", HOSTILE]);
     expect(result.status, result.stderr).toBe(0);
     expect(result.stdout).toContain(`Erased 0 receipts of app user ${JSON.stringify(HOSTILE)} (s1=0, s2=0).`);
     expect(result.stdout).toMatch(/Event [0-9a-f-]{36} \(app_user\.erased\)/);
@@ -165,9 +167,9 @@ describe("docs/api.md#export npm run app-users -- export runs the export's job i
   const out = mkdtempSync(path.join(tmpdir(), "receipts-export-"));
   const exportedIn = (file: string) => readFileSync(file, "utf8").trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
 
-  it("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", () => {
+  it("--out and --json: the file holds the app user's receipt on each shard once, nothing of another, then the summary; npm run jobs shows the export", async () => {
     const file = path.join(out, "exported.ndjson");
-    const result = appUsers(["export", "--out", file, "--json", EXPORTED]);
+    const result = await appUsers(["export", "--out", file, "--json", EXPORTED]);
     expect(result.status, result.stderr).toBe(0);
     const printed = JSON.parse(result.stdout) as { job: string; occurred_at: string };
     expect(printed).toEqual({
@@ -192,32 +194,34 @@ describe("docs/api.md#export npm run app-users -- export runs the export's job i
     expect(lines.at(-1)).toEqual({ summary: { job_id: printed.job, occurred_at: printed.occurred_at, receipts: 2, archived_receipts: 0, by_chain: { "chain-1": 2 }, audit_records: 0, archive_read: true } });
     expect(lines).toHaveLength(3);
 
-    const shown = jobs(["show", printed.job, "--json"]);
+    const shown = await jobs(["show", printed.job, "--json"]);
     expect(shown.status, shown.stderr).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: printed.job, kind: "export", part_of: null, state: "complete", error: null });
   });
 
-  it("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", () => {
-    const result = appUsers(["export", "anyone"]);
+  it("without --out the file goes to standard output, NDJSON alone; the plain --out output counts it", async () => {
+    // Two jobs of their own, at once: each waits out the feed's settle (MIN_FEED_SETTLE_SECONDS).
+    const [result, plain] = await Promise.all([
+      appUsers(["export", "anyone"]),
+      appUsers(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]),
+    ]);
     expect(result.status, result.stderr).toBe(0);
     const lines = result.stdout.trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, { receipts?: number }>);
     expect(lines).toHaveLength(3);
     expect(lines.at(-1)!.summary).toMatchObject({ receipts: 2, archived_receipts: 0 });
 
-    const plain = appUsers(["export", "--out", path.join(out, "nobody.ndjson"), "nobody-at-all"]);
     expect(plain.status, plain.stderr).toBe(0);
     expect(plain.stdout).toMatch(/^Exported 0 receipts \(0 archived\) and 0 audit records of app user "nobody-at-all" as of \S+ to \S+nobody\.ndjson; job [0-9a-f-]{36}\.\n$/);
   });
 
   it("an erasure of the app user takes their export's file from the archive's bucket at once", async () => {
-    // Not blocking this process, which holds the local state open to look into the bucket.
-    const exported = await runScriptAsync("app-users", appUsersArgs(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]));
+    const exported = await appUsers(["export", "--out", path.join(out, "then-erased.ndjson"), "--json", EXPORTED_THEN_ERASED]);
     expect(exported.status, exported.stderr).toBe(0);
     const { job } = JSON.parse(exported.stdout) as { job: string };
     const chunks = async () =>
       (await localState({ remote: false, persistTo: state }, path.join(ROOT, "wrangler.jsonc")).r2("ARCHIVE", (bucket) => bucket.list({ prefix: exportPrefix(job) }))).objects.length;
     expect(await chunks()).toBeGreaterThan(0);
-    const erased = await runScriptAsync("app-users", appUsersArgs(["erase", "--json", EXPORTED_THEN_ERASED]));
+    const erased = await appUsers(["erase", "--json", EXPORTED_THEN_ERASED]);
     expect(erased.status, erased.stderr).toBe(0);
     expect(await chunks()).toBe(0);
   });
@@ -228,8 +232,8 @@ describe("docs/operations.md Jobs: the commands find npm start on the port it re
     expect(JSON.parse(readFileSync(path.join(state, "npm-start.json"), "utf8"))).toEqual({ port, pid: expect.any(Number) });
   });
 
-  it("erase without --port reaches npm start on its own port, through the state it serves", () => {
-    const result = runScript("app-users", ["erase", "--json", "found-by-its-record", "--persist-to", state]);
+  it("erase without --port reaches npm start on its own port, through the state it serves", async () => {
+    const result = await runScriptAsync("app-users", ["erase", "--json", "found-by-its-record", "--persist-to", state]);
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toMatchObject({ app_user_id: "found-by-its-record", receipts_erased: 0 });
   });

@@ -4,7 +4,6 @@
  * process on that same namespace, read back through wrangler. The API Worker runs on it too, for
  * logins.
  */
-import { spawnSync } from "node:child_process";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENTS_USAGE, clientCommands } from "../../scripts/lib/client-commands.ts";
@@ -13,7 +12,7 @@ import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { dispatch } from "../../scripts/lib/cli.ts";
 import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { startApiWorker } from "../support/api-miniflare.ts";
-import { PROCESSES_MS, ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
+import { PROCESSES_MS, freshState, runInProcess, runScriptAsync, runWranglerAsync, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
 let mf: Miniflare;
@@ -30,7 +29,7 @@ const clients = (...args: string[]): Promise<ScriptResult> =>
   runInProcess(CLIENTS_USAGE, (argv) => dispatch(clientCommands(clientStore), argv), [...args, "--persist-to", state]);
 
 /** A command of `npm run clients` as an operator runs it: a process, and wrangler for KV. */
-const spawned = (...args: string[]): ScriptResult => runScript("clients", [...args, "--persist-to", state]);
+const spawned = (...args: string[]): Promise<ScriptResult> => runScriptAsync("clients", [...args, "--persist-to", state]);
 
 async function issued(...args: string[]): Promise<{ client_id: string; client_secret: string; chains: string[] }> {
   const result = await clients("issue", ...args, "--json");
@@ -280,43 +279,43 @@ describe("docs/api.md#operators an issued client logs in against the real Worker
 describe("docs/api.md#operators npm run clients as a process, through wrangler", () => {
   // Read back through wrangler too: a Miniflare that has the namespace open does not see a
   // record that another process replaced.
-  const shown = (clientId: string) => {
-    const result = spawned("show", clientId, "--json");
+  const shown = async (clientId: string) => {
+    const result = await spawned("show", clientId, "--json");
     expect(result.status, result.stderr).toBe(0);
     return JSON.parse(result.stdout) as Record<string, unknown>;
   };
-  const hashInKv = (clientId: string) => {
+  const hashInKv = async (clientId: string) => {
     const args = ["kv", "key", "get", `client:${clientId}`, "--binding", "CLIENTS", "--text", "--local", "--persist-to", state];
-    return (JSON.parse(spawnSync("wrangler", args, { cwd: ROOT, encoding: "utf8" }).stdout) as { secret_hash: string }).secret_hash;
+    return (JSON.parse(await runWranglerAsync(args)) as { secret_hash: string }).secret_hash;
   };
 
   it("issue, show, list, disable, enable and rotate each write and read the local CLIENTS namespace", async () => {
-    const issue = spawned("issue", "--chain", "c1", "--client-id", "pos-spawned", "--json");
+    const issue = await spawned("issue", "--chain", "c1", "--client-id", "pos-spawned", "--json");
     expect(issue.stderr).toBe("");
     expect(issue.status).toBe(0);
     const client = JSON.parse(issue.stdout) as { client_id: string; client_secret: string };
-    expect(hashInKv("pos-spawned")).toBe(await hashClientSecret(client.client_secret));
-
-    expect(shown("pos-spawned")).toMatchObject({ client_id: "pos-spawned", chains: ["c1"], disabled: false });
-    const list = spawned("list", "--json");
+    // Three reads of what issue wrote, at once.
+    const [hash, show, list] = await Promise.all([hashInKv("pos-spawned"), shown("pos-spawned"), spawned("list", "--json")]);
+    expect(hash).toBe(await hashClientSecret(client.client_secret));
+    expect(show).toMatchObject({ client_id: "pos-spawned", chains: ["c1"], disabled: false });
     expect(list.status, list.stderr).toBe(0);
     expect((JSON.parse(list.stdout) as { client_id: string }[]).map((record) => record.client_id)).toContain("pos-spawned");
 
-    expect(spawned("disable", "pos-spawned").status).toBe(0);
-    expect(shown("pos-spawned")).toMatchObject({ disabled: true });
-    expect(spawned("enable", "pos-spawned").status).toBe(0);
-    expect(shown("pos-spawned")).toMatchObject({ disabled: false });
-    const rotate = spawned("rotate", "pos-spawned", "--json");
+    expect((await spawned("disable", "pos-spawned")).status).toBe(0);
+    expect(await shown("pos-spawned")).toMatchObject({ disabled: true });
+    expect((await spawned("enable", "pos-spawned")).status).toBe(0);
+    expect(await shown("pos-spawned")).toMatchObject({ disabled: false });
+    const rotate = await spawned("rotate", "pos-spawned", "--json");
     expect(rotate.status, rotate.stderr).toBe(0);
-    expect(hashInKv("pos-spawned")).toBe(await hashClientSecret(JSON.parse(rotate.stdout).client_secret));
+    expect(await hashInKv("pos-spawned")).toBe(await hashClientSecret(JSON.parse(rotate.stdout).client_secret));
   }, PROCESSES_MS);
 
-  it("bad arguments exit 2 with the usage; an unknown client exits 1", () => {
-    const usage = spawned("issue", "--client-id", "pos-bad-0");
+  it("bad arguments exit 2 with the usage; an unknown client exits 1", async () => {
+    // Neither writes: at once.
+    const [usage, unknown] = await Promise.all([spawned("issue", "--client-id", "pos-bad-0"), spawned("show", "pos-nobody")]);
     expect(usage.status).toBe(2);
     expect(usage.stderr).toContain("Usage: npm run clients --");
     expect(usage.stdout).toBe("");
-    const unknown = spawned("show", "pos-nobody");
     expect(unknown.status).toBe(1);
     expect(unknown.stderr).toContain("No client pos-nobody");
   }, 60_000);

@@ -4,7 +4,6 @@
  * Most cases run the commands in-process, their shard states in the local SHARD_STATES; the last
  * block runs list, close and open as real processes, and add runs so where its migrations fail.
  */
-import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -23,7 +22,7 @@ import {
   withShardBlock,
 } from "../../scripts/lib/shards.ts";
 import { migrateLocalShards } from "../support/local-d1.ts";
-import { PROCESSES_MS, ROOT, freshState, runInProcess, runScript, type ScriptResult } from "../support/run-script.ts";
+import { PROCESSES_MS, ROOT, freshState, runInProcess, runScriptAsync, runWranglerAsync, type ScriptResult } from "../support/run-script.ts";
 
 const state = freshState();
 const configDir = mkdtempSync(path.join(tmpdir(), "receipts-configs-"));
@@ -45,7 +44,7 @@ const argsOf = (command?: string, ...args: string[]) =>
 const shards = (command?: string, ...args: string[]): Promise<ScriptResult> =>
   runInProcess(SHARDS_USAGE, (argv) => dispatch(shardCommands(shardStatesOf), argv), argsOf(command, ...args));
 /** A command of `npm run shards` as an operator runs it: a process of its own. */
-const spawned = (command?: string, ...args: string[]): ScriptResult => runScript("shards", argsOf(command, ...args));
+const spawned = (command?: string, ...args: string[]): Promise<ScriptResult> => runScriptAsync("shards", argsOf(command, ...args));
 
 interface Row {
   name: string;
@@ -62,17 +61,7 @@ async function listed(): Promise<Row[]> {
 }
 
 /** Runs wrangler on the copied configs and the throwaway state, without waiting on the others. */
-function wranglerAsync(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("wrangler", [...args, "-c", API_CONFIG, "--local", "--persist-to", state], { cwd: ROOT });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(stderr || stdout))));
-  });
-}
+const wranglerAsync = (args: string[]): Promise<string> => runWranglerAsync([...args, "-c", API_CONFIG, "--local", "--persist-to", state]);
 
 beforeAll(async () => {
   // What `npm start` does first: the tables on both shards.
@@ -227,7 +216,7 @@ describe("docs/operations.md#shards list, close, open, add", () => {
     mkdirSync(path.join(brokenDir, "migrations"));
     writeFileSync(path.join(brokenDir, "migrations/0001_broken.sql"), "CREATE TABLE receipts (;\n");
 
-    const result = runScript("shards", ["add", "s4", "--persist-to", freshState(), "--config-dir", brokenDir]);
+    const result = await runScriptAsync("shards", ["add", "s4", "--persist-to", freshState(), "--config-dir", brokenDir]);
     expect(result.status, result.stdout).toBe(1);
     expect(result.stderr).toContain("No config binds shard s4");
     expect(readdirSync(brokenDir).sort()).toEqual(["migrations", "src", "wrangler.jsonc"]);
@@ -290,16 +279,19 @@ describe("scripts/lib/shards.ts", () => {
 });
 
 describe("docs/operations.md#shards list, close and open as processes, through wrangler", () => {
-  const states = () => {
-    const result = spawned("list", "--json");
+  const states = async () => {
+    const result = await spawned("list", "--json");
     expect(result.status, result.stderr).toBe(0);
     return (JSON.parse(result.stdout) as Row[]).map(({ name, state }) => [name, state]);
   };
 
-  it("before the first npm start, a command that reads the shards says in one line what to run first: exit 1", () => {
+  it("before the first npm start, a command that reads the shards says in one line what to run first: exit 1", async () => {
     const fresh = freshState();
-    for (const [name, args] of [["shards", ["list"]], ["notices", ["failed"]], ["audit", ["chain", "c1"]]] as const) {
-      const result = runScript(name, [...args, "--persist-to", fresh]);
+    const commands = [["shards", ["list"]], ["notices", ["failed"]], ["audit", ["chain", "c1"]]] as const;
+    // At once: none of them writes anything.
+    const results = await Promise.all(commands.map(([name, args]) => runScriptAsync(name, [...args, "--persist-to", fresh])));
+    for (const [index, [name]] of commands.entries()) {
+      const result = results[index]!;
       expect(result.status, `${name}: ${result.stderr}`).toBe(1);
       expect(result.stdout).toBe("");
       expect(result.stderr.trim().split("\n")).toEqual([
@@ -309,16 +301,18 @@ describe("docs/operations.md#shards list, close and open as processes, through w
   });
 
   it("close writes the local SHARD_STATES and list reads it; open reopens; bad arguments exit 2", async () => {
-    const closed = spawned("close", "s1");
+    // Refused before it opens the state: it runs beside the others.
+    const usageRun = spawned("close");
+    const closed = await spawned("close", "s1");
     expect(closed.status, closed.stderr).toBe(0);
     expect(closed.stdout).toContain("s1 is now closed");
     const record = JSON.parse(await wranglerAsync(["kv", "key", "get", "shard:s1", "--binding", "SHARD_STATES", "--text"])) as { state: string; by: string };
     expect(record).toMatchObject({ state: "closed", by: "operator" });
-    expect(states()).toEqual([["s1", "closed"], ["s2", "open"], ["s3", "closed"]]);
-    const opened = spawned("open", "s1");
+    expect(await states()).toEqual([["s1", "closed"], ["s2", "open"], ["s3", "closed"]]);
+    const opened = await spawned("open", "s1");
     expect(opened.status, opened.stderr).toBe(0);
-    expect(states()).toEqual([["s1", "open"], ["s2", "open"], ["s3", "closed"]]);
-    const usage = spawned("close");
+    expect(await states()).toEqual([["s1", "open"], ["s2", "open"], ["s3", "closed"]]);
+    const usage = await usageRun;
     expect(usage.status).toBe(2);
     expect(usage.stderr).toContain("Usage: npm run shards");
     expect(usage.stdout).toBe("");

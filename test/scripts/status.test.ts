@@ -5,35 +5,17 @@
  * and the status in the endpoint's shape (test/api/routes/status.test.ts tests the endpoint
  * itself). Locally it reads a local state, as the other local commands do, with no ops client.
  */
-import { spawn } from "node:child_process";
 import { createServer, type Server } from "node:http";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../harness/ports.ts";
 import type { HealthReport } from "../../src/shared/health-report.ts";
 import { closeLocalStates } from "../../scripts/lib/local-state.ts";
 import { statusText, withErasures, type StatusAnswer } from "../../scripts/lib/status.ts";
 import { localD1, migrateLocalShards } from "../support/local-d1.ts";
-import { ROOT, freshState, type ScriptResult } from "../support/run-script.ts";
+import { freshState, runScriptAsync, type ScriptResult } from "../support/run-script.ts";
 
-/**
- * Runs `scripts/status.ts` as `runScript` of test/support/run-script.ts does, but without blocking this process: the stand-in
- * service answers from it.
- */
-function runStatus(args: string[], env: Record<string, string | undefined>): Promise<ScriptResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, "scripts", "status.ts"), ...args], {
-      cwd: ROOT,
-      env: Object.fromEntries(Object.entries({ ...process.env, NO_COLOR: "1", ...env }).filter(([, value]) => value !== undefined)) as NodeJS.ProcessEnv,
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on("error", reject);
-    child.on("close", (status) => resolve({ status, stdout, stderr }));
-  });
-}
+/** Runs `scripts/status.ts` without blocking this process: the stand-in service answers from it. */
+const runStatus = (args: string[], env: Record<string, string | undefined>): Promise<ScriptResult> => runScriptAsync("status", args, env);
 
 const HEALTHY: HealthReport = {
   healthy: true,
@@ -105,13 +87,13 @@ describe("docs/operations.md npm run status --remote", () => {
 
   it("unhealthy: the reasons on screen and on standard error, exit 1; --json prints the endpoint's JSON", async () => {
     report = UNHEALTHY;
-    const result = await status();
+    // Both read the same report, at once.
+    const [result, json] = await Promise.all([status(), status("--json")]);
     expect(result.status).toBe(1);
     expect(result.stdout).toContain("UNHEALTHY");
     expect(result.stdout).toContain("endpoint_down: The app push service is marked down");
     expect(result.stdout).toContain("push service DOWN since 2026-11-25T10:00:00.000Z");
     expect(result.stderr).toContain("endpoint_down");
-    const json = await status("--json");
     expect(json.status).toBe(1);
     const printed = JSON.parse(json.stdout) as StatusAnswer;
     expect(printed).toMatchObject({ status: "Service Unavailable", status_code: 503, data: { healthy: false, reasons: UNHEALTHY.reasons } });
@@ -120,15 +102,20 @@ describe("docs/operations.md npm run status --remote", () => {
   });
 
   it("without the ops client's credentials, or refused at login: exit 1 saying what to set; bad flags: exit 2", async () => {
-    const bare = await runStatus(["--remote"], { ...deployment(), ...NO_OPS_CLIENT });
+    // Independent runs, at once.
+    const [bare, refused, withPort, extra] = await Promise.all([
+      runStatus(["--remote"], { ...deployment(), ...NO_OPS_CLIENT }),
+      runStatus(["--remote"], { ...deployment(), RECEIPTS_OPS_CLIENT_SECRET: "wrong" }),
+      status("--port", String(port)),
+      status("extra"),
+    ]);
     expect(bare.status).toBe(1);
     expect(bare.stderr).toContain("RECEIPTS_OPS_CLIENT_ID and RECEIPTS_OPS_CLIENT_SECRET");
     expect(bare.stdout).toBe("");
-    const refused = await runStatus(["--remote"], { ...deployment(), RECEIPTS_OPS_CLIENT_SECRET: "wrong" });
     expect(refused.status).toBe(1);
     expect(refused.stderr).toContain("Login as ops-1 failed (403)");
-    expect((await status("--port", String(port))).status).toBe(2);
-    expect((await status("extra")).status).toBe(2);
+    expect(withPort.status).toBe(2);
+    expect(extra.status).toBe(2);
   });
 
   it("a failed erasure is a reason of its own; erasures that could not be read are said so", () => {

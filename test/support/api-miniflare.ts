@@ -4,7 +4,8 @@
  * on Node (an operator script, the app side's example) and talks to the real Worker.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { unstable_getMiniflareWorkerOptions } from "wrangler";
@@ -55,14 +56,29 @@ function persistencePath(state: string): string {
   return path.join(state, "v3");
 }
 
-// The Worker's own options: built (once a state, with its shards migrated) from wrangler.jsonc.
-function apiWorker(state: string, options: ApiWorkerOptions) {
-  const outdir = path.join(state, "build");
-  if (!existsSync(path.join(outdir, "index.js"))) {
+// The Worker as `wrangler deploy` builds it, once a test file: the build is the same for every
+// state, and each took a wrangler run of seconds.
+let builtDir: string | undefined;
+function built(): string {
+  if (builtDir === undefined) {
+    const outdir = mkdtempSync(path.join(tmpdir(), "receipts-api-build-"));
     const build = spawnSync("wrangler", ["deploy", "--dry-run", "--outdir", outdir], { cwd: ROOT, encoding: "utf8" });
     if (build.status !== 0) throw new Error(`build failed: ${build.stderr}`);
+    builtDir = outdir;
+  }
+  return builtDir;
+}
+
+// The states whose shards are migrated.
+const migrated = new Set<string>();
+
+// The Worker's own options, from wrangler.jsonc, on `state` (its shards migrated once).
+function apiWorker(state: string, options: ApiWorkerOptions) {
+  const outdir = built();
+  if (!migrated.has(state)) {
     // Made before the Worker starts, so that nothing else holds the files.
     migrateLocalShards(state);
+    migrated.add(state);
   }
   // Miniflare 5 takes a new option shape; the v4 one still says plainly what the Worker gets.
   return {

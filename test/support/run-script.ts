@@ -52,7 +52,9 @@ export function runScript(name: string, args: string[], input?: string, env: Rec
  * while the process is blocked, and the next call on it fails).
  */
 export function runScriptAsync(name: string, args: string[], env: Record<string, string | undefined> = {}): Promise<ScriptResult> {
-  const child = spawn(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], { cwd: ROOT, env: scriptEnv(env) });
+  // Standard input at its end, as runScript gives it: `shards -- add` whose migrations fail
+  // waits for its input to end (60 s, not 6, with input from a pipe held open for 60 s).
+  const child = spawn(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], { cwd: ROOT, env: scriptEnv(env), stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
@@ -60,6 +62,22 @@ export function runScriptAsync(name: string, args: string[], env: Record<string,
   return new Promise((resolve, reject) => {
     child.on("error", reject);
     child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/**
+ * Runs the project's wrangler (first on PATH under `npm test`) without blocking this process, for
+ * a read beside other commands; its standard output, or an error with what it printed.
+ */
+export function runWranglerAsync(args: string[]): Promise<string> {
+  const child = spawn("wrangler", args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(stderr || stdout))));
   });
 }
 

@@ -350,7 +350,8 @@ describe("docs/api.md#erasure a keyed retry after an erasure", () => {
   });
 });
 
-describe("docs/api.md#erasure the app_user.erased event", () => {
+// At once: each case has an app user and events of its own, and two wait out a claim's length (30 s).
+describe.concurrent("docs/api.md#erasure the app_user.erased event", () => {
   it("goes to the queue when the erasure completes and reaches the app push service, signed, without the cron job, once the pushes claimed before it are over", async () => {
     const caller = await newCaller();
     const victim = uniqueId("shopper");
