@@ -108,6 +108,11 @@ function readString(text: string, start: number): { end: number; escaped: boolea
   let rule: Rule | undefined;
   let high = -1; // a high surrogate waiting for its low half
   for (let at = start + 1; ; at++) {
+    if (high < 0) {
+      PLAIN_RUN.lastIndex = at;
+      PLAIN_RUN.test(text);
+      at = PLAIN_RUN.lastIndex;
+    }
     let unit = text.charCodeAt(at);
     if (unit === QUOTE) return { end: at, escaped, rule: rule ?? (high >= 0 ? "lone surrogate" : undefined) };
     if (unit === BACKSLASH) {
@@ -124,6 +129,10 @@ function readString(text: string, start: number): { end: number; escaped: boolea
     high = high < 0 && isHighSurrogate(unit) ? unit : -1;
   }
 }
+
+// Code units that no rule concerns, that end nothing and escape nothing: most of a string, passed
+// over in one step of the regex engine rather than a unit at a time (a 40 KB add's scan took 1 ms).
+const PLAIN_RUN = /[^"\\\u0000\ud800-\udfff\ufdd0-\ufdef\ufffe\uffff]*/y;
 
 function afterHighSurrogate(high: number, unit: number): Rule | undefined {
   if (unit < 0xdc00 || unit > 0xdfff) return "lone surrogate";

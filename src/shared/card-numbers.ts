@@ -38,8 +38,13 @@ export function isFullCardNumber(value: string): boolean {
  * @example holdsCardNumberInText("EAN 4006381333931") // false
  */
 export function holdsCardNumberInText(value: string): boolean {
-  return cardNumbersInText([...value]).length > 0;
+  return CANDIDATE_IN_TEXT.test(value) && cardNumbersInText([...value]).length > 0;
 }
+
+// What every card number in free text holds, read in one pass of the regex engine: 13 digits,
+// each after the last with at most one separator between. Most strings of a body have no such
+// run, and reading them a character at a time cost an add of 40 KB about 4 ms of CPU.
+const CANDIDATE_IN_TEXT = /\p{Nd}(?:[\p{Zs}\p{Pd}.]?\p{Nd}){12}/u;
 
 
 /**
@@ -50,6 +55,7 @@ export function holdsCardNumberInText(value: string): boolean {
  * @example maskCardNumbersInText("Fakturanr: 2260 6633 2099 9960") // "Fakturanr: 2260 66** **** 9960"
  */
 export function maskCardNumbersInText(value: string): string {
+  if (!CANDIDATE_IN_TEXT.test(value)) return value;
   const characters = [...value];
   const found = cardNumbersInText(characters);
   if (found.length === 0) return value;
@@ -191,20 +197,33 @@ export interface CardNumbersInBody {
  */
 export function findCardNumbersInText(body: unknown): CardNumbersInBody {
   const found: CardNumbersInBody = { values: [] };
-  const pending: { value: unknown; path: PropertyKey[] }[] = [{ value: body, path: [] }];
+  // Each value with the step that reached it; a path is spelled out only for what is found.
+  const pending: { value: unknown; at: Step | null }[] = [{ value: body, at: null }];
   while (pending.length > 0) {
-    const { value, path } = pending.pop()!;
+    const { value, at } = pending.pop()!;
     if (typeof value === "string") {
-      if (holdsCardNumberInText(value)) found.values.push(path);
+      if (holdsCardNumberInText(value)) found.values.push(pathOf(at));
       continue;
     }
     if (typeof value !== "object" || value === null) continue;
     const members: [PropertyKey, unknown][] = Array.isArray(value) ? value.map((item, index) => [index, item]) : Object.entries(value);
-    if (!Array.isArray(value) && members.some(([name]) => holdsCardNumberInText(String(name)))) return { inName: path, values: [] };
+    if (!Array.isArray(value) && members.some(([name]) => holdsCardNumberInText(String(name)))) return { inName: pathOf(at), values: [] };
     // Last pushed, first read: reversed, they are read in the order of the text.
-    for (const [key, member] of members.reverse()) pending.push({ value: member, path: [...path, key] });
+    for (const [key, member] of members.reverse()) pending.push({ value: member, at: { key, parent: at } });
   }
   return found;
+}
+
+/** A member or item's key, and the step that reached its container (null: the body itself). */
+interface Step {
+  key: PropertyKey;
+  parent: Step | null;
+}
+
+function pathOf(step: Step | null): PropertyKey[] {
+  const path: PropertyKey[] = [];
+  for (let at = step; at !== null; at = at.parent) path.unshift(at.key);
+  return path;
 }
 
 /**

@@ -158,6 +158,8 @@ describe("the body must be I-JSON (RFC 7493): docs/api.md#add-body", () => {
     ["escaped", "\\uffff"],
     ["raw", "\ufdd0"],
     ["beyond the BMP", "\\udbff\\udfff"],
+    ["beyond the BMP, raw", "\u{1fffe}"],
+    ["raw, after plain text", "plain \uffff"],
   ])("a noncharacter, %s: 406 naming the field", async (_label, character) => {
     expect(await expectNotAcceptable(description(character))).toContain(
       "Body field line_items[0].description holds a Unicode noncharacter",

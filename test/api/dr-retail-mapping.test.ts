@@ -79,6 +79,13 @@ describe("docs/api.md#card-numbers free text holds a full card number only where
     ["7350001234567", false],
     ["a4111111111111111", false],
     ["527500******7651", false],
+    // The edges of the one-pass search that comes first: 13 digits, any script's, one separator of each kind.
+    ["4222222222222", true],
+    ["422222222222", false],
+    ["Card 4222 2222 2222 2 ok", true],
+    ["𝟒𝟏𝟏𝟏 𝟏𝟏𝟏𝟏 𝟏𝟏𝟏𝟏 𝟏𝟏𝟏𝟏", true],
+    ["4111\u00a01111\u00a01111\u00a01111", true],
+    ["4111\u20131111\u20131111\u20131111", true],
   ] as const)("%s: %s", (value, full) => {
     expect(holdsCardNumberInText(value)).toBe(full);
   });

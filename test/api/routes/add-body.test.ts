@@ -167,6 +167,7 @@ const BROKEN_RULES: [string, Mutation, string, string][] = [
   ["description missing", (b) => delete b.line_items[3].description, "line_items[3].description", "is missing"],
   ["description empty", (b) => (b.line_items[3].description = ""), "line_items[3].description", "1–200 characters"],
   ["description 201 characters", (b) => (b.line_items[3].description = "d".repeat(201)), "line_items[3].description", "1–200 characters"],
+  ["description 201 characters beyond the BMP", (b) => (b.line_items[3].description = "🧾".repeat(201)), "line_items[3].description", "1–200 characters"],
   ["description a number", (b) => (b.line_items[3].description = 7), "line_items[3].description", "must be a string"],
   ["quantity 0", (b) => (b.line_items[3].quantity = 0), "line_items[3].quantity", "must not be 0"],
   ["quantity missing", (b) => delete b.line_items[3].quantity, "line_items[3].quantity", "is missing"],
