@@ -1,5 +1,6 @@
 /** Runs an operator script the way `npm run <name> --` does, against a throwaway local state, or in-process. */
-import { spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcessByStdio } from "node:child_process";
+import type { Readable } from "node:stream";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -54,7 +55,21 @@ export function runScript(name: string, args: string[], input?: string, env: Rec
 export function runScriptAsync(name: string, args: string[], env: Record<string, string | undefined> = {}): Promise<ScriptResult> {
   // Standard input at its end, as runScript gives it: `shards -- add` whose migrations fail
   // waits for its input to end (60 s, not 6, with input from a pipe held open for 60 s).
-  const child = spawn(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], { cwd: ROOT, env: scriptEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  return collected(spawn(process.execPath, [path.join(ROOT, "scripts", `${name}.ts`), ...args], { cwd: ROOT, env: scriptEnv(env), stdio: ["ignore", "pipe", "pipe"] }));
+}
+
+/**
+ * Runs the project's wrangler (first on PATH under `npm test`) without blocking this process, for
+ * a read beside other commands; its standard output, or an error with what it printed.
+ */
+export async function runWranglerAsync(args: string[]): Promise<string> {
+  const { status, stdout, stderr } = await collected(spawn("wrangler", args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] }));
+  if (status !== 0) throw new Error(stderr || stdout);
+  return stdout;
+}
+
+/** What a child process printed, and its exit status, once it has ended. */
+function collected(child: ChildProcessByStdio<null, Readable, Readable>): Promise<ScriptResult> {
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
@@ -62,22 +77,6 @@ export function runScriptAsync(name: string, args: string[], env: Record<string,
   return new Promise((resolve, reject) => {
     child.on("error", reject);
     child.on("close", (status) => resolve({ status, stdout, stderr }));
-  });
-}
-
-/**
- * Runs the project's wrangler (first on PATH under `npm test`) without blocking this process, for
- * a read beside other commands; its standard output, or an error with what it printed.
- */
-export function runWranglerAsync(args: string[]): Promise<string> {
-  const child = spawn("wrangler", args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  return new Promise((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(stderr || stdout))));
   });
 }
 
