@@ -206,8 +206,7 @@ export async function settleEvents(
  * What the dead-letter queue's consumer makes of an event at `now`: `failed`, moved from the
  * outbox to the failed events with its last error, when its retrying is over (a refusal, its
  * retry window of `windowMs` ended, the push service's down time and the notifier's lateness not
- * counted, or no push failed
- * in as long since it was made); else
+ * counted, or no push failed in as long since it was made); else
  * `scheduled`, left in the outbox, where its schedule or the cron's re-send of a lost copy brings
  * it back (see {@link moveToFailed}); or `gone`: delivered after all, or moved already.
  */
