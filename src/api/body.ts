@@ -195,28 +195,81 @@ function isIdentityCoding(value: string | null): boolean {
 async function readAtMost(request: Request, maxBytes: number, deadlineMs: number): Promise<Uint8Array> {
   if (Number(request.headers.get("content-length")) > maxBytes) throw tooLarge("declared length");
   if (!request.body) return new Uint8Array();
-  const reader = request.body.getReader();
+  const body = boundedReader(request.body, maxBytes + 1);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(tooSlow(deadlineMs)), deadlineMs);
   });
-  const chunks: Uint8Array[] = [];
-  let size = 0;
   try {
-    for (;;) {
-      const { done, value } = await Promise.race([reader.read(), deadline]);
-      if (done) break;
-      size += value.byteLength;
-      if (size > maxBytes) throw tooLarge("streamed length");
-      chunks.push(value);
+    for (let ended = false; !ended; ) {
+      ended = await Promise.race([body.read(), deadline]);
+      if (body.size > maxBytes) throw tooLarge("streamed length");
     }
   } catch (error) {
-    await reader.cancel().catch(() => undefined);
+    await body.cancel();
     throw error;
   } finally {
     clearTimeout(timer);
   }
-  return joinedBytes(chunks, size);
+  return body.bytes();
+}
+
+/** A body read into one buffer of `capacity` bytes; `read` answers true at its end or when the buffer is full. */
+interface BoundedReader {
+  read(): Promise<boolean>;
+  readonly size: number;
+  bytes(): Uint8Array;
+  cancel(): Promise<void>;
+}
+
+// A request's body from the runtime is a byte stream: read into one buffer, a 40 KB add takes 3
+// reads where a default reader hands over 11 chunks of 4 KiB, each a turn of the event loop (about
+// 7 % of a 40 KB add's CPU in the bench). A body built from a plain stream has chunks only.
+function boundedReader(stream: ReadableStream<Uint8Array>, capacity: number): BoundedReader {
+  let reader: ReadableStreamBYOBReader;
+  try {
+    reader = stream.getReader({ mode: "byob" });
+  } catch {
+    return chunkedReader(stream.getReader(), capacity);
+  }
+  let buffer = new ArrayBuffer(capacity);
+  let size = 0;
+  return {
+    async read() {
+      const { done, value } = await reader.read(new Uint8Array(buffer, size));
+      if (value) {
+        // The read transfers the buffer: its bytes live on in the view it hands back.
+        buffer = value.buffer as ArrayBuffer;
+        size += value.byteLength;
+      }
+      return done || size === capacity;
+    },
+    get size() {
+      return size;
+    },
+    bytes: () => new Uint8Array(buffer, 0, size),
+    cancel: () => reader.cancel().catch(() => undefined),
+  };
+}
+
+function chunkedReader(reader: ReadableStreamDefaultReader<Uint8Array>, capacity: number): BoundedReader {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  return {
+    async read() {
+      const { done, value } = await reader.read();
+      if (value) {
+        chunks.push(value);
+        size += value.byteLength;
+      }
+      return done || size >= capacity;
+    },
+    get size() {
+      return size;
+    },
+    bytes: () => joinedBytes(chunks, size),
+    cancel: () => reader.cancel().catch(() => undefined),
+  };
 }
 
 function tooLarge(cause: string): ApiError {
