@@ -27,7 +27,7 @@ export function buildDeployed(): DeployedBundles {
 /**
  * Bundles a Worker of a harness (`entry`, relative to the project) into `outdir` and returns the
  * bundle's path. Harness Workers are named on the command line, so nothing can deploy them; they
- * are bundled with the API Worker's compatibility date and minify setting, but under a config of
+ * are bundled with the API Worker's compatibility date and its minify and keep_names settings, but under a config of
  * their own: the API Worker's would ask every entry to export its Workflow classes.
  */
 export function bundleHarnessWorker(entry: string, outdir: string): string {
@@ -40,6 +40,6 @@ export function bundleHarnessWorker(entry: string, outdir: string): string {
 
 // The API config's top-level settings that change a bundle, and nothing else.
 function harnessConfig(apiConfig: ConfigObject): string {
-  const { compatibility_date, compatibility_flags, minify } = apiConfig;
-  return JSON.stringify({ name: "receipts-v2-harness", compatibility_date, compatibility_flags, minify, send_metrics: false }, null, 2);
+  const { compatibility_date, compatibility_flags, minify, keep_names } = apiConfig;
+  return JSON.stringify({ name: "receipts-v2-harness", compatibility_date, compatibility_flags, minify, keep_names, send_metrics: false }, null, 2);
 }
