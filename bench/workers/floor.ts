@@ -10,6 +10,7 @@ import { SignJWT, base64url, jwtVerify } from "jose";
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { parseTokenKeys } from "../../src/shared/config.ts";
+import { hashClientSecret } from "../../src/shared/secrets.ts";
 import { POS_SCOPE, clientKey, type ClientRecord, type CreationNotice, type DeletionNotice } from "../../src/shared/types.ts";
 import { idOnShard, shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { deflatedTexts } from "../../src/storage/stored-body.ts";
@@ -37,9 +38,15 @@ export default {
   },
 } satisfies ExportedHandler<ApiEnv>;
 
-/** 1 KV get + HMAC sign. */
+/** 1 KV get + the presented secret hashed and compared in constant time + HMAC sign. */
 async function login(request: Request, env: ApiEnv): Promise<Response> {
   const record = await readClient(request, env);
+  // Login cannot skip checking the secret, and the secret is kept only hashed: one digest and a
+  // constant-time comparison are its unavoidable crypto, as much as the signature is.
+  const presented = new TextEncoder().encode(await hashClientSecret(header(request, "client_secret")));
+  if (!crypto.subtle.timingSafeEqual(presented, new TextEncoder().encode(record.secret_hash))) {
+    return Response.json({ status: "Forbidden" }, { status: 403 });
+  }
   const now = Math.floor(Date.now() / 1000);
   const { kid, key } = signingKey(env);
   const token = await new SignJWT({ scope: POS_SCOPE })
@@ -56,16 +63,21 @@ async function login(request: Request, env: ApiEnv): Promise<Response> {
 
 /**
  * JWT verify + 1 KV get + 1 limit count + the body deflated + 1 D1 batch() that inserts the
- * receipt and its created event + 1 queue send. The event is in the service's own outbox, so the
- * notifier does for a floor event what it does for a real one: an add's event is part of its
- * unavoidable work. The body is stored deflated, in the column add stores it in (migration 0022):
- * the storage bill decided that form, so its deflate is the product's work, not add's own.
+ * receipt and its created event, and with an Idempotency-Key the key's record + 1 queue send. The
+ * event is in the service's own outbox, so the notifier does for a floor event what it does for a
+ * real one: an add's event is part of its unavoidable work. The body is stored deflated, in the
+ * column add stores it in (migration 0022): the storage bill decided that form, so its deflate is
+ * the product's work, not add's own. A key's record (docs/api.md#add: a repeat within 24 hours
+ * answers as the first call did; the same key for another request is refused) must hold the first
+ * answer and what tells another request from a repeat, written with the receipt or not at all:
+ * the request's SHA-256 and one more row in the same batch.
  */
 async function add(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
   const record = await readLimitedClient(request, env, env.ADD_LIMIT_STANDARD);
   const shard = shardsOf(env)[0]!;
   const { db } = shard;
+  const body = await request.text();
   const receiptId = idOnShard(uuidv7(), shard);
   const createdAt = new Date().toISOString();
   const event: CreationNotice = {
@@ -78,10 +90,26 @@ async function add(request: Request, env: ApiEnv): Promise<Response> {
     client_id: record.client_id,
     created_at: createdAt,
   };
+  const answer = { data: { receipt_id: receiptId, created_at: createdAt }, status: "OK" };
+  const key = request.headers.get("idempotency-key");
+  const keyRecord =
+    key === null
+      ? []
+      : [
+          db.prepare("INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at) VALUES (?, ?, ?, ?, ?, ?)").bind(
+            record.client_id,
+            key,
+            await sha256(`${event.chain_id}\n${event.app_user_id}\n${body}`),
+            receiptId,
+            JSON.stringify(answer),
+            createdAt,
+          ),
+        ];
   await db.batch([
+    ...keyRecord,
     db.prepare(
       "INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, deflated, created_at) VALUES (?, ?, ?, ?, '', ?, ?)",
-    ).bind(receiptId, event.chain_id, event.client_id, event.app_user_id, await deflatedTexts({ body: await request.text(), mapped: null }), createdAt),
+    ).bind(receiptId, event.chain_id, event.client_id, event.app_user_id, await deflatedTexts({ body, mapped: null }), createdAt),
     db.prepare("INSERT INTO notice_outbox (event_id, receipt_id, payload, created_at) VALUES (?, ?, ?, ?)").bind(
       event.event_id,
       receiptId,
@@ -90,7 +118,11 @@ async function add(request: Request, env: ApiEnv): Promise<Response> {
     ),
   ]);
   await env.NOTICES.send(event, { contentType: "json" });
-  return Response.json({ data: { receipt_id: receiptId, created_at: createdAt }, status: "OK" });
+  return Response.json(answer);
+}
+
+async function sha256(text: string): Promise<string> {
+  return base64url.encode(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))));
 }
 
 /**
