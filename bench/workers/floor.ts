@@ -10,10 +10,11 @@ import { SignJWT, base64url, jwtVerify } from "jose";
 import { v7 as uuidv7 } from "uuid";
 import type { ApiEnv } from "../../src/shared/env.ts";
 import { parseTokenKeys } from "../../src/shared/config.ts";
-import { hashClientSecret } from "../../src/shared/secrets.ts";
+import { secretMatches } from "../../src/api/auth/secret-match.ts";
 import { POS_SCOPE, clientKey, type ClientRecord, type CreationNotice, type DeletionNotice } from "../../src/shared/types.ts";
 import { idOnShard, shardOfId, shardsOf } from "../../src/storage/shards.ts";
 import { deflatedTexts } from "../../src/storage/stored-body.ts";
+import { requestFingerprint } from "../../src/storage/placement.ts";
 import { deflateRaw } from "../../src/storage/deflate.ts";
 import { FLOOR_PATHS, type Deflate } from "../protocol.ts";
 
@@ -43,8 +44,7 @@ async function login(request: Request, env: ApiEnv): Promise<Response> {
   const record = await readClient(request, env);
   // Login cannot skip checking the secret, and the secret is kept only hashed: one digest and a
   // constant-time comparison are its unavoidable crypto, as much as the signature is.
-  const presented = new TextEncoder().encode(await hashClientSecret(header(request, "client_secret")));
-  if (!crypto.subtle.timingSafeEqual(presented, new TextEncoder().encode(record.secret_hash))) {
+  if (!(await secretMatches(header(request, "client_secret"), record.secret_hash))) {
     return Response.json({ status: "Forbidden" }, { status: 403 });
   }
   const now = Math.floor(Date.now() / 1000);
@@ -70,7 +70,7 @@ async function login(request: Request, env: ApiEnv): Promise<Response> {
  * the product's work, not add's own. A key's record (docs/api.md#add: a repeat within 24 hours
  * answers as the first call did; the same key for another request is refused) must hold the first
  * answer and what tells another request from a repeat, written with the receipt or not at all:
- * the request's SHA-256 and one more row in the same batch.
+ * add's own fingerprint of the request and one more row in the same batch.
  */
 async function add(request: Request, env: ApiEnv): Promise<Response> {
   await verify(request, env);
@@ -99,7 +99,7 @@ async function add(request: Request, env: ApiEnv): Promise<Response> {
           db.prepare("INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, receipt_id, response, created_at) VALUES (?, ?, ?, ?, ?, ?)").bind(
             record.client_id,
             key,
-            await sha256(`${event.chain_id}\n${event.app_user_id}\n${body}`),
+            await requestFingerprint({ chain_id: event.chain_id, app_user_id: event.app_user_id, body }),
             receiptId,
             JSON.stringify(answer),
             createdAt,
@@ -119,10 +119,6 @@ async function add(request: Request, env: ApiEnv): Promise<Response> {
   ]);
   await env.NOTICES.send(event, { contentType: "json" });
   return Response.json(answer);
-}
-
-async function sha256(text: string): Promise<string> {
-  return base64url.encode(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))));
 }
 
 /**

@@ -161,7 +161,7 @@ function mayHoldLiveKeys(shards: readonly Shard[], states: ReadonlyMap<string, S
 // A body in a published format names it before the body: the same text read as DR Retail v1.0
 // and as v1.1 are different requests. A body of ours begins with white space or `{`, never with a
 // format's name, so its fingerprint stays what it was.
-async function requestFingerprint(receipt: NewReceipt): Promise<string> {
+export async function requestFingerprint(receipt: Pick<NewReceipt, "chain_id" | "app_user_id" | "body" | "format">): Promise<string> {
   const format = receipt.format ? `${receipt.format.name}\n` : "";
   const request = `${receipt.chain_id}\n${receipt.app_user_id}\n${format}${receipt.body}`;
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(request));
