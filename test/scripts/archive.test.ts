@@ -32,6 +32,11 @@ beforeAll(async () => {
     );
     await localD1(state, shard, `INSERT INTO receipts (receipt_id, chain_id, client_id, app_user_id, body, created_at) VALUES ${rows.join(", ")}`);
   }
+  // Closed until the read after the runs, which opens its own: workerd closes a connection left
+  // idle while this process is blocked, and each command here blocks it (the runs, under load, for
+  // tens of seconds), so that read once failed on the closed one ("fetch failed", "other side
+  // closed"), as test/scripts/app-users.test.ts's did before its commands stopped blocking.
+  await closeLocalStates();
   ({ child: dev, port } = await startNpmStart(state));
 }, 180_000);
 
