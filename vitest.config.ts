@@ -6,6 +6,7 @@ import { configDefaults, defineConfig } from "vitest/config";
 import { writeDocsAssets } from "./scripts/docs-assets.ts";
 import { TEST_AUDIT_HASH_KEY, TEST_TOKEN_KEYS } from "./test/support/keys.ts";
 import { PUSH_LOG_NAMESPACE, TEST_SHARD, notifierWorkers } from "./test/support/notifier-worker.ts";
+import TakingTurns from "./test/support/sequencer.ts";
 
 const root = import.meta.dirname;
 
@@ -80,6 +81,8 @@ export default defineConfig(async () => {
       // files ran in 41 s instead of 81, and the whole suite on two cores, with two other suites
       // running on the machine, in 366 s with four workers against 448 s with two.
       maxWorkers: Math.max(2, 2 * availableParallelism()),
+      // The node and workers files side by side rather than one project after the other.
+      sequence: { sequencer: TakingTurns },
       projects: [
         {
           // The Workers themselves, inside workerd against local D1, KV and Queues.
