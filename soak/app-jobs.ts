@@ -175,15 +175,20 @@ function checkFile(exported: ExportRecord, expected: Expected, record: ReceiptRe
 /** The load's record of each app user's receipts: who added which, when, and what took it. */
 class ReceiptRecord {
   readonly #owners = new Map<string, string>();
-  readonly #added = new Map<string, { appUserId: string; createdAt: string }>();
+  /** Every add of a marker: the first call, its retries and replays. */
+  readonly #addsOf = new Map<string, RequestRecord[]>();
+  readonly #added = new Map<string, { appUserId: string; createdAt: string; marker: string }>();
   readonly #deletes = new Map<string, RequestRecord[]>();
   readonly #erasures: readonly ErasureRecord[];
 
   constructor(load: LoadRecord) {
     for (const request of load.requests) {
-      if (request.route === "add" && request.marker && request.appUserId) this.#owners.set(request.marker, request.appUserId);
-      if (request.route === "add" && request.status === 200 && request.receiptId && request.createdAt && request.appUserId) {
-        this.#added.set(request.receiptId, { appUserId: request.appUserId, createdAt: request.createdAt });
+      if (request.route === "add" && request.marker && request.appUserId) {
+        this.#owners.set(request.marker, request.appUserId);
+        this.#addsOf.set(request.marker, [...(this.#addsOf.get(request.marker) ?? []), request]);
+      }
+      if (request.route === "add" && request.status === 200 && request.marker && request.receiptId && request.createdAt && request.appUserId) {
+        this.#added.set(request.receiptId, { appUserId: request.appUserId, createdAt: request.createdAt, marker: request.marker });
       }
     }
     for (const request of load.requests) {
@@ -204,10 +209,16 @@ class ReceiptRecord {
     return this.#added.has(receiptId);
   }
 
-  /** What the record knows of a receipt, for a problem's line: when it was made, and its deletes. */
+  /**
+   * What the record knows of a receipt, for a problem's line: when it was made, every add of its
+   * body (the first call, its retries and replays, with what each answered), and its deletes.
+   */
   describe(receiptId: string): string {
-    const deletes = (this.#deletes.get(receiptId) ?? []).map((request) => `delete ${request.status ?? "unanswered"} ${new Date(request.start).toISOString()}..${new Date(request.end).toISOString()}`);
-    return [`created ${this.#added.get(receiptId)?.createdAt}`, ...deletes].join("; ");
+    const added = this.#added.get(receiptId);
+    const span = (request: RequestRecord) => `${request.status ?? "unanswered"} ${new Date(request.start).toISOString()}..${new Date(request.end).toISOString()}`;
+    const adds = (added ? (this.#addsOf.get(added.marker) ?? []) : []).map((request) => `${request.action} ${span(request)}${request.receiptId ? ` named ${request.receiptId}` : ""}`);
+    const deletes = (this.#deletes.get(receiptId) ?? []).map((request) => `delete ${span(request)}`);
+    return [`created ${added?.createdAt}`, ...adds, ...deletes].join("; ");
   }
 
   /** What an export of `appUserId` at `instant` must hold, and what it may. */
