@@ -11,7 +11,7 @@ import { describeError } from "../shared/log.ts";
 import { statement, type Statement } from "./statement.ts";
 
 /** The newest file of migrations/ this code was written for; a shard whose newest applied migration is older lags. */
-export const EXPECTED_MIGRATION = "0024_late_attempts.sql";
+export const EXPECTED_MIGRATION = "0025_fenced_add_bound.sql";
 
 /** Counts of undelivered events and failed notices stop here. */
 export const HEALTH_COUNT_CAP = 10_000;

@@ -43,8 +43,8 @@ export interface MappedTable {
 
 const PAGE_COMMITS = "in the erasure's page on each shard, in the page's transaction";
 
-// The columns of the views that carry IDs, times and formats alone.
-const VIEW_ONLY_IDS = new Set(["receipt_id", "chain_id", "client_id", "created_at", "event_id", "event_at", "format"]);
+// The columns of the views that carry IDs, times, formats and a fence's verdict alone.
+const VIEW_ONLY_IDS = new Set(["receipt_id", "chain_id", "client_id", "created_at", "event_id", "event_at", "format", "fenced"]);
 
 /**
  * Every D1 table and view of a shard (migrations/). A column whose reach is "removed" or
@@ -219,13 +219,16 @@ export const D1_TABLES = {
   push_endpoint: {
     columns: { id: NOT_PERSONAL, down_since: NOT_PERSONAL, probe_at: NOT_PERSONAL, up_since: NOT_PERSONAL, down_ms: NOT_PERSONAL },
   },
-  // Views: an insert into one writes `receipts` and `notice_outbox` (migrations 0014, 0015, 0018, 0022), and none holds a row.
+  // Views: an insert into one writes `receipts` and `notice_outbox` (migrations 0014, 0015, 0018, 0022, 0025), and none holds a row.
   receipt_adds: { columns: viewColumns(["receipt_id", "chain_id", "client_id", "app_user_id", "body", "created_at", "event_id", "event_payload", "event_at"]) },
   receipt_format_adds: {
     columns: viewColumns(["receipt_id", "chain_id", "client_id", "app_user_id", "body", "format", "mapped", "created_at", "event_id", "event_payload", "event_at"]),
   },
   receipt_deflated_adds: {
     columns: viewColumns(["receipt_id", "chain_id", "client_id", "app_user_id", "format", "deflated", "created_at", "event_id", "event_payload", "event_at"]),
+  },
+  receipt_timely_adds: {
+    columns: viewColumns(["receipt_id", "chain_id", "client_id", "app_user_id", "format", "deflated", "created_at", "event_id", "event_payload", "event_at", "fenced"]),
   },
   event_records: { columns: viewColumns(["event_id", "receipt_id", "payload", "created_at"]) },
   receipts: {

@@ -322,13 +322,15 @@ export function idempotencyCutoff(now: Date): string {
 }
 
 /**
- * The one receipt insert, with its created event: into the view `receipt_deflated_adds` (migrations
- * 0014, 0015, 0022), whose trigger writes the receipt with its texts `deflated`
+ * The one receipt insert, with its created event: into the view `receipt_timely_adds` (migrations
+ * 0014, 0015, 0022, 0025), whose trigger writes the receipt with its texts `deflated`
  * (./stored-body.ts) and records the event only where this insert stored the receipt, so both
  * cost one statement. Never where an erasure's fence of the app user stands at or after its
- * created_at. With `ownKey`, only while that Idempotency-Key's record (claimed just before in the
- * same batch) names this receipt; with `unclaimedKey`, only while the shard holds no live record
- * of that key (the receipt of a claim made ahead, docs/storage.md "One key, one receipt").
+ * created_at: the trigger is told so, and holds such an add, answered as stored and erased at
+ * once, to the bound of an event's commit all the same. With `ownKey`, only while that
+ * Idempotency-Key's record (claimed just before in the same batch) names this receipt; with
+ * `unclaimedKey`, only while the shard holds no live record of that key (the receipt of a claim
+ * made ahead, docs/storage.md "One key, one receipt").
  */
 function insertReceipt(
   receipt: FencedReceipt,
@@ -348,8 +350,8 @@ function insertReceipt(
         : " AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE client_id = ?3 AND idempotency_key = ?12 AND created_at >= ?13)";
   const keyValues = key === undefined ? [] : "ownKey" in key ? [key.ownKey] : [key.unclaimedKey, idempotencyCutoff(new Date(receipt.created_at))];
   return statement(
-    `INSERT INTO receipt_deflated_adds (receipt_id, chain_id, client_id, app_user_id, format, deflated, created_at, event_id, event_payload, event_at)
-    SELECT ?1, ?2, ?3, ?4, ?11, ?5, ?6, ?8, ?9, ?10 WHERE NOT ${fenced("?7", "?6")}${keyCondition}`,
+    `INSERT INTO receipt_timely_adds (receipt_id, chain_id, client_id, app_user_id, format, deflated, created_at, event_id, event_payload, event_at, fenced)
+    SELECT ?1, ?2, ?3, ?4, ?11, ?5, ?6, ?8, ?9, ?10, ${fenced("?7", "?6")} WHERE 1${keyCondition}`,
     ...values,
     event_id,
     event_payload,

@@ -17,12 +17,15 @@ import {
   newPlacementMemory,
   placeAndStore,
   placeReceipt,
+  requestFingerprint,
   type NewReceipt,
   type PlacementContext,
   type PlacementMemory,
 } from "../../src/storage/placement.ts";
-import { IDEMPOTENCY_WINDOW_MS } from "../../src/storage/receipts.ts";
+import { writeFence } from "../../src/storage/fences.ts";
+import { IDEMPOTENCY_WINDOW_MS, claimKey } from "../../src/storage/receipts.ts";
 import type { Shard } from "../../src/storage/shards.ts";
+import { runBatch } from "../../src/storage/statement.ts";
 import { uniqueId } from "../support/api.ts";
 import { SHARDS, receiptsOf, rowsOnEveryShard } from "../support/shards.ts";
 
@@ -301,6 +304,34 @@ describe("placeAndStore", () => {
       clientId,
     );
     expect(events).toEqual([{ receipt_id: answered[0] }]);
+  });
+
+  it("docs/storage.md a claim too old to make good is not made good under an erasure's fence either: the call stores a receipt of its own, after the erasure", async () => {
+    const clientId = uniqueId("pos-placement");
+    const idempotencyKey = uniqueId("key");
+    const [reopened, target] = rankOf(idempotencyKey);
+    const memory = newPlacementMemory();
+    const aMinuteAgo = new Date(Date.now() - 60_000).toISOString();
+    memory.statesCopy = { states: new Map([[reopened!.name, { state: "closed", changed_at: aMinuteAgo, by: "operator" }]]), until: Number.POSITIVE_INFINITY };
+    const { context, settled } = contextOf(env, memory);
+    // A call that claimed the key ahead, then died before it stored its receipt, longer ago than an
+    // event may take to commit; the app user was erased since, after that receipt's time.
+    const sent = receipt(clientId);
+    const createdAt = new Date(Date.now() - (EVENT_COMMIT_SECONDS + 5) * 1000).toISOString();
+    const died = { ...sent, receipt_id: idOnShard(uuidv7({ msecs: Date.parse(createdAt) }), target!), created_at: createdAt };
+    const data = { receipt_id: died.receipt_id, chain_id: sent.chain_id, client_id: clientId, app_user_id: sent.app_user_id, created_at: createdAt };
+    const claim = { key: idempotencyKey, fingerprint: await requestFingerprint(sent), response: { data, status: "OK", status_code: 200 } as const };
+    await runBatch(reopened!.db, [claimKey(died, claim, { keepUser: false })]);
+    const erasedAt = new Date(Date.now() - 2000).toISOString();
+    await runBatch(target!.db, [writeFence(sent.user_key, erasedAt)]);
+
+    const stored = await placeAndStore(context, sent, idempotencyKey, newCreationNotice);
+    // The dead call's receipt was never stored, so no export before the erasure could hold it: an
+    // answer naming it, made before the erasure, would tell the app of a receipt those exports lack.
+    expect(stored.kind === "added" || stored.kind === "replayed" ? stored.response.data.receipt_id : stored.kind).not.toBe(died.receipt_id);
+    expect(stored.kind === "added" || stored.kind === "replayed" ? stored.response.data.created_at > erasedAt : stored.kind).toBe(true);
+    await settled();
+    expect(await receiptsOf(clientId)).toBe(1);
   });
 
   it("a call whose earlier call of the key never ends (its request canceled) waits KEY_WAIT_MS, then stores", async () => {

@@ -80,7 +80,7 @@ function recordEvent(
 
 /**
  * An event as its outbox row holds it. Add hands its created event over in these columns to its
- * insert into the view `receipt_deflated_adds` (migrations 0014, 0015, 0022, src/storage/receipts.ts), whose trigger
+ * insert into the view `receipt_timely_adds` (migrations 0014, 0015, 0022, 0025, src/storage/receipts.ts), whose trigger
  * records it with the receipt in the same statement, only where that statement stored the
  * receipt: a replayed add, which stores nothing, records no second event.
  */
