@@ -174,8 +174,7 @@ function checkFile(exported: ExportRecord, expected: Expected, record: ReceiptRe
 
 /** The load's record of each app user's receipts: who added which, when, and what took it. */
 class ReceiptRecord {
-  readonly #owners = new Map<string, string>();
-  /** Every add of a marker: the first call, its retries and replays. */
+  /** Every add of a marker: the first call, its retries and replays, all for one app user. */
   readonly #addsOf = new Map<string, RequestRecord[]>();
   readonly #added = new Map<string, { appUserId: string; createdAt: string; marker: string }>();
   readonly #deletes = new Map<string, RequestRecord[]>();
@@ -184,7 +183,6 @@ class ReceiptRecord {
   constructor(load: LoadRecord) {
     for (const request of load.requests) {
       if (request.route === "add" && request.marker && request.appUserId) {
-        this.#owners.set(request.marker, request.appUserId);
         this.#addsOf.set(request.marker, [...(this.#addsOf.get(request.marker) ?? []), request]);
       }
       if (request.route === "add" && request.status === 200 && request.marker && request.receiptId && request.createdAt && request.appUserId) {
@@ -201,7 +199,7 @@ class ReceiptRecord {
 
   /** The app user whose add sent the receipt of `marker`. */
   ownerOf(marker: string): string | undefined {
-    return this.#owners.get(marker);
+    return this.#addsOf.get(marker)?.[0]?.appUserId;
   }
 
   /** Whether an add's answer named the receipt. */
