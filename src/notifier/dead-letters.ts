@@ -41,6 +41,7 @@ export async function storeDeadLetter(message: Message<QueuedNotice>, env: Notif
 const DEAD_LETTER_OUTCOMES = {
   failed: "stored as failed notice",
   scheduled: "not stored: within its retry window, left to its schedule",
+  erased: "not stored: a later erasure of its app user took it",
   gone: "nothing to store (delivered, or stored before)",
 } as const;
 

@@ -113,7 +113,13 @@ export const D1_TABLES = {
     columns: {
       event_id: NOT_PERSONAL,
       receipt_id: NOT_PERSONAL,
-      payload: { holds: ["app_user_id"], reach: { how: "removed", when: `${PAGE_COMMITS}, as the outbox's` } },
+      payload: {
+        holds: ["app_user_id"],
+        reach: {
+          how: "removed",
+          when: `${PAGE_COMMITS}, as the outbox's; an earlier erasure's event dead-lettered after the pages, in the erasure's last step, and none is stored after that step`,
+        },
+      },
       created_at: NOT_PERSONAL,
       failed_at: NOT_PERSONAL,
       attempts: NOT_PERSONAL,

@@ -208,11 +208,19 @@ export async function settleEvents(
  * retry window of `windowMs` ended, the push service's down time and the notifier's lateness not
  * counted, or no push failed in as long since it was made); else
  * `scheduled`, left in the outbox, where its schedule or the cron's re-send of a lost copy brings
- * it back (see {@link moveToFailed}); or `gone`: delivered after all, or moved already.
+ * it back (see {@link moveToFailed}); `erased`, an erasure's event whose retrying is over,
+ * removed without a failed event because its app user was erased again since; or `gone`:
+ * delivered after all, or moved already.
  */
-export async function deadLetter(db: D1Database, eventId: string, now: Date, windowMs: number): Promise<"failed" | "scheduled" | "gone"> {
-  const [moved, , left] = await runBatch(db, [...moveToFailed(eventId, now, windowMs), undeliveredEvent(eventId)]);
+export async function deadLetter(
+  db: D1Database,
+  eventId: string,
+  now: Date,
+  windowMs: number,
+): Promise<"failed" | "scheduled" | "erased" | "gone"> {
+  const [moved, removed, left] = await runBatch(db, [...moveToFailed(eventId, now, windowMs), undeliveredEvent(eventId)]);
   if (moved!.meta.changes === 1) return "failed";
+  if (removed!.meta.changes === 1) return "erased";
   return left!.results.length > 0 ? "scheduled" : "gone";
 }
 

@@ -33,6 +33,7 @@
 import type { AppUserErasedEvent } from "../../shared/schemas.ts";
 import type { CreationNotice, DeletionNotice } from "../../shared/types.ts";
 import { archivedOwned } from "../archive/owners.ts";
+import { erasedAgainSince } from "../audit.ts";
 import { liveOwned } from "../ownership.ts";
 import { enclose, statement, type Statement } from "../statement.ts";
 import { STORED_COLUMNS } from "../stored-body.ts";
@@ -376,7 +377,10 @@ const NO_ERROR_RECORDED = "dead-lettered with no failed attempt recorded";
  * for reasons of its own (copies held by another delivery, claims run out behind a slow push
  * service, D1 failures), and such an event is on the cron's way back to the queue, not dead. A
  * delivered one stays too (another copy got through); a second move of one event changes nothing.
- * The first statement's change count says whether it moved.
+ * An erasure's event whose app user a later erasure has erased since ({@link erasedAgainSince})
+ * leaves the outbox without becoming a failed event: that erasure takes the earlier one's failed
+ * events, and kept, this one would name the user after it. The first statement's change count
+ * says whether it moved, the second's whether it left.
  */
 export function moveToFailed(eventId: string, now: Date, windowMs: number): [Statement, Statement] {
   // The window's end, the down time since it opened and the lateness added (at most a window
@@ -389,7 +393,7 @@ export function moveToFailed(eventId: string, now: Date, windowMs: number): [Sta
     statement(
       `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error)
       SELECT event_id, receipt_id, payload, created_at, ?2, attempts, COALESCE(last_error, ?3)
-      FROM notice_outbox WHERE ${over("?4")}
+      FROM notice_outbox WHERE ${over("?4")} AND NOT ${erasedAgainSince("event_id")}
       ON CONFLICT (event_id) DO NOTHING`,
       eventId,
       now.toISOString(),
