@@ -161,10 +161,10 @@ function eventsErasure(table: 0 | 1): TableErasure {
 
 /**
  * A page of up to `limit` events of the app user's earlier erasures, in the outbox (0, delivered
- * ones only) and the failed events (1). The erasure's last step runs the second again: an event
- * still to deliver when the pages swept its shard may have been dead-lettered since, and once
- * the erasure's own record stands the dead-letter consumer keeps none (outbox/statements.ts
- * `moveToFailed`).
+ * ones only) and the failed events (1). The erasure's last step runs both again: an event still to
+ * deliver when the pages swept its shard may have been delivered or dead-lettered since, and once
+ * the erasure's own record stands the notifier keeps neither (outbox/statements.ts
+ * `forgetErasedAgain`, `moveToFailed`).
  */
 export function earlierErasuresEvents(user: ErasedUser, limit: number): [Statement, Statement] {
   return eraseLeftoverEventsOfReceipts(earlierErasuresOf(user.pseudonym, user.occurred_at, user.event_id), limit, true);

@@ -179,9 +179,9 @@ export async function recordErasure<S extends JobShard>(
   // within seconds of its ID's time for the event feed to hand it to a reader who follows `next`
   // (docs/api.md#event-feed, "The tail"), and the erasure may have taken minutes since. A run
   // again after a commit makes another ID, records nothing, and sends the one recorded. The
-  // request that named the app user goes in the same batch, and so do the failed events of the
-  // user's earlier erasures: an erasure's event dead-lettered between the pages and this commit
-  // is kept in them, and from this commit on none is (earlierErasuresEvents).
+  // request that named the app user goes in the same batch, and so do the user's earlier
+  // erasures' events delivered or dead-lettered between the pages and this commit; from this
+  // commit on the notifier keeps none (earlierErasuresEvents).
   const { event_id } = await steps("record and send", async () => {
     const fresh = eventWithId(stampShardTag(uuidv7(), first.tag));
     const forget = requestId === undefined ? [] : [forgetErasureRequests(requestId, await endedEarlier(first, requestId, endedRequests))];
@@ -189,7 +189,7 @@ export async function recordErasure<S extends JobShard>(
       recordErasedEvent(fresh, `NOT ${erasureRecorded("?5", "?6")}`, user.pseudonym, user.occurred_at),
       auditErasure(user.occurred_at, user.pseudonym, fresh.event_id),
       erasureEventId(user.occurred_at, user.pseudonym),
-      earlierErasuresEvents(user, ERASURE_PAGE)[1],
+      ...earlierErasuresEvents(user, ERASURE_PAGE),
       ...forget,
     ]);
     const event = eventWithId((recorded![0] as { event_id: string }).event_id);

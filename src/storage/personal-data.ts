@@ -85,7 +85,7 @@ export const D1_TABLES = {
         holds: ["app_user_id"],
         reach: {
           how: "removed",
-          when: `${PAGE_COMMITS} (every event of the user's receipts, live, deleted or archived, and of their earlier erasures once delivered); an erasure's own app_user.erased event stays until it is delivered and then until the purge of delivered events after EVENT_FEED_DAYS, or until a later erasure of the user after its delivery`,
+          when: `${PAGE_COMMITS} (every event of the user's receipts, live, deleted or archived, and of their earlier erasures once delivered; one still to deliver then goes in the batch that records its delivery, or its dead letter, once the erasure's last step has committed); an erasure's own app_user.erased event stays until it is delivered and then until the purge of delivered events after EVENT_FEED_DAYS, or until a later erasure of the user (at its delivery, if it was still to deliver then)`,
         },
       },
       created_at: NOT_PERSONAL,

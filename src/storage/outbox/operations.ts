@@ -10,6 +10,7 @@ import {
   claimStates,
   endpointStateStatement,
   feedPage,
+  forgetErasedAgain,
   markDelivered,
   markEndpointDownStatement,
   markEndpointUpStatement,
@@ -184,8 +185,10 @@ export interface FailedAttempt {
 }
 
 /**
- * Records what became of claimed events, in one D1 round trip: `delivered` ones are done, and
- * each of `failed` keeps its error and its next attempt, with its claim freed. `upAt`, when a
+ * Records what became of claimed events, in one D1 round trip: `delivered` ones are done (an
+ * erasure's event among them whose app user was erased again since leaves the outbox: see
+ * {@link forgetErasedAgain}), and each of `failed` keeps its error and its next attempt, with its
+ * claim freed. `upAt`, when a
  * push got through at that time while the shard's copy said the push service was down: the copy
  * says up again (see {@link markEndpointUp}).
  */
@@ -195,7 +198,7 @@ export async function settleEvents(
   now: Date,
 ): Promise<void> {
   const statements = [
-    ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now)] : []),
+    ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now), forgetErasedAgain(outcome.delivered)] : []),
     ...outcome.failed.map(({ eventId, error, schedule }) => recordFailedAttempt(eventId, error, schedule, now)),
     ...(outcome.upAt ? [markEndpointUpIfDown(outcome.upAt)] : []),
   ];

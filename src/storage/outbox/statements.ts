@@ -331,6 +331,20 @@ export function markDelivered(eventIds: readonly string[], now: Date): Statement
 }
 
 /**
+ * delivered → purged: those of `eventIds` that are an erasure's event whose app user a later
+ * erasure has erased since ({@link erasedAgainSince}). That erasure took the earlier ones' events
+ * it found delivered; one still to deliver stayed so that the app is told, and goes once it is.
+ * Any other event's row has a receipt_id of its own and is left.
+ */
+export function forgetErasedAgain(eventIds: readonly string[]): Statement {
+  return statement(
+    `DELETE FROM notice_outbox WHERE event_id IN (SELECT value FROM json_each(?1)) AND receipt_id = event_id
+      AND ${erasedAgainSince("event_id")}`,
+    JSON.stringify(eventIds),
+  );
+}
+
+/**
  * claimed → enqueued: keeps the attempt's error, frees the claim (a copy that comes early may try
  * at once), and records when the next attempt is due and the end of the event's retry window.
  * The window's first failure also notes the push service's down time so far, which the window

@@ -17,7 +17,7 @@ import { timeOfId } from "../../../src/shared/shard-ids.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
 import { ERASURE_PAGE, eraseAppUser, pseudonym } from "../../../src/storage/erasure.ts";
-import { deadLetter as consumeDeadLetter } from "../../../src/storage/outbox/operations.ts";
+import { deadLetter as consumeDeadLetter, settleEvents } from "../../../src/storage/outbox/operations.ts";
 import type { JobShard } from "../../../src/storage/steps.ts";
 import { storeReceipt } from "../../../src/storage/receipts.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
@@ -386,22 +386,28 @@ describe.concurrent("docs/api.md#erasure the app_user.erased event", () => {
     expect(await erasedEventsNaming(victim)).toEqual([{ event_id: third.event.event_id, where: "notice_outbox" }]);
   });
 
-  it("an earlier erasure's event dead-lettered after a later erasure swept its shard, before that erasure's record, goes with the record", async () => {
-    const victim = uniqueId("shopper");
-    await seedReceipt((await newCaller()).client, { app_user_id: victim });
-    const first = await eraseAppUser(victim, erasureShards(), HASH_KEY);
-    const outcomes: string[] = [];
-    const deadLetterBeforeRecord = async <T,>(name: string, work: () => Promise<T>) => {
-      // The first event still waited for its push when the pages swept past it, so it stayed; its retrying ends now.
-      if (name === "record and send") outcomes.push(await consumeDeadLetter(dbOf(first.event.event_id), first.event.event_id, new Date(), 0));
-      return work();
-    };
+  // What becomes of an earlier erasure's event that waited for its push when a later one swept its shard.
+  const settle = {
+    "dead-lettered": (eventId: string) => consumeDeadLetter(dbOf(eventId), eventId, new Date(), 0),
+    delivered: (eventId: string) => settleEvents(dbOf(eventId), { delivered: [eventId], failed: [] }, new Date()),
+  };
 
-    const second = await eraseAppUser(victim, erasureShards(), HASH_KEY, { steps: deadLetterBeforeRecord });
+  it.each(Object.keys(settle) as (keyof typeof settle)[])(
+    "an earlier erasure's event %s after a later erasure swept its shard, before that erasure's record, goes with the record",
+    async (outcome) => {
+      const victim = uniqueId("shopper");
+      await seedReceipt((await newCaller()).client, { app_user_id: victim });
+      const first = await eraseAppUser(victim, erasureShards(), HASH_KEY);
+      const settledBeforeRecord = async <T,>(name: string, work: () => Promise<T>) => {
+        if (name === "record and send") await settle[outcome](first.event.event_id);
+        return work();
+      };
 
-    expect(outcomes).toEqual(["failed"]);
-    expect(await erasedEventsNaming(victim)).toEqual([{ event_id: second.event.event_id, where: "notice_outbox" }]);
-  });
+      const second = await eraseAppUser(victim, erasureShards(), HASH_KEY, { steps: settledBeforeRecord });
+
+      expect(await erasedEventsNaming(victim)).toEqual([{ event_id: second.event.event_id, where: "notice_outbox" }]);
+    },
+  );
 
   it("an earlier erasure's event dead-lettered after a later erasure completed is removed, not kept as failed; the latest one's is kept for a replay", async () => {
     const victim = uniqueId("shopper");
@@ -410,11 +416,22 @@ describe.concurrent("docs/api.md#erasure the app_user.erased event", () => {
     const second = await eraseAppUser(victim, erasureShards(), HASH_KEY);
     expect(await erasedEventsNaming(victim)).toHaveLength(2);
 
-    const now = new Date();
-    expect(await consumeDeadLetter(dbOf(first.event.event_id), first.event.event_id, now, 0)).toBe("erased");
-    expect(await consumeDeadLetter(dbOf(second.event.event_id), second.event.event_id, now, 0)).toBe("failed");
+    expect(await settle["dead-lettered"](first.event.event_id)).toBe("erased");
+    expect(await settle["dead-lettered"](second.event.event_id)).toBe("failed");
 
     expect(await erasedEventsNaming(victim)).toEqual([{ event_id: second.event.event_id, where: "failed_notices" }]);
+  });
+
+  it("an earlier erasure's event delivered after a later erasure completed leaves the outbox; the latest one's stays for the event feed", async () => {
+    const victim = uniqueId("shopper");
+    await seedReceipt((await newCaller()).client, { app_user_id: victim });
+    const first = await eraseAppUser(victim, erasureShards(), HASH_KEY);
+    const second = await eraseAppUser(victim, erasureShards(), HASH_KEY);
+
+    await settle.delivered(first.event.event_id);
+    await settle.delivered(second.event.event_id);
+
+    expect(await erasedEventsNaming(victim)).toEqual([{ event_id: second.event.event_id, where: "notice_outbox" }]);
   });
 
   it("an erasure again while the first one's event waits for its push leaves that event to go out: the app is told of both, each signed with its own instant and count", async () => {
