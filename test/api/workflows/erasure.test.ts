@@ -16,9 +16,9 @@ import { erasureOfPart } from "../../../src/shared/job-ids.ts";
 import { timeOfId } from "../../../src/shared/shard-ids.ts";
 import { PATHS } from "../../../src/shared/paths.ts";
 import type { AppUserErasedEvent } from "../../../src/shared/schemas.ts";
-import { ERASURE_PAGE, eraseAppUser, pseudonym } from "../../../src/storage/erasure.ts";
+import { ERASURE_PAGE, eraseAppUser, pseudonym, type Erasure } from "../../../src/storage/erasure.ts";
 import { deadLetter as consumeDeadLetter, settleEvents } from "../../../src/storage/outbox/operations.ts";
-import type { JobShard } from "../../../src/storage/steps.ts";
+import type { JobShard, StepRunner } from "../../../src/storage/steps.ts";
 import { storeReceipt } from "../../../src/storage/receipts.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
 import { call, consoleLines, newCaller, postAdd, uniqueId, type Caller } from "../../support/api.ts";
@@ -395,25 +395,28 @@ describe.concurrent("docs/api.md#erasure the app_user.erased event", () => {
   it.each(Object.keys(settle) as (keyof typeof settle)[])(
     "an earlier erasure's event %s after a later erasure swept its shard, before that erasure's record, goes with the record",
     async (outcome) => {
-      const victim = uniqueId("shopper");
-      await seedReceipt((await newCaller()).client, { app_user_id: victim });
-      const first = await eraseAppUser(victim, erasureShards(), HASH_KEY);
-      const settledBeforeRecord = async <T,>(name: string, work: () => Promise<T>) => {
+      const settledBeforeRecord = (first: Erasure) => async <T,>(name: string, work: () => Promise<T>) => {
         if (name === "record and send") await settle[outcome](first.event.event_id);
         return work();
       };
 
-      const second = await eraseAppUser(victim, erasureShards(), HASH_KEY, { steps: settledBeforeRecord });
+      const { victim, second } = await erasedTwice(settledBeforeRecord);
 
       expect(await erasedEventsNaming(victim)).toEqual([{ event_id: second.event.event_id, where: "notice_outbox" }]);
     },
   );
 
-  it("an earlier erasure's event dead-lettered after a later erasure completed is removed, not kept as failed; the latest one's is kept for a replay", async () => {
+  /** An app user with a receipt, erased; then, with `steps`, erased again. */
+  async function erasedTwice(steps?: (first: Erasure) => StepRunner): Promise<{ victim: string; first: Erasure; second: Erasure }> {
     const victim = uniqueId("shopper");
     await seedReceipt((await newCaller()).client, { app_user_id: victim });
     const first = await eraseAppUser(victim, erasureShards(), HASH_KEY);
-    const second = await eraseAppUser(victim, erasureShards(), HASH_KEY);
+    const second = await eraseAppUser(victim, erasureShards(), HASH_KEY, { steps: steps?.(first) });
+    return { victim, first, second };
+  }
+
+  it("an earlier erasure's event dead-lettered after a later erasure completed is removed, not kept as failed; the latest one's is kept for a replay", async () => {
+    const { victim, first, second } = await erasedTwice();
     expect(await erasedEventsNaming(victim)).toHaveLength(2);
 
     expect(await settle["dead-lettered"](first.event.event_id)).toBe("erased");
@@ -423,10 +426,7 @@ describe.concurrent("docs/api.md#erasure the app_user.erased event", () => {
   });
 
   it("an earlier erasure's event delivered after a later erasure completed leaves the outbox; the latest one's stays for the event feed", async () => {
-    const victim = uniqueId("shopper");
-    await seedReceipt((await newCaller()).client, { app_user_id: victim });
-    const first = await eraseAppUser(victim, erasureShards(), HASH_KEY);
-    const second = await eraseAppUser(victim, erasureShards(), HASH_KEY);
+    const { victim, first, second } = await erasedTwice();
 
     await settle.delivered(first.event.event_id);
     await settle.delivered(second.event.event_id);
