@@ -60,7 +60,7 @@ const DR_GOAL_BELOW_ADD_2K = 0.1;
 
 const USAGE = `Usage: npm run bench [-- [--seconds <n>] [--connections <n>] [--only <route>,...]]
 
-  --seconds <n>       timed seconds per route and per floor, taken in 5 turns (default 10)
+  --seconds <n>       timed seconds per route and per floor, taken in 5 turns (default 30)
   --connections <n>   keep-alive connections per run (default 50)
   --only <routes>     comma-separated, among: ${ROUTES.join(", ")}, ${NOTIFIER}, ${TILL_TO_APP} (default all)`;
 
@@ -114,7 +114,7 @@ interface Bench {
 await runCli(USAGE, async (argv) => {
   const started = Date.now();
   const { values, positionals } = parse(argv, {
-    seconds: { type: "string", default: "10" },
+    seconds: { type: "string", default: "30" },
     connections: { type: "string", default: "50" },
     only: { type: "string" },
   });
