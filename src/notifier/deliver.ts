@@ -165,6 +165,7 @@ async function deliverOnShard(shard: Shard, messages: readonly Message<QueuedNot
       shard.db,
       {
         delivered: settled.flatMap((item) => (item.done ? [item.message.body.event_id] : [])),
+        erasures: settled.flatMap((item) => (item.done && item.message.body.type === "app_user.erased" ? [item.message.body.event_id] : [])),
         failed: settled.flatMap((item) =>
           item.done ? [] : [{ eventId: item.message.body.event_id, error: item.error, schedule: item.next.deadLetter ? null : item.next }],
         ),

@@ -185,20 +185,22 @@ export interface FailedAttempt {
 }
 
 /**
- * Records what became of claimed events, in one D1 round trip: `delivered` ones are done (an
- * erasure's event among them whose app user was erased again since leaves the outbox: see
- * {@link forgetErasedAgain}), and each of `failed` keeps its error and its next attempt, with its
- * claim freed. `upAt`, when a
+ * Records what became of claimed events, in one D1 round trip: `delivered` ones are done, and
+ * each of `failed` keeps its error and its next attempt, with its claim freed. `erasures` names
+ * the erasures' events among the delivered ones: one whose app user was erased again since
+ * leaves the outbox ({@link forgetErasedAgain}), in a statement that a batch of receipts' events
+ * goes without. `upAt`, when a
  * push got through at that time while the shard's copy said the push service was down: the copy
  * says up again (see {@link markEndpointUp}).
  */
 export async function settleEvents(
   db: D1Database,
-  outcome: { delivered: readonly string[]; failed: readonly FailedAttempt[]; upAt?: Date },
+  outcome: { delivered: readonly string[]; erasures?: readonly string[]; failed: readonly FailedAttempt[]; upAt?: Date },
   now: Date,
 ): Promise<void> {
   const statements = [
-    ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now), forgetErasedAgain(outcome.delivered)] : []),
+    ...(outcome.delivered.length > 0 ? [markDelivered(outcome.delivered, now)] : []),
+    ...(outcome.erasures?.length ? [forgetErasedAgain(outcome.erasures)] : []),
     ...outcome.failed.map(({ eventId, error, schedule }) => recordFailedAttempt(eventId, error, schedule, now)),
     ...(outcome.upAt ? [markEndpointUpIfDown(outcome.upAt)] : []),
   ];

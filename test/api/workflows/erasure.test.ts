@@ -7,7 +7,7 @@
 import { requestErasure, startErasure } from "../../../src/api/workflows/erasure-workflow.ts";
 import { env } from "cloudflare:workers";
 import { introspectWorkflow, introspectWorkflowInstance } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { newCreationNotice } from "../../../src/api/events.ts";
 import { runScheduledJobs } from "../../../src/api/scheduled.ts";
 import { parseAuditHashKey } from "../../../src/shared/audit-hash-key.ts";
@@ -23,7 +23,7 @@ import { storeReceipt } from "../../../src/storage/receipts.ts";
 import { runBatch } from "../../../src/storage/statement.ts";
 import { call, consoleLines, newCaller, postAdd, uniqueId, type Caller } from "../../support/api.ts";
 import { TEST_AUDIT_HASH_KEY } from "../../support/keys.ts";
-import { expectSignedPush, seedReceipt, waitForPushes } from "../../support/notices.ts";
+import { expectSignedPush, seedReceipt, waitForDelivery, waitForPushes } from "../../support/notices.ts";
 import { erase } from "../../support/erasure.ts";
 import { SHARDS, dbOf, idOn, rowsOnEveryShard } from "../../support/shards.ts";
 
@@ -389,7 +389,7 @@ describe.concurrent("docs/api.md#erasure the app_user.erased event", () => {
   // What becomes of an earlier erasure's event that waited for its push when a later one swept its shard.
   const settle = {
     "dead-lettered": (eventId: string) => consumeDeadLetter(dbOf(eventId), eventId, new Date(), 0),
-    delivered: (eventId: string) => settleEvents(dbOf(eventId), { delivered: [eventId], failed: [] }, new Date()),
+    delivered: (eventId: string) => settleEvents(dbOf(eventId), { delivered: [eventId], erasures: [eventId], failed: [] }, new Date()),
   };
 
   it.each(Object.keys(settle) as (keyof typeof settle)[])(
@@ -447,6 +447,12 @@ describe.concurrent("docs/api.md#erasure the app_user.erased event", () => {
       const [push] = await waitForPushes(erasure.event.event_id, 1, 80_000);
       expect(await expectSignedPush(push!)).toEqual({ ...erasure.event, app_user_id: victim });
     }
+    // The notifier's record of the first one's delivery takes it: the second erasure had completed.
+    await waitForDelivery(second.event.event_id);
+    await vi.waitFor(async () => expect(await erasedEventsNaming(victim)).toEqual([{ event_id: second.event.event_id, where: "notice_outbox" }]), {
+      timeout: 10_000,
+      interval: 50,
+    });
   }, 120_000);
 
   it("two erasures of one app user at once both complete; nothing of theirs survives, each receipt is counted once", async () => {
