@@ -187,16 +187,18 @@ export function earlierErasuresOf(pseudonym: string, at: string, erasureId: stri
 }
 
 /**
- * An SQL expression, 1 when `eventId` (an SQL expression) is the event_id of an erasure whose app
- * user was erased again since, and that later erasure has its own record here: its event tells
- * the app of the same user, and it took the earlier one's events as it went. An erasure's own
- * records (receipt_id null) are the few rows of `audit_by_receipt`'s null range.
+ * An SQL expression, 1 when `eventId` (an SQL expression) is the event_id of an erasure at
+ * `occurredAt` (its event's occurred_at) whose app user was erased again since, and that later
+ * erasure has its own record here: its event tells the app of the same user, and it took the
+ * earlier one's events as it went. The earlier record is one probe of `audit_by_receipt` (no
+ * receipt, its instant), the later ones of `audit_by_app_user`.
  */
-export function erasedAgainSince(eventId: string): string {
+export function erasedAgainSince(eventId: string, occurredAt: string): string {
   return `EXISTS (SELECT 1 FROM audit_log AS earlier JOIN audit_log AS later
       ON later.app_user = earlier.app_user AND later.action = 'app_user.erased' AND later.receipt_id IS NULL
         AND later.at >= earlier.at AND later.request_id <> earlier.request_id
-    WHERE earlier.receipt_id IS NULL AND earlier.action = 'app_user.erased' AND earlier.request_id = ${eventId})`;
+    WHERE earlier.receipt_id IS NULL AND earlier.at = ${occurredAt} AND earlier.action = 'app_user.erased'
+      AND earlier.request_id = ${eventId})`;
 }
 
 /** How many receipts the erasure `erasureId` of the app user named `pseudonym` erased here. Row: `n`. */

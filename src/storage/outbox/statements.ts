@@ -330,6 +330,10 @@ export function markDelivered(eventIds: readonly string[], now: Date): Statement
   );
 }
 
+// An outbox row that is an erasure's event (filed under its own ID) of an app user erased again
+// since: any other row is told apart by its receipt_id before the audit trail is read.
+const erasureTakenAgain = `(receipt_id = event_id AND ${erasedAgainSince("event_id", "json_extract(payload, '$.occurred_at')")})`;
+
 /**
  * delivered → purged: those of `eventIds` that are an erasure's event whose app user a later
  * erasure has erased since ({@link erasedAgainSince}). That erasure took the earlier ones' events
@@ -338,8 +342,7 @@ export function markDelivered(eventIds: readonly string[], now: Date): Statement
  */
 export function forgetErasedAgain(eventIds: readonly string[]): Statement {
   return statement(
-    `DELETE FROM notice_outbox WHERE event_id IN (SELECT value FROM json_each(?1)) AND receipt_id = event_id
-      AND ${erasedAgainSince("event_id")}`,
+    `DELETE FROM notice_outbox WHERE event_id IN (SELECT value FROM json_each(?1)) AND ${erasureTakenAgain}`,
     JSON.stringify(eventIds),
   );
 }
@@ -407,7 +410,7 @@ export function moveToFailed(eventId: string, now: Date, windowMs: number): [Sta
     statement(
       `INSERT INTO failed_notices (event_id, receipt_id, payload, created_at, failed_at, attempts, last_error)
       SELECT event_id, receipt_id, payload, created_at, ?2, attempts, COALESCE(last_error, ?3)
-      FROM notice_outbox WHERE ${over("?4")} AND NOT ${erasedAgainSince("event_id")}
+      FROM notice_outbox WHERE ${over("?4")} AND NOT ${erasureTakenAgain}
       ON CONFLICT (event_id) DO NOTHING`,
       eventId,
       now.toISOString(),
